@@ -1,0 +1,101 @@
+import { parseArgs } from 'node:util'
+import { ConfigError, loadConfig } from '../config'
+import { openDb } from '../db/client'
+import { IdentityError, IdentityService, type PlanInput } from '../services/identity'
+import type { Role } from '../db/schema'
+
+/**
+ * `npm run admin -- <command>` (contract section 2). Works on the same DATA_DIR as a running
+ * server: SQLite in WAL mode with a busy timeout lets both write.
+ */
+const USAGE = `usage:
+  org create <slug>
+  user create --org <slug> --email <email> --role admin|member
+  user token --email <email>
+  project create --org <slug> --name <handle> [--repo <owner/name or URL>]
+  plan set --org <slug> [--token-limit N] [--compute-minutes N] [--weekly-compute-minutes N]
+           [--spend-cap-usd X] [--max-concurrent N] [--payment-method none|card]`
+
+class UsageError extends Error {}
+
+function required(values: Record<string, string | undefined>, name: string): string {
+  const value = values[name]
+  if (!value) throw new UsageError(`--${name} is required`)
+  return value
+}
+
+function count(name: string, raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined
+  const value = Number(raw)
+  if (!Number.isInteger(value) || value < 0) throw new UsageError(`--${name} must be a whole number, got "${raw}"`)
+  return value
+}
+
+export function run(argv: string[], identity: IdentityService): unknown {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      org: { type: 'string' },
+      email: { type: 'string' },
+      role: { type: 'string' },
+      name: { type: 'string' },
+      repo: { type: 'string' },
+      'token-limit': { type: 'string' },
+      'compute-minutes': { type: 'string' },
+      'weekly-compute-minutes': { type: 'string' },
+      'spend-cap-usd': { type: 'string' },
+      'max-concurrent': { type: 'string' },
+      'payment-method': { type: 'string' },
+    },
+  })
+  const [noun, verb, arg] = positionals
+  switch (`${noun} ${verb}`) {
+    case 'org create':
+      if (!arg) throw new UsageError('org create needs a slug')
+      return identity.createOrg(arg)
+    case 'user create':
+      return identity.createUser(required(values, 'org'), required(values, 'email'), required(values, 'role') as Role)
+    case 'user token':
+      return identity.tokenFor(required(values, 'email'))
+    case 'project create':
+      return identity.createProject(required(values, 'org'), required(values, 'name'), values.repo ?? null)
+    case 'plan set': {
+      const spend = values['spend-cap-usd']
+      if (spend !== undefined && !(Number(spend) >= 0)) throw new UsageError(`--spend-cap-usd must be a number, got "${spend}"`)
+      const payment = values['payment-method']
+      if (payment !== undefined && payment !== 'none' && payment !== 'card') throw new UsageError('--payment-method must be none or card')
+      const maxConcurrent = count('max-concurrent', values['max-concurrent'])
+      if (maxConcurrent === 0) throw new UsageError('--max-concurrent must be at least 1')
+      const plan: PlanInput = {
+        tokenLimit: count('token-limit', values['token-limit']),
+        computeMinutes: count('compute-minutes', values['compute-minutes']),
+        weeklyComputeMinutes: count('weekly-compute-minutes', values['weekly-compute-minutes']),
+        spendCapUsd: spend === undefined ? undefined : Number(spend),
+        maxConcurrent,
+        paymentMethod: payment as PlanInput['paymentMethod'],
+      }
+      return identity.setPlan(required(values, 'org'), plan)
+    }
+    default:
+      throw new UsageError(`unknown command "${positionals.join(' ')}"`)
+  }
+}
+
+if (import.meta.main) {
+  try {
+    const config = loadConfig()
+    const database = openDb(config.dbPath)
+    try {
+      console.log(JSON.stringify(run(process.argv.slice(2), new IdentityService(database.db))))
+    } finally {
+      database.close()
+    }
+  } catch (err) {
+    const known = err instanceof UsageError || err instanceof IdentityError || err instanceof ConfigError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
+    console.error(`agentd admin: ${(err as Error).message}`)
+    if (err instanceof UsageError) console.error(USAGE)
+    process.exit(known ? 2 : 1)
+  }
+}

@@ -1,0 +1,43 @@
+import { Elysia, t } from 'elysia'
+import { openapi } from '@elysiajs/openapi'
+import { agentRoutes } from './http/agents/routes'
+import { errorPlugin } from './http/errors'
+import { sessionRoutes } from './http/sessions/routes'
+import type { AuthService } from './services/auth'
+import type { Catalog } from './services/catalog'
+import type { HarnessVersions } from './services/session-create'
+import type { SessionService } from './services/session-service'
+
+export interface AppDeps {
+  auth: AuthService
+  sessions: SessionService
+  catalog: Catalog
+  runnable: HarnessVersions
+  now: () => number
+}
+
+/** The HTTP surface. Tests call `createApp(deps).handle(request)`; main.ts adds `listen`. */
+export function createApp(deps: AppDeps) {
+  return new Elysia()
+    .use(errorPlugin)
+    .use(
+      openapi({
+        path: '/docs',
+        specPath: '/openapi.json',
+        documentation: {
+          openapi: '3.1.0',
+          info: { title: 'agentd: Agent Session Service API', version: '1.0.0' },
+          components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+          security: [{ bearer: [] }],
+        },
+      }),
+    )
+    .get('/healthz', () => ({ ok: true as const }), {
+      response: { 200: t.Object({ ok: t.Literal(true) }) },
+      detail: { operationId: 'health', tags: ['health'], summary: 'Liveness, without auth', security: [] },
+    })
+    .use(sessionRoutes(deps.auth, deps.sessions))
+    .use(agentRoutes(deps.auth, deps.catalog, deps.runnable, deps.now))
+}
+
+export type App = ReturnType<typeof createApp>

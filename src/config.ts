@@ -1,0 +1,53 @@
+import { join, resolve } from 'node:path'
+
+export type SandboxKind = 'gvisor' | 'bwrap' | 'process'
+
+/** Environment read once at start (contract section 1); everything else gets a typed Config. */
+export interface Config {
+  port: number
+  host: string
+  dataDir: string
+  dbPath: string
+  sandbox: SandboxKind | null
+  configFile: string | null
+  publicUrl: string
+  oidcIssuer: string | null
+  oidcAudience: string | null
+  webhookAllowPrivate: boolean
+  timeScale: number
+  /** Concurrent runs per org when its plan sets none. */
+  defaultMaxConcurrent: number
+}
+
+export class ConfigError extends Error {}
+
+function positiveNumber(name: string, raw: string | undefined, fallback: number): number {
+  if (raw === undefined || raw === '') return fallback
+  const value = Number(raw)
+  if (!Number.isFinite(value) || value <= 0) throw new ConfigError(`${name} must be a positive number, got "${raw}"`)
+  return value
+}
+
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const port = positiveNumber('PORT', env.PORT, 8787)
+  const host = env.HOST || '127.0.0.1'
+  const dataDir = resolve(env.DATA_DIR || './data')
+  const sandbox = env.AGENTD_SANDBOX || null
+  if (sandbox !== null && !['gvisor', 'bwrap', 'process'].includes(sandbox)) {
+    throw new ConfigError(`AGENTD_SANDBOX must be gvisor, bwrap or process, got "${sandbox}"`)
+  }
+  return {
+    port,
+    host,
+    dataDir,
+    dbPath: join(dataDir, 'agentd.db'),
+    sandbox: sandbox as SandboxKind | null,
+    configFile: env.AGENTD_CONFIG || null,
+    publicUrl: (env.AGENTD_PUBLIC_URL || `http://${host}:${port}`).replace(/\/+$/, ''),
+    oidcIssuer: env.AGENTD_OIDC_ISSUER || null,
+    oidcAudience: env.AGENTD_OIDC_AUDIENCE || null,
+    webhookAllowPrivate: env.AGENTD_WEBHOOK_ALLOW_PRIVATE === '1',
+    timeScale: positiveNumber('AGENTD_TIME_SCALE', env.AGENTD_TIME_SCALE, 1),
+    defaultMaxConcurrent: 4,
+  }
+}

@@ -1,0 +1,71 @@
+import { sql } from 'drizzle-orm'
+import { check, index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
+
+export const orgs = sqliteTable('orgs', {
+  id: text('id').primaryKey(),
+  slug: text('slug').notNull().unique(),
+  createdAt: integer('created_at').notNull(),
+})
+
+export const users = sqliteTable('users', {
+  id: text('id').primaryKey(),
+  email: text('email').notNull().unique(),
+  name: text('name'),
+  avatarUrl: text('avatar_url'),
+  createdAt: integer('created_at').notNull(),
+})
+
+export const ROLES = ['admin', 'member'] as const
+export type Role = (typeof ROLES)[number]
+
+export const memberships = sqliteTable(
+  'memberships',
+  {
+    orgId: text('org_id').notNull().references(() => orgs.id, { onDelete: 'cascade' }),
+    userId: text('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    role: text('role', { enum: ROLES }).notNull(),
+    createdAt: integer('created_at').notNull(),
+  },
+  (table) => [
+    primaryKey({ columns: [table.orgId, table.userId] }),
+    check('memberships_role_check', sql`${table.role} in ('admin', 'member')`),
+  ],
+)
+
+/** Signed-in tokens: only the SHA-256 of the token is kept. */
+export const userTokens = sqliteTable(
+  'user_tokens',
+  {
+    tokenHash: text('token_hash').primaryKey(),
+    userId: text('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    createdAt: integer('created_at').notNull(),
+    expiresAt: integer('expires_at'),
+    revokedAt: integer('revoked_at'),
+  },
+  (table) => [index('user_tokens_user_idx').on(table.userId)],
+)
+
+export const projects = sqliteTable(
+  'projects',
+  {
+    id: text('id').primaryKey(),
+    orgId: text('org_id').notNull().references(() => orgs.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    repoOwner: text('repo_owner'),
+    repoName: text('repo_name'),
+    createdAt: integer('created_at').notNull(),
+  },
+  (table) => [uniqueIndex('projects_org_name_idx').on(table.orgId, table.name)],
+)
+
+/** Per-org plan (contract section 2, `plan set`); null columns mean "no limit". */
+export const plans = sqliteTable('plans', {
+  orgId: text('org_id').primaryKey().references(() => orgs.id, { onDelete: 'cascade' }),
+  tokenLimit: integer('token_limit'),
+  computeMinutes: integer('compute_minutes'),
+  weeklyComputeMinutes: integer('weekly_compute_minutes'),
+  spendCapUsd: real('spend_cap_usd'),
+  maxConcurrent: integer('max_concurrent'),
+  paymentMethod: text('payment_method', { enum: ['none', 'card'] }).notNull().default('none'),
+  updatedAt: integer('updated_at').notNull(),
+})

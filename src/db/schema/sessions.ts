@@ -1,0 +1,117 @@
+import { sql } from 'drizzle-orm'
+import { check, index, integer, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
+import { SESSION_STATUSES } from '../../domain/status'
+import { orgs, projects, users } from './identity'
+
+const statusList = SESSION_STATUSES.map((s) => `'${s}'`).join(', ')
+
+/** One row per session: every CloudRunSession field, plus what the run needs to continue. */
+export const sessions = sqliteTable(
+  'sessions',
+  {
+    id: text('id').primaryKey(),
+    orgId: text('org_id').notNull().references(() => orgs.id, { onDelete: 'cascade' }),
+    projectId: text('project_id').references(() => projects.id, { onDelete: 'set null' }),
+    startedByUserId: text('started_by_user_id').references(() => users.id, { onDelete: 'set null' }),
+    apiKeyId: text('api_key_id'),
+    kind: text('kind', { enum: ['cloud', 'local'] }).notNull().default('cloud'),
+    agent: text('agent').notNull(),
+    harness: text('harness').notNull(),
+    harnessVersionRequested: text('harness_version_requested'),
+    harnessVersionResolved: text('harness_version_resolved'),
+    // Derived from the machine snapshot by statusOf() in the same transaction; never set by hand.
+    status: text('status', { enum: SESSION_STATUSES }).notNull(),
+    mode: text('mode', { enum: ['headless', 'interactive'] }).notNull(),
+    persistenceMode: text('persistence_mode', { enum: ['resumable', 'ephemeral'] }).notNull(),
+    machineState: text('machine_state'),
+    sandboxGeneration: integer('sandbox_generation').notNull().default(0),
+    prompt: text('prompt').notNull(),
+    title: text('title').notNull(),
+    repoOwner: text('repo_owner'),
+    repoName: text('repo_name'),
+    branch: text('branch'),
+    baseBranch: text('base_branch'),
+    onPr: integer('on_pr'),
+    prUrl: text('pr_url'),
+    summary: text('summary'),
+    error: text('error'),
+    model: text('model').notNull(),
+    // What the caller asked for (spec `requested_overrides`), beside what runs.
+    requestedModel: text('requested_model'),
+    effort: text('effort'),
+    speed: text('speed'),
+    accountId: text('account_id'),
+    outputSchema: text('output_schema', { mode: 'json' }).$type<Record<string, unknown>>(),
+    inputTokens: integer('input_tokens'),
+    outputTokens: integer('output_tokens'),
+    cacheReadTokens: integer('cache_read_tokens'),
+    cacheWriteTokens: integer('cache_write_tokens'),
+    reasoningTokens: integer('reasoning_tokens'),
+    totalTokens: integer('total_tokens'),
+    totalCostUsd: real('total_cost_usd'),
+    toolCallsCount: integer('tool_calls_count'),
+    toolErrorsCount: integer('tool_errors_count'),
+    turnsCount: integer('turns_count').notNull().default(0),
+    filesProduced: integer('files_produced'),
+    artifactCount: integer('artifact_count').notNull().default(0),
+    sessionCapture: text('session_capture', { enum: ['complete', 'partial', 'failed'] }),
+    effectiveConfig: text('effective_config', { mode: 'json' }).$type<Record<string, unknown>>(),
+    // The CLI's own conversation id, so the next turn resumes it.
+    harnessSessionId: text('harness_session_id'),
+    resultText: text('result_text'),
+    resultStructured: text('result_structured', { mode: 'json' }).$type<Record<string, unknown>>(),
+    schemaValid: integer('schema_valid', { mode: 'boolean' }),
+    hasResult: integer('has_result', { mode: 'boolean' }).notNull().default(false),
+    completedAt: integer('completed_at'),
+    createdAt: integer('created_at').notNull(),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (table) => [
+    check('sessions_status_check', sql.raw(`status in (${statusList})`)),
+    index('sessions_org_created_idx').on(table.orgId, table.createdAt),
+    index('sessions_project_created_idx').on(table.projectId, table.createdAt),
+    index('sessions_status_idx').on(table.status),
+  ],
+)
+
+/** The session machine's persisted snapshot, written in the same transaction as the status column. */
+export const sessionSnapshots = sqliteTable('session_snapshots', {
+  sessionId: text('session_id')
+    .primaryKey()
+    .references(() => sessions.id, { onDelete: 'cascade' }),
+  machineVersion: integer('machine_version').notNull(),
+  snapshot: text('snapshot', { mode: 'json' }).notNull().$type<unknown>(),
+  // Optimistic lock: every transition bumps it.
+  version: integer('version').notNull(),
+})
+
+/** Everything that happened to a session, in order: status changes and normalized harness events. `seq` is the SSE id. */
+export const sessionEvents = sqliteTable(
+  'session_events',
+  {
+    sessionId: text('session_id')
+      .notNull()
+      .references(() => sessions.id, { onDelete: 'cascade' }),
+    seq: integer('seq').notNull(),
+    turn: integer('turn').notNull(),
+    kind: text('kind', { enum: ['status', 'harness', 'log'] }).notNull(),
+    type: text('type').notNull(),
+    data: text('data', { mode: 'json' }).notNull().$type<Record<string, unknown>>(),
+    createdAt: integer('created_at').notNull(),
+  },
+  (table) => [uniqueIndex('session_events_seq_idx').on(table.sessionId, table.seq)],
+)
+
+/** The harness's raw stdout, line by line as it wrote it, so the trajectory can be served verbatim. */
+export const sessionTranscriptLines = sqliteTable(
+  'session_transcript_lines',
+  {
+    sessionId: text('session_id')
+      .notNull()
+      .references(() => sessions.id, { onDelete: 'cascade' }),
+    lineNo: integer('line_no').notNull(),
+    turn: integer('turn').notNull(),
+    line: text('line').notNull(),
+  },
+  (table) => [uniqueIndex('session_transcript_lines_idx').on(table.sessionId, table.lineNo)],
+)

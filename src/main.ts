@@ -1,0 +1,22 @@
+import { ConfigError, loadConfig } from './config'
+import { startServices } from './server'
+
+try {
+  const config = loadConfig()
+  const services = await startServices(config)
+  const server = services.app.listen({ hostname: config.host, port: config.port })
+  console.error(`agentd: listening on http://${config.host}:${server.server?.port ?? config.port} (data in ${config.dataDir})`)
+  const stop = async () => {
+    await server.stop()
+    await services.close()
+    process.exit(0)
+  }
+  process.on('SIGINT', stop)
+  process.on('SIGTERM', stop)
+} catch (err) {
+  if (err instanceof ConfigError) {
+    console.error(`agentd: ${err.message}`)
+    process.exit(2)
+  }
+  throw err
+}

@@ -1,0 +1,174 @@
+import { and, eq, isNull, or } from 'drizzle-orm'
+import type { Db } from '../db/client'
+import { memberships, orgs, plans, projects, users, userTokens, type Role } from '../db/schema'
+import { newId, newUserToken, sha256 } from '../domain/ids'
+
+/** Who is calling: a signed-in user (token or identity-provider JWT), later also API keys. */
+export interface Principal {
+  userId: string | null
+  email: string
+  name: string | null
+  avatarUrl: string | null
+  via: 'user_token' | 'oidc'
+}
+
+export interface OrgAccess {
+  orgId: string
+  slug: string
+  role: Role
+}
+
+export class IdentityError extends Error {}
+
+const SLUG = /^[a-z0-9][a-z0-9-]{0,62}$/
+const HANDLE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/
+const EMAIL = /^[^\s@]+@[^\s@]+$/
+
+/** Orgs, users, memberships, signed-in tokens, projects and plans: what the admin CLI manages. */
+export class IdentityService {
+  constructor(
+    private readonly db: Db,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  createOrg(slug: string) {
+    if (!SLUG.test(slug)) throw new IdentityError(`org slug must be lower-case letters, digits and dashes: "${slug}"`)
+    if (this.db.select().from(orgs).where(eq(orgs.slug, slug)).get()) throw new IdentityError(`org "${slug}" exists`)
+    const org = { id: newId(), slug, createdAt: this.now() }
+    this.db.insert(orgs).values(org).run()
+    return { id: org.id, slug }
+  }
+
+  orgBySlug(slug: string) {
+    const org = this.db.select().from(orgs).where(eq(orgs.slug, slug)).get()
+    if (!org) throw new IdentityError(`no org "${slug}"`)
+    return org
+  }
+
+  createUser(orgSlug: string, email: string, role: Role) {
+    if (!EMAIL.test(email)) throw new IdentityError(`not an email address: "${email}"`)
+    if (role !== 'admin' && role !== 'member') throw new IdentityError(`role must be admin or member, got "${role}"`)
+    const org = this.orgBySlug(orgSlug)
+    return this.db.transaction((tx) => {
+      let user = tx.select().from(users).where(eq(users.email, email)).get()
+      if (!user) {
+        user = { id: newId(), email, name: email.split('@')[0] ?? null, avatarUrl: null, createdAt: this.now() }
+        tx.insert(users).values(user).run()
+      }
+      tx.insert(memberships)
+        .values({ orgId: org.id, userId: user.id, role, createdAt: this.now() })
+        .onConflictDoUpdate({ target: [memberships.orgId, memberships.userId], set: { role } })
+        .run()
+      const token = this.issueToken(user.id, tx)
+      return { id: user.id, email, role, token }
+    })
+  }
+
+  tokenFor(email: string) {
+    const user = this.db.select().from(users).where(eq(users.email, email)).get()
+    if (!user) throw new IdentityError(`no user "${email}"`)
+    return { token: this.issueToken(user.id) }
+  }
+
+  private issueToken(userId: string, tx: Pick<Db, 'insert'> = this.db): string {
+    const token = newUserToken()
+    tx.insert(userTokens).values({ tokenHash: sha256(token), userId, createdAt: this.now() }).run()
+    return token
+  }
+
+  /** The user behind a signed-in token, or null for an unknown or revoked one. */
+  userByToken(token: string): Principal | null {
+    const row = this.db
+      .select({ user: users, expiresAt: userTokens.expiresAt })
+      .from(userTokens)
+      .innerJoin(users, eq(users.id, userTokens.userId))
+      .where(and(eq(userTokens.tokenHash, sha256(token)), isNull(userTokens.revokedAt)))
+      .get()
+    if (!row || (row.expiresAt !== null && row.expiresAt <= this.now())) return null
+    const { user } = row
+    return { userId: user.id, email: user.email, name: user.name, avatarUrl: user.avatarUrl, via: 'user_token' }
+  }
+
+  userByEmail(email: string) {
+    return this.db.select().from(users).where(eq(users.email, email)).get() ?? null
+  }
+
+  /** The caller's role in an org named by slug or id; null means "no role" (the caller gets 404). */
+  orgAccess(principal: Principal, orgRef: string): OrgAccess | null {
+    if (!principal.userId) return null
+    const row = this.db
+      .select({ orgId: orgs.id, slug: orgs.slug, role: memberships.role })
+      .from(orgs)
+      .innerJoin(memberships, and(eq(memberships.orgId, orgs.id), eq(memberships.userId, principal.userId)))
+      .where(or(eq(orgs.slug, orgRef), eq(orgs.id, orgRef)))
+      .get()
+    return row ?? null
+  }
+
+  createProject(orgSlug: string, name: string, repo: string | null) {
+    if (!HANDLE.test(name) || name === '_') throw new IdentityError(`project name must be a handle (letters, digits, . _ -): "${name}"`)
+    const org = this.orgBySlug(orgSlug)
+    const parsed = repo === null ? null : parseRepo(repo)
+    if (repo !== null && !parsed) throw new IdentityError(`repository must be owner/name or a https URL to one: "${repo}"`)
+    const exists = this.db.select().from(projects).where(and(eq(projects.orgId, org.id), eq(projects.name, name))).get()
+    if (exists) throw new IdentityError(`project "${name}" exists in org "${orgSlug}"`)
+    const project = {
+      id: newId(),
+      orgId: org.id,
+      name,
+      repoOwner: parsed?.owner ?? null,
+      repoName: parsed?.name ?? null,
+      createdAt: this.now(),
+    }
+    this.db.insert(projects).values(project).run()
+    return { id: project.id, name }
+  }
+
+  setPlan(orgSlug: string, plan: PlanInput) {
+    const org = this.orgBySlug(orgSlug)
+    const current = this.db.select().from(plans).where(eq(plans.orgId, org.id)).get()
+    const next = {
+      orgId: org.id,
+      tokenLimit: plan.tokenLimit ?? current?.tokenLimit ?? null,
+      computeMinutes: plan.computeMinutes ?? current?.computeMinutes ?? null,
+      weeklyComputeMinutes: plan.weeklyComputeMinutes ?? current?.weeklyComputeMinutes ?? null,
+      spendCapUsd: plan.spendCapUsd ?? current?.spendCapUsd ?? null,
+      maxConcurrent: plan.maxConcurrent ?? current?.maxConcurrent ?? null,
+      paymentMethod: plan.paymentMethod ?? current?.paymentMethod ?? 'none',
+      updatedAt: this.now(),
+    }
+    this.db.insert(plans).values(next).onConflictDoUpdate({ target: plans.orgId, set: next }).run()
+    return {
+      org: org.slug,
+      token_limit: next.tokenLimit,
+      compute_minutes: next.computeMinutes,
+      weekly_compute_minutes: next.weeklyComputeMinutes,
+      spend_cap_usd: next.spendCapUsd,
+      max_concurrent: next.maxConcurrent,
+      payment_method: next.paymentMethod,
+    }
+  }
+}
+
+export interface PlanInput {
+  tokenLimit?: number
+  computeMinutes?: number
+  weeklyComputeMinutes?: number
+  spendCapUsd?: number
+  maxConcurrent?: number
+  paymentMethod?: 'none' | 'card'
+}
+
+/** `owner/name`, or an https URL whose path is `/owner/name` (a trailing `.git` is dropped). */
+export function parseRepo(repo: string): { owner: string; name: string } | null {
+  let path = repo
+  if (/^https?:\/\//.test(repo)) {
+    try {
+      path = new URL(repo).pathname.replace(/^\/+|\/+$/g, '').replace(/\.git$/, '')
+    } catch {
+      return null
+    }
+  }
+  const match = /^([A-Za-z0-9_.-]+)\/([A-Za-z0-9_.-]+)$/.exec(path)
+  return match ? { owner: match[1]!, name: match[2]! } : null
+}

@@ -1,0 +1,60 @@
+import Ajv, { type ValidateFunction } from 'ajv'
+
+const MAX_BYTES = 64 * 1024
+const MAX_DEPTH = 10
+
+/**
+ * Checks the spec's `output_schema` rules (4.1): root type object; every object lists all its
+ * properties in `required` and sets `additionalProperties: false`; `$ref` stays inside the
+ * document; at most 10 levels deep and 64 KiB; and it must compile as a JSON Schema.
+ * Returns the first broken rule as a sentence, or null when the schema is acceptable.
+ */
+export function outputSchemaProblem(schema: unknown): string | null {
+  if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) return 'output_schema must be a JSON object'
+  if (new TextEncoder().encode(JSON.stringify(schema)).length > MAX_BYTES) return 'output_schema is larger than 64 KiB'
+  const root = schema as Record<string, unknown>
+  if (root.type !== 'object') return 'output_schema root must have type "object"'
+  const problem = walk(root, '#', 1)
+  if (problem) return problem
+  try {
+    new Ajv({ strict: false }).compile(root)
+  } catch (err) {
+    return `output_schema is not a valid JSON Schema: ${(err as Error).message}`
+  }
+  return null
+}
+
+function walk(node: unknown, path: string, depth: number): string | null {
+  if (typeof node !== 'object' || node === null) return null
+  if (depth > MAX_DEPTH) return `output_schema is nested deeper than ${MAX_DEPTH} levels at ${path}`
+  if (Array.isArray(node)) {
+    for (const [i, item] of node.entries()) {
+      const problem = walk(item, `${path}/${i}`, depth)
+      if (problem) return problem
+    }
+    return null
+  }
+  const obj = node as Record<string, unknown>
+  if (typeof obj.$ref === 'string' && !obj.$ref.startsWith('#')) return `output_schema $ref at ${path} points outside the document`
+  const types = Array.isArray(obj.type) ? obj.type : [obj.type]
+  if (types.includes('object') || 'properties' in obj) {
+    const properties = (obj.properties ?? {}) as Record<string, unknown>
+    const required = Array.isArray(obj.required) ? obj.required : []
+    const missing = Object.keys(properties).filter((key) => !required.includes(key))
+    if (missing.length > 0) return `output_schema object at ${path} must list every property in required (missing: ${missing.join(', ')}); express an optional one as type [T, "null"]`
+    if (obj.additionalProperties !== false) return `output_schema object at ${path} must set additionalProperties: false`
+  }
+  for (const [key, value] of Object.entries(obj)) {
+    if (typeof value !== 'object' || value === null) continue
+    // Each schema keyword that holds subschemas counts as one level deeper.
+    const nested = key === 'properties' || key === '$defs' || key === 'definitions' ? depth : depth + 1
+    const problem = walk(value, `${path}/${key}`, nested)
+    if (problem) return problem
+  }
+  return null
+}
+
+/** Compiles an accepted schema for checking answers. */
+export function compileOutputSchema(schema: Record<string, unknown>): ValidateFunction {
+  return new Ajv({ strict: false, allErrors: false }).compile(schema)
+}

@@ -1,0 +1,110 @@
+import { parseAgent, isHarness, type Harness } from '../domain/harness'
+import { ApiError, badRequest, unprocessable } from '../domain/errors'
+import type { PersistenceMode, RunMode } from '../domain/status'
+import { modelFor, offersMode, type Catalog } from './catalog'
+import { outputSchemaProblem } from './output-schema'
+
+/** Shape A create body (spec 4.1) after the route's type checks. */
+export interface CreateBody {
+  agent?: string
+  prompt?: string
+  model?: string
+  effort?: string
+  speed?: string
+  mode?: RunMode
+  persistence?: PersistenceMode
+  account_id?: string
+  base_branch?: string
+  on_pr?: number
+  output_schema?: Record<string, unknown>
+}
+
+/** What a session is started with, once every create rule passed. */
+export interface SessionPlan {
+  agent: string
+  harness: Harness
+  versionRequested: string | null
+  versionResolved: string
+  prompt: string
+  title: string
+  model: string
+  requestedModel: string | null
+  effort: string | null
+  speed: string | null
+  mode: RunMode
+  persistence: PersistenceMode
+  baseBranch: string | null
+  onPr: number | null
+  outputSchema: Record<string, unknown> | null
+}
+
+export const MAX_PROMPT_BYTES = 256 * 1024
+
+/** Runnable harnesses and the CLI version each runs; a harness missing here cannot start. */
+export type HarnessVersions = Partial<Record<Harness, string>>
+
+export function titleOf(prompt: string): string {
+  const firstLine = prompt.trim().split('\n', 1)[0] ?? ''
+  return firstLine.length > 80 ? firstLine.slice(0, 80) : firstLine
+}
+
+/**
+ * Applies the create rules of spec 4.1 (shape A) that do not need the database. `defaultAgent`
+ * is used when the body names none (a Project run); a `_` run must name one.
+ */
+export function planSession(body: CreateBody, catalog: Catalog, runnable: HarnessVersions, projectless: boolean): SessionPlan {
+  if (typeof body.prompt !== 'string' || body.prompt.trim() === '') throw badRequest('prompt is required')
+  if (new TextEncoder().encode(body.prompt).length > MAX_PROMPT_BYTES) {
+    throw badRequest('prompt is larger than 256 KiB', 'CONTENT_TOO_LARGE')
+  }
+  if (body.agent === undefined && projectless) throw badRequest('agent is required for a run without a Project (_)')
+  const agent = body.agent ?? 'harness_1'
+  const { harness, version } = parseAgent(agent)
+  if (!isHarness(harness)) {
+    throw unprocessable(`unsupported agent "${agent}"; use harness_1, harness_2 or harness_3`, 'UNSUPPORTED_AGENT', 'error_code')
+  }
+  const installed = runnable[harness]
+  if (!installed) throw unprocessable(`${harness} is not available on this server`, 'UNSUPPORTED_AGENT', 'error_code')
+  if (version !== null && version !== installed) {
+    throw new ApiError(422, `${harness}@${version}: this server runs ${harness} ${installed} only`, 'UNSUPPORTED_AGENT', {}, 'error_code')
+  }
+
+  const harnessRow = catalog.harnesses.find((h) => h.id === harness)!
+  const modelId = body.model ?? harnessRow.default_model
+  const model = modelFor(catalog, harness, modelId)
+  if (!model) throw unprocessable(`model "${modelId}" is not offered for ${harness}`, 'MODEL_UNSUPPORTED', 'error_code')
+  if (body.effort !== undefined && !model.effort.includes(body.effort)) {
+    throw badRequest(`effort "${body.effort}" is not offered for model ${model.id} (offered: ${model.effort.join(', ')})`)
+  }
+  if (body.speed === 'fast') {
+    if (harness === 'harness_3') throw badRequest('speed "fast" is not available on harness_3')
+    if (!offersMode(model, harness, 'fast')) throw badRequest(`speed "fast" is not offered for model ${model.id} on ${harness}`)
+  }
+  if (body.base_branch !== undefined && body.on_pr !== undefined) throw badRequest('base_branch and on_pr cannot be used together')
+  if (body.account_id !== undefined) throw badRequest(`unknown account "${body.account_id}"`)
+  if (body.output_schema !== undefined) {
+    if (harness === 'harness_3') {
+      throw unprocessable('output_schema is not supported on harness_3', 'FIELD_UNSUPPORTED_FOR_HARNESS', 'error_code')
+    }
+    const problem = outputSchemaProblem(body.output_schema)
+    if (problem) throw badRequest(problem, 'OUTPUT_SCHEMA_INVALID')
+  }
+
+  return {
+    agent,
+    harness,
+    versionRequested: version,
+    versionResolved: installed,
+    prompt: body.prompt,
+    title: titleOf(body.prompt),
+    model: model.id,
+    requestedModel: body.model ?? null,
+    effort: body.effort ?? null,
+    speed: body.speed ?? null,
+    mode: body.mode ?? 'headless',
+    persistence: body.persistence ?? 'resumable',
+    baseBranch: body.base_branch ?? null,
+    onPr: body.on_pr ?? null,
+    outputSchema: body.output_schema ?? null,
+  }
+}
