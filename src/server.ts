@@ -2,10 +2,8 @@ import { createDriver, type SandboxDriver } from '../sandbox'
 import { createApp } from './app'
 import type { Config } from './config'
 import { openDb } from './db/client'
-import type { Harness } from './domain/harness'
 import { startGateway } from './gateway/gateway'
-import { claudeAdapter } from './harness/claude'
-import type { HarnessAdapter } from './harness/harness'
+import { ADAPTERS } from './harness'
 import { AuthService } from './services/auth'
 import { installedVersion, loadCatalog } from './services/catalog'
 import { GatewaySessions } from './services/gateway-sessions'
@@ -31,7 +29,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const database = openDb(config.dbPath)
   const catalog = loadCatalog(config.configFile)
 
-  const adapters: Partial<Record<Harness, HarnessAdapter>> = { harness_1: claudeAdapter }
+  const adapters = ADAPTERS
   const runnable: HarnessVersions = {}
   for (const harness of catalog.harnesses) {
     const version = installedVersion(harness.package)

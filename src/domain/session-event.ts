@@ -1,11 +1,12 @@
 import { t, type Static } from 'elysia'
+import { literals } from './schema-util'
 
 /** Normalized transcript event, spec section 2.8. */
 export const SessionEventSchema = t.Object({
-  type: t.UnionEnum(['message', 'tool_use', 'tool_result', 'thinking', 'error', 'init', 'result', 'usage', 'attachment', 'hook']),
-  agent: t.UnionEnum(['harness_1', 'harness_2', 'harness_3', 'native', 'opaque']),
+  type: literals(['message', 'tool_use', 'tool_result', 'thinking', 'error', 'init', 'result', 'usage', 'attachment', 'hook']),
+  agent: literals(['harness_1', 'harness_2', 'harness_3', 'native', 'opaque']),
   timestamp: t.String(),
-  role: t.Optional(t.UnionEnum(['user', 'assistant'])),
+  role: t.Optional(literals(['user', 'assistant'])),
   content: t.Optional(t.String()),
   tool: t.Optional(t.String()),
   path: t.Optional(t.String()),

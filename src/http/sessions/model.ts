@@ -1,8 +1,8 @@
 import { t, type Static } from 'elysia'
+import { literals } from '../../domain/schema-util'
 import { EFFORTS, HARNESSES, SPEEDS } from '../../domain/harness'
 import { CAPTURE_STATES, PERSISTENCE_MODES, RUN_MODES, SESSION_STATUSES } from '../../domain/status'
 
-const literals = <const T extends readonly [string, ...string[]]>(values: T) => t.UnionEnum(values)
 const Nullable = <T extends Parameters<typeof t.Union>[0][number]>(schema: T) => t.Union([schema, t.Null()])
 const NString = Nullable(t.String())
 const NInt = Nullable(t.Integer())

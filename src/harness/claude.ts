@@ -1,0 +1,249 @@
+/**
+ * harness_1: the Claude Code CLI in headless `-p` mode with `--output-format stream-json`.
+ * Stream format and pitfalls: docs in /work/shared/research/harness-clis.md section 2; verified
+ * against claude 2.1.197.
+ */
+import { resolve } from 'node:path'
+import type { SessionEvent } from '../domain/session-event'
+import type { HarnessAdapter, StreamParser, TokenUsage, TurnCommand, TurnOutcome, TurnSpec } from './harness'
+
+const AGENT = 'harness_1'
+const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+/** `--effort` accepts only these; the catalog's other levels map to the nearest one. */
+const EFFORT_FLAG: Record<string, string | null> = {
+  none: 'low',
+  minimal: 'low',
+  low: 'low',
+  medium: 'medium',
+  high: 'high',
+  xhigh: 'xhigh',
+  max: 'max',
+  auto: null,
+}
+
+/** The CLI binary the npm package installs (a native executable, no Node needed). */
+export function claudeBinPath(): string {
+  return resolve(import.meta.dir, '../../node_modules/@anthropic-ai/claude-code/bin/claude.exe')
+}
+
+export const claudeAdapter: HarnessAdapter = {
+  id: AGENT,
+  format: AGENT,
+  buildTurn,
+  createParser: () => new ClaudeStreamParser(),
+}
+
+export function buildTurn(spec: TurnSpec): TurnCommand {
+  const argv = [claudeBinPath(), '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--model', spec.model]
+  if (spec.resumeId) argv.push('--resume', spec.resumeId)
+  const effort = spec.effort ? EFFORT_FLAG[spec.effort] : null
+  if (effort) argv.push('--effort', effort)
+  // Fast mode is a setting, not a flag; the CLI ignores it for models without a fast tier.
+  if (spec.speed === 'fast') argv.push('--settings', JSON.stringify({ fastMode: true }))
+  // The CLI offers a StructuredOutput tool for this schema; the result line carries the object.
+  if (spec.outputSchema) argv.push('--json-schema', JSON.stringify(spec.outputSchema))
+  // After `--`, a prompt that starts with "-" is not taken for an option.
+  argv.push('--', spec.prompt)
+  return {
+    argv,
+    env: {
+      HOME: spec.home,
+      PATH: process.env.PATH ?? DEFAULT_PATH,
+      ANTHROPIC_BASE_URL: spec.gatewayUrl,
+      ANTHROPIC_API_KEY: spec.gatewayToken,
+      // --dangerously-skip-permissions refuses to run as root unless told it is sandboxed.
+      IS_SANDBOX: '1',
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+      DISABLE_AUTOUPDATER: '1',
+      DISABLE_TELEMETRY: '1',
+      DISABLE_ERROR_REPORTING: '1',
+    },
+  }
+}
+
+type Json = Record<string, unknown>
+
+class ClaudeStreamParser implements StreamParser {
+  private sawAnyEvent = false
+  private resumeId: string | null = null
+  private initModel: string | null = null
+  private replyModel: string | null = null
+  private version: string | null = null
+  private apiError: string | null = null
+  private result: Json | null = null
+  private toolCalls = 0
+  private toolErrors = 0
+
+  push(line: string): SessionEvent[] {
+    const event = parseLine(line)
+    if (!event) return []
+    this.sawAnyEvent = true
+    if (typeof event.session_id === 'string') this.resumeId ??= event.session_id
+    switch (event.type) {
+      case 'system':
+        return this.system(event)
+      case 'assistant':
+        return this.assistant(event)
+      case 'user':
+        return this.user(event)
+      case 'result':
+        return this.finalResult(event)
+      default:
+        return []
+    }
+  }
+
+  finish(exitCode: number | null): TurnOutcome {
+    const result = this.result
+    const isError = result ? result.is_error === true : true
+    return {
+      resumeId: this.resumeId,
+      answerText: result && !isError && typeof result.result === 'string' ? result.result : null,
+      structured: result && isObject(result.structured_output) ? result.structured_output : null,
+      error: isError ? this.errorText(result, exitCode) : null,
+      usage: result ? tokenUsage(result.usage) : null,
+      model: this.replyModel ?? this.initModel,
+      harnessVersion: this.version,
+      toolCalls: this.toolCalls,
+      toolErrors: this.toolErrors,
+      capture: result ? 'complete' : this.sawAnyEvent ? 'partial' : 'failed',
+    }
+  }
+
+  private system(event: Json): SessionEvent[] {
+    if (event.subtype === 'init') {
+      this.initModel = str(event.model) ?? null
+      this.version = str(event.claude_code_version) ?? null
+      return [ev('init', { model: str(event.model), content: str(event.cwd) })]
+    }
+    if (event.subtype === 'hook_response') {
+      return [ev('hook', { tool: str(event.hook_name), output: str(event.output), success: event.exit_code === 0 })]
+    }
+    return []
+  }
+
+  private assistant(event: Json): SessionEvent[] {
+    const message = isObject(event.message) ? event.message : {}
+    // An API error is reported as a fake assistant message from the `<synthetic>` model.
+    const synthetic = message.model === '<synthetic>'
+    if (!synthetic && typeof message.model === 'string') this.replyModel = message.model
+    return blocks(message.content).flatMap((block): SessionEvent[] => {
+      if (block.type === 'thinking') return [ev('thinking', { content: str(block.thinking) ?? '' })]
+      if (block.type === 'text' && synthetic) {
+        this.apiError = str(block.text) ?? this.apiError
+        return [ev('error', { content: str(block.text) ?? '' })]
+      }
+      if (block.type === 'text') return [ev('message', { role: 'assistant', content: str(block.text) ?? '' })]
+      if (block.type === 'tool_use') {
+        this.toolCalls++
+        const input = isObject(block.input) ? block.input : {}
+        return [
+          ev('tool_use', {
+            callId: str(block.id),
+            tool: str(block.name),
+            args: input,
+            command: str(input.command),
+            path: str(input.file_path) ?? str(input.notebook_path) ?? str(input.path),
+          }),
+        ]
+      }
+      return []
+    })
+  }
+
+  private user(event: Json): SessionEvent[] {
+    const message = isObject(event.message) ? event.message : {}
+    if (typeof message.content === 'string') return [ev('message', { role: 'user', content: message.content })]
+    return blocks(message.content).flatMap((block): SessionEvent[] => {
+      if (block.type === 'text') return [ev('message', { role: 'user', content: str(block.text) ?? '' })]
+      if (block.type !== 'tool_result') return []
+      const success = block.is_error !== true
+      if (!success) this.toolErrors++
+      return [ev('tool_result', { callId: str(block.tool_use_id), output: resultText(block.content), success })]
+    })
+  }
+
+  private finalResult(event: Json): SessionEvent[] {
+    this.result = event
+    const events: SessionEvent[] = []
+    const usage = tokenUsage(event.usage)
+    if (usage) {
+      events.push(
+        ev('usage', {
+          model: this.replyModel ?? this.initModel ?? undefined,
+          inputTokens: usage.input,
+          outputTokens: usage.output,
+          cacheReadTokens: usage.cacheRead,
+          cacheCreationTokens: usage.cacheWrite,
+        }),
+      )
+    }
+    const failed = event.is_error === true
+    const error = failed ? this.errorText(event, null) : null
+    // An API error was already reported from its synthetic assistant message.
+    if (error !== null && error !== this.apiError) events.push(ev('error', { content: error }))
+    events.push(ev('result', { content: str(event.result), success: !failed }))
+    return events
+  }
+
+  private errorText(result: Json | null, exitCode: number | null): string {
+    if (result) {
+      // `result` holds the message for API errors ("API Error: 400 …"); other failures list `errors`.
+      const errors = Array.isArray(result.errors) ? result.errors.filter((e) => typeof e === 'string') : []
+      return str(result.result) || errors.join('; ') || this.apiError || `claude failed (${String(result.subtype)})`
+    }
+    const exit = exitCode === null ? 'was killed' : `exited with code ${exitCode}`
+    return this.apiError ?? `claude ${exit} before reporting a result`
+  }
+}
+
+function parseLine(line: string): Json | null {
+  const trimmed = line.trim()
+  if (!trimmed.startsWith('{')) return null
+  try {
+    const value: unknown = JSON.parse(trimmed)
+    return isObject(value) && typeof value.type === 'string' ? value : null
+  } catch {
+    return null
+  }
+}
+
+function tokenUsage(value: unknown): TokenUsage | null {
+  if (!isObject(value)) return null
+  const n = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : 0)
+  return {
+    input: n(value.input_tokens),
+    output: n(value.output_tokens),
+    cacheRead: n(value.cache_read_input_tokens),
+    cacheWrite: n(value.cache_creation_input_tokens),
+    // Claude does not report thinking tokens separately; they are part of output_tokens.
+    reasoning: 0,
+  }
+}
+
+/** A tool_result's content is a string or a list of blocks (text, images). */
+function resultText(content: unknown): string {
+  if (typeof content === 'string') return content
+  return blocks(content)
+    .map((b) => (b.type === 'text' ? (str(b.text) ?? '') : `[${b.type}]`))
+    .join('\n')
+}
+
+/** A normalized event; fields the line did not carry are left out rather than set to undefined. */
+function ev(type: SessionEvent['type'], fields: Omit<Partial<SessionEvent>, 'type' | 'agent' | 'timestamp'>): SessionEvent {
+  const event: SessionEvent = { type, agent: AGENT, timestamp: new Date().toISOString() }
+  for (const [key, value] of Object.entries(fields)) if (value !== undefined) Object.assign(event, { [key]: value })
+  return event
+}
+
+function blocks(content: unknown): (Json & { type?: unknown })[] {
+  return Array.isArray(content) ? content.filter(isObject) : []
+}
+
+function str(value: unknown): string | undefined {
+  return typeof value === 'string' ? value : undefined
+}
+
+function isObject(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
