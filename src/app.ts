@@ -18,7 +18,9 @@ export interface AppDeps {
 
 /** The HTTP surface. Tests call `createApp(deps).handle(request)`; main.ts adds `listen`. */
 export function createApp(deps: AppDeps) {
-  return new Elysia()
+  // normalize: false makes `additionalProperties: false` reject unknown fields (400) instead of
+  // silently dropping them, as the spec asks of PATCH bodies.
+  return new Elysia({ normalize: false })
     .use(errorPlugin)
     .use(
       openapi({

@@ -40,10 +40,10 @@ function sentence(issues: FieldIssue[]): string {
  * unknown routes (404); anything else is a bug, logged and answered with a bare 500.
  */
 export const errorPlugin = new Elysia({ name: 'agentd/errors' })
-  .error({ ApiError })
   .onError({ as: 'global' }, ({ code, error, set, request }) => {
     set.headers['content-type'] = 'application/json'
-    if (code === 'ApiError') {
+    // instanceof rather than Elysia's `.error()` codes: those are local to the instance declaring them.
+    if (error instanceof ApiError) {
       set.status = error.status
       return { error: error.message, ...(error.code ? { [error.codeField]: error.code } : {}), ...error.extra }
     }

@@ -24,16 +24,14 @@ export function outputSchemaProblem(schema: unknown): string | null {
   return null
 }
 
+const SCHEMA_MAPS = ['properties', 'patternProperties', '$defs', 'definitions'] as const
+const SCHEMA_LISTS = ['anyOf', 'oneOf', 'allOf', 'prefixItems'] as const
+const SCHEMA_ONE = ['items', 'not', 'additionalProperties', 'contains', 'if', 'then', 'else'] as const
+
+/** Walks subschemas only (never `required` or `enum` values); each subschema is one level deeper. */
 function walk(node: unknown, path: string, depth: number): string | null {
-  if (typeof node !== 'object' || node === null) return null
+  if (typeof node !== 'object' || node === null || Array.isArray(node)) return null
   if (depth > MAX_DEPTH) return `output_schema is nested deeper than ${MAX_DEPTH} levels at ${path}`
-  if (Array.isArray(node)) {
-    for (const [i, item] of node.entries()) {
-      const problem = walk(item, `${path}/${i}`, depth)
-      if (problem) return problem
-    }
-    return null
-  }
   const obj = node as Record<string, unknown>
   if (typeof obj.$ref === 'string' && !obj.$ref.startsWith('#')) return `output_schema $ref at ${path} points outside the document`
   const types = Array.isArray(obj.type) ? obj.type : [obj.type]
@@ -44,11 +42,18 @@ function walk(node: unknown, path: string, depth: number): string | null {
     if (missing.length > 0) return `output_schema object at ${path} must list every property in required (missing: ${missing.join(', ')}); express an optional one as type [T, "null"]`
     if (obj.additionalProperties !== false) return `output_schema object at ${path} must set additionalProperties: false`
   }
-  for (const [key, value] of Object.entries(obj)) {
-    if (typeof value !== 'object' || value === null) continue
-    // Each schema keyword that holds subschemas counts as one level deeper.
-    const nested = key === 'properties' || key === '$defs' || key === 'definitions' ? depth : depth + 1
-    const problem = walk(value, `${path}/${key}`, nested)
+  const children: [string, unknown][] = []
+  for (const key of SCHEMA_MAPS) {
+    const map = obj[key]
+    if (map && typeof map === 'object') for (const [name, child] of Object.entries(map)) children.push([`${path}/${key}/${name}`, child])
+  }
+  for (const key of SCHEMA_LISTS) {
+    const list = obj[key]
+    if (Array.isArray(list)) list.forEach((child, i) => children.push([`${path}/${key}/${i}`, child]))
+  }
+  for (const key of SCHEMA_ONE) if (key in obj) children.push([`${path}/${key}`, obj[key]])
+  for (const [childPath, child] of children) {
+    const problem = walk(child, childPath, depth + 1)
     if (problem) return problem
   }
   return null

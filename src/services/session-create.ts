@@ -63,11 +63,6 @@ export function planSession(body: CreateBody, catalog: Catalog, runnable: Harnes
   if (!isHarness(harness)) {
     throw unprocessable(`unsupported agent "${agent}"; use harness_1, harness_2 or harness_3`, 'UNSUPPORTED_AGENT', 'error_code')
   }
-  const installed = runnable[harness]
-  if (!installed) throw unprocessable(`${harness} is not available on this server`, 'UNSUPPORTED_AGENT', 'error_code')
-  if (version !== null && version !== installed) {
-    throw new ApiError(422, `${harness}@${version}: this server runs ${harness} ${installed} only`, 'UNSUPPORTED_AGENT', {}, 'error_code')
-  }
 
   const harnessRow = catalog.harnesses.find((h) => h.id === harness)!
   const modelId = body.model ?? harnessRow.default_model
@@ -88,6 +83,12 @@ export function planSession(body: CreateBody, catalog: Catalog, runnable: Harnes
     }
     const problem = outputSchemaProblem(body.output_schema)
     if (problem) throw badRequest(problem, 'OUTPUT_SCHEMA_INVALID')
+  }
+  // Availability last, so a caller learns about every rule of the body first.
+  const installed = runnable[harness]
+  if (!installed) throw unprocessable(`${harness} is not available on this server`, 'UNSUPPORTED_AGENT', 'error_code')
+  if (version !== null && version !== installed) {
+    throw new ApiError(422, `${harness}@${version}: this server runs ${harness} ${installed} only`, 'UNSUPPORTED_AGENT', {}, 'error_code')
   }
 
   return {
