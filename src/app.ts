@@ -26,8 +26,8 @@ export function createApp(deps: AppDeps) {
       openapi({
         path: '/docs',
         specPath: '/openapi.json',
+        openapiVersion: '3.1.0',
         documentation: {
-          openapi: '3.1.0',
           info: { title: 'agentd: Agent Session Service API', version: '1.0.0' },
           components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
           security: [{ bearer: [] }],
