@@ -28,22 +28,30 @@ function positiveNumber(name: string, raw: string | undefined, fallback: number)
   return value
 }
 
+function port(raw: string | undefined): number {
+  if (raw === undefined || raw === '') return 8787
+  const value = Number(raw)
+  // 0 asks the system for any free port; the log line says which one was taken.
+  if (!Number.isInteger(value) || value < 0 || value > 65535) throw new ConfigError(`PORT must be a port number, got "${raw}"`)
+  return value
+}
+
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
-  const port = positiveNumber('PORT', env.PORT, 8787)
   const host = env.HOST || '127.0.0.1'
   const dataDir = resolve(env.DATA_DIR || './data')
   const sandbox = env.AGENTD_SANDBOX || null
   if (sandbox !== null && !['gvisor', 'bwrap', 'process'].includes(sandbox)) {
     throw new ConfigError(`AGENTD_SANDBOX must be gvisor, bwrap or process, got "${sandbox}"`)
   }
+  const listenPort = port(env.PORT)
   return {
-    port,
+    port: listenPort,
     host,
     dataDir,
     dbPath: join(dataDir, 'agentd.db'),
     sandbox: sandbox as SandboxKind | null,
     configFile: env.AGENTD_CONFIG || null,
-    publicUrl: (env.AGENTD_PUBLIC_URL || `http://${host}:${port}`).replace(/\/+$/, ''),
+    publicUrl: (env.AGENTD_PUBLIC_URL || `http://${host}:${listenPort}`).replace(/\/+$/, ''),
     oidcIssuer: env.AGENTD_OIDC_ISSUER || null,
     oidcAudience: env.AGENTD_OIDC_AUDIENCE || null,
     webhookAllowPrivate: env.AGENTD_WEBHOOK_ALLOW_PRIVATE === '1',

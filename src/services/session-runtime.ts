@@ -197,6 +197,8 @@ export class SessionRuntime {
     this.live.delete(id)
     live?.turn?.process.kill('SIGKILL')
     if (live?.handle) await this.deps.driver.destroy(live.handle).catch((err) => this.deps.log(`agentd: session ${id}: destroy failed: ${err}`))
+    // A destroyed sandbox takes its disk with it: workspace, CLI state home, pid file.
+    rmSync(this.sandboxDir(id), { recursive: true, force: true })
     this.deps.store.forget(id)
   }
 

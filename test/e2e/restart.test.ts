@@ -1,0 +1,76 @@
+import { afterAll, describe, expect, test } from 'bun:test'
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { script } from '../helpers/http'
+import { admin, startServer } from '../helpers/server'
+
+const dirs: string[] = []
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
+})
+
+/** Host processes whose command line or working directory mentions `needle`. */
+function processesMentioning(needle: string): number[] {
+  const found: number[] = []
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8')
+      let cwd = ''
+      try {
+        cwd = readlinkSync(`/proc/${entry}/cwd`)
+      } catch {}
+      if (cmdline.includes(needle) || cwd.includes(needle)) found.push(Number(entry))
+    } catch {}
+  }
+  return found
+}
+
+for (const driver of ['default', 'process'] as const) {
+  describe(`kill -9 during a turn (${driver} driver)`, () => {
+    test('after a restart the session is failed with a restart error, its processes are gone, and no row is lost', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'agentd-restart-'))
+      dirs.push(dir)
+      await admin(dir, 'org', 'create', 'acme')
+      const token = (await admin(dir, 'user', 'create', '--org', 'acme', '--email', 'ada@acme.test', '--role', 'admin')).json.token
+      const env = { DATA_DIR: dir, ...(driver === 'process' ? { AGENTD_SANDBOX: 'process' } : {}) }
+      let server = await startServer(env)
+      const call = async (method: string, path: string, body?: unknown) => {
+        const res = await fetch(`${server.url}${path}`, {
+          method,
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: body ? JSON.stringify(body) : undefined,
+        })
+        return (await res.json()) as any
+      }
+      const finished = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: 'first' })
+      while ((await call('GET', `/o/acme/p/_/sessions/${finished.execution_id}`)).status !== 'completed') await Bun.sleep(50)
+
+      const long = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ sleep: 3000 }, { answer: 'late' }]) })
+      const id = long.execution_id as string
+      while ((await call('GET', `/o/acme/p/_/sessions/${id}`)).status !== 'running') await Bun.sleep(20)
+      // Let the CLI get into its model call.
+      await Bun.sleep(800)
+      expect(processesMentioning(id).length).toBeGreaterThan(0)
+      await server.stop('SIGKILL')
+
+      server = await startServer(env)
+      try {
+        const after = await call('GET', `/o/acme/p/_/sessions/${id}`)
+        expect(after.status).toBe('failed')
+        expect(after.error).toContain('agentd restarted')
+        const result = await call('GET', `/o/acme/p/_/sessions/${id}/result`)
+        expect(result.output).toContain('agentd restarted')
+        expect((await call('GET', `/o/acme/p/_/sessions/${finished.execution_id}`)).status).toBe('completed')
+        const list = await call('GET', '/o/acme/p/_/sessions')
+        expect(list.executions.map((s: { execution_id: string }) => s.execution_id).sort()).toEqual([finished.execution_id, id].sort())
+        // Nothing of the lost turn keeps running.
+        await Bun.sleep(200)
+        expect(processesMentioning(id)).toEqual([])
+      } finally {
+        await server.stop()
+      }
+    })
+  })
+}

@@ -1,0 +1,62 @@
+import { join } from 'node:path'
+import type { Subprocess } from 'bun'
+
+const root = join(import.meta.dir, '..', '..')
+const bun = process.execPath
+
+export interface RunningServer {
+  url: string
+  proc: Subprocess<'ignore', 'ignore', 'pipe'>
+  /** Everything the server logged so far. */
+  log(): string
+  stop(signal?: NodeJS.Signals): Promise<void>
+}
+
+/** Starts `bun src/main.ts` as its own process on a free port, as `npm start` does. */
+export async function startServer(env: Record<string, string>): Promise<RunningServer> {
+  const proc = Bun.spawn([bun, join(root, 'src/main.ts')], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/root', PORT: '0', ...env },
+    stdin: 'ignore',
+    stdout: 'ignore',
+    stderr: 'pipe',
+  })
+  let logged = ''
+  const decoder = new TextDecoder()
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${logged}`)), 20_000)
+    void (async () => {
+      for await (const chunk of proc.stderr) {
+        logged += decoder.decode(chunk, { stream: true })
+        const match = /listening on (http:\/\/\S+)/.exec(logged)
+        if (match) {
+          clearTimeout(timer)
+          resolve(match[1]!)
+        }
+      }
+      clearTimeout(timer)
+      reject(new Error(`server exited before listening:\n${logged}`))
+    })()
+  })
+  return {
+    url,
+    proc,
+    log: () => logged,
+    async stop(signal = 'SIGTERM') {
+      proc.kill(signal)
+      await proc.exited
+    },
+  }
+}
+
+/** Runs the admin CLI as a real process, as an operator would. */
+export async function admin(dataDir: string, ...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
+  const proc = Bun.spawn([bun, join(root, 'src/admin/cli.ts'), ...args], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', DATA_DIR: dataDir },
+    stdout: 'pipe',
+    stderr: 'pipe',
+  })
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
+  return { code, json: code === 0 ? JSON.parse(stdout) : null, stderr }
+}
