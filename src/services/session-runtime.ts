@@ -45,10 +45,13 @@ const projectRoot = join(import.meta.dir, '..', '..')
 export class SessionRuntime {
   private readonly live = new Map<string, Live>()
   private readonly pending = new Set<Promise<unknown>>()
+  private closing = false
 
   constructor(private readonly deps: RuntimeDeps) {}
 
   carryOut(id: string, actions: ActionObject[]): void {
+    // While shutting down, nothing new starts; what runs is being stopped.
+    if (this.closing) return
     for (const action of actions) {
       switch (action.type) {
         case 'provisionSandbox':
@@ -68,7 +71,7 @@ export class SessionRuntime {
           break
         case 'admitQueued': {
           const row = this.deps.store.get(id)
-          if (row) queueMicrotask(() => this.deps.admit(row.orgId))
+          if (row) queueMicrotask(() => this.closing || this.deps.admit(row.orgId))
           break
         }
         default:
@@ -150,6 +153,8 @@ export class SessionRuntime {
       rmSync(join(this.sandboxDir(id), 'turn.pid'), { force: true })
     }
     const metered = this.deps.gatewaySessions.close(token)
+    // A turn killed by shutdown is left as it was; the next start ends it as "restarted".
+    if (this.closing) return
     const patch = this.turnPatch(row, turn, outcome, metered ?? outcome.usage, summary.last)
     this.deps.apply(id, { type: 'turn.ended', error: outcome.error, schemaValid: patch.schemaValid ?? null }, patch)
   }
@@ -215,9 +220,14 @@ export class SessionRuntime {
     rmSync(pidFile, { force: true })
   }
 
+  /**
+   * Stops every turn and waits until no effect is in flight, so the database can be closed.
+   * The sessions stay as they are; the next start treats them like after a crash.
+   */
   async shutdown(): Promise<void> {
+    this.closing = true
     for (const live of this.live.values()) live.turn?.process.kill('SIGKILL')
-    await Promise.allSettled([...this.pending])
+    while (this.pending.size > 0) await Promise.allSettled([...this.pending])
   }
 }
 
