@@ -6,11 +6,11 @@
 import { posix } from 'node:path'
 import type { ProtocolContext, ProtocolHandler } from './gateway'
 import { isInjectedText, nextReply, replyUsage, type ConversationEntry, type Reply, type TokenCounts } from './script'
+import type { Metered } from './upstream'
+import { bearer, describeCommand, isObject, randomId, sseResponse, stall } from './wire'
 
 /** Claude Code's tool for `--json-schema` runs; the model must call it to deliver the object. */
 const STRUCTURED_TOOL = 'StructuredOutput'
-/** While a scripted `sleep` stalls a streaming reply, pings keep proxies and the client patient. */
-const PING_INTERVAL_MS = 5_000
 
 type Block = Record<string, unknown> & { type: string }
 type WireMessage = Record<string, unknown> & { content: Block[]; usage: Record<string, number> }
@@ -23,10 +23,35 @@ interface MessagesRequest {
 }
 
 export const anthropicProtocol: ProtocolHandler = {
+  provider: 'anthropic',
   matches: (method, pathname) => method === 'POST' && (pathname === '/v1/messages' || pathname === '/v1/messages/count_tokens'),
   credential: (req) => req.headers.get('x-api-key') ?? bearer(req.headers.get('authorization')),
   unauthorized: () => errorResponse(401, 'authentication_error', 'invalid x-api-key'),
+  modelOf: (_url, body) => (isObject(body) && typeof body.model === 'string' ? body.model : null),
   handle: handleMessages,
+  upstream: {
+    target: (url, baseUrl) => baseUrl + url.pathname + url.search,
+    authHeaders: (apiKey) => ({ 'x-api-key': apiKey }),
+    usage: upstreamUsage,
+  },
+}
+
+/**
+ * Counts from a Messages reply: the whole message, or the stream's `message_start` (input and
+ * cache counts) and `message_delta` (the final output count, cumulative).
+ */
+function upstreamUsage(payload: unknown, sofar: Metered | null): Metered | null {
+  if (!isObject(payload)) return sofar
+  const usage = payload.type === 'message_start' && isObject(payload.message) ? payload.message.usage : payload.usage
+  if (!isObject(usage)) return sofar
+  const n = (v: unknown, fallback: number) => (typeof v === 'number' ? v : fallback)
+  const base = sofar ?? { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }
+  return {
+    input: n(usage.input_tokens, base.input),
+    output: n(usage.output_tokens, base.output),
+    cacheRead: n(usage.cache_read_input_tokens, base.cacheRead),
+    cacheWrite: n(usage.cache_creation_input_tokens, base.cacheWrite),
+  }
 }
 
 async function handleMessages(req: Request, ctx: ProtocolContext): Promise<Response> {
@@ -89,7 +114,7 @@ function toBlocks(reply: Reply, workspace: string, offersStructured: boolean): B
       case 'text':
         return { type: 'text', text: part.text }
       case 'bash':
-        return toolUse('Bash', { command: part.command, description: describe(part.command) })
+        return toolUse('Bash', { command: part.command, description: describeCommand(part.command) })
       case 'write':
         return toolUse('Write', { file_path: posix.resolve(workspace, part.path), content: part.content })
       case 'artifact':
@@ -101,29 +126,14 @@ function toBlocks(reply: Reply, workspace: string, offersStructured: boolean): B
 }
 
 function streamResponse(message: WireMessage, sleepMs: number, signal: AbortSignal, sent: () => void): Response {
-  const encoder = new TextEncoder()
-  const gone = new AbortController()
-  signal.addEventListener('abort', () => gone.abort())
-  async function run(controller: ReadableStreamDefaultController<Uint8Array>) {
-    const send = (event: string, data: unknown) => controller.enqueue(encoder.encode(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`))
-    const [start, ...rest] = sseEvents(message)
-    try {
-      // message_start goes out at once, as the real API does, so headers flush before a stall.
-      if (start) send(start.type, start)
-      await stall(sleepMs, gone.signal, () => send('ping', { type: 'ping' }))
-      for (const event of rest) send(event.type, event)
-      sent()
-      controller.close()
-    } catch {
-      // The client went away mid-stall (turn stopped); there is nobody left to answer.
-    }
-  }
-  const stream = new ReadableStream<Uint8Array>({
-    // Not awaited in start(): the response (and the pings) must flow while the model stalls.
-    start: (controller) => void run(controller),
-    cancel: () => gone.abort(),
+  const [start, ...rest] = sseEvents(message)
+  return sseResponse(signal, async (out, gone) => {
+    // message_start goes out at once, as the real API does, so headers flush before a stall.
+    if (start) out.send(start, start.type)
+    await stall(sleepMs, gone, () => out.send({ type: 'ping' }, 'ping'))
+    for (const event of rest) out.send(event, event.type)
+    sent()
   })
-  return new Response(stream, { headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' } })
 }
 
 /** The Messages streaming events for a complete message, one content block after another. */
@@ -175,25 +185,6 @@ function parseRequest(raw: string): MessagesRequest | string {
   return body as MessagesRequest
 }
 
-/** Waits `ms` (calling `tick` every few seconds), or rejects as soon as the request is aborted. */
-function stall(ms: number, signal: AbortSignal, tick?: () => void): Promise<void> {
-  if (ms <= 0) return Promise.resolve()
-  return new Promise((resolve, reject) => {
-    const done = setTimeout(finish, ms)
-    const ticker = tick ? setInterval(tick, PING_INTERVAL_MS) : undefined
-    const abort = () => finish(new Error('request aborted'))
-    function finish(err?: Error) {
-      clearTimeout(done)
-      clearInterval(ticker)
-      signal.removeEventListener('abort', abort)
-      if (err) reject(err)
-      else resolve()
-    }
-    if (signal.aborted) return abort()
-    signal.addEventListener('abort', abort)
-  })
-}
-
 function wireUsage(u: TokenCounts): Record<string, number> {
   return { input_tokens: u.input, output_tokens: u.output, cache_read_input_tokens: u.cacheRead, cache_creation_input_tokens: u.cacheWrite }
 }
@@ -202,20 +193,6 @@ function toolUse(name: string, input: Record<string, unknown>): Block {
   return { type: 'tool_use', id: `toolu_${randomId()}`, name, input }
 }
 
-function describe(command: string): string {
-  const line = command.split('\n')[0] ?? ''
-  return line.length > 60 ? `Run ${line.slice(0, 57)}...` : `Run ${line}`
-}
-
 function errorResponse(status: number, type: string, message: string): Response {
   return Response.json({ type: 'error', error: { type, message } }, { status })
-}
-
-function bearer(header: string | null): string | null {
-  const match = header?.match(/^Bearer\s+(.+)$/i)
-  return match?.[1] ?? null
-}
-
-function randomId(): string {
-  return crypto.randomUUID().replaceAll('-', '')
 }

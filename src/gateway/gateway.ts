@@ -1,9 +1,14 @@
 /**
  * agentd's model gateway: the only endpoint a sandboxed CLI may reach. Each wire protocol
- * (Anthropic Messages today; OpenAI Responses and Gemini later) is a sibling file exporting a
- * ProtocolHandler; this file owns listening, routing, authentication and metering.
+ * (Anthropic Messages, OpenAI Responses, Gemini generateContent) is a sibling file exporting a
+ * ProtocolHandler; this file owns listening, routing, authentication, the choice between the
+ * scripted model and a configured provider, and metering.
  */
 import { anthropicProtocol } from './anthropic'
+import { geminiProtocol } from './gemini'
+import { openaiProtocol } from './openai'
+import { forward, type Upstream } from './upstream'
+import { parseJson, SCRIPTED_MODEL } from './wire'
 
 /** The session a gateway token belongs to. */
 export interface GatewaySession {
@@ -21,11 +26,24 @@ export interface UsageRecord {
   cacheWrite: number
 }
 
+/** The operator's real model providers (`AGENTD_CONFIG` key `providers`). */
+export type ProviderName = 'anthropic' | 'openai' | 'google'
+
+export interface ProviderConfig {
+  /** What the CLI would use as its base URL: `https://api.anthropic.com`, `https://api.openai.com/v1`, `https://generativelanguage.googleapis.com`. */
+  baseUrl: string
+  apiKey: string
+}
+
+export type Providers = Partial<Record<ProviderName, ProviderConfig>>
+
 export interface GatewayOptions {
   /** Maps the API key the CLI sends to its session, or null for an unknown key. */
   resolve(token: string): GatewaySession | null | Promise<GatewaySession | null>
   /** Called once for every model reply, for metering. */
   onUsage?(usage: UsageRecord): void
+  /** Requests for a model other than `scripted` go to the protocol's provider when it is set here. */
+  providers?: Providers
   /** Default 127.0.0.1: sandboxes reach the gateway through loopback or a forwarded socket. */
   hostname?: string
   /** Default 0: any free port. */
@@ -45,16 +63,23 @@ export interface ProtocolContext {
 }
 
 export interface ProtocolHandler {
+  /** The provider that speaks this protocol, for forwarding. */
+  readonly provider: ProviderName
   /** Whether this protocol serves the route. */
   matches(method: string, pathname: string): boolean
   /** The API key as this protocol's clients send it. */
   credential(req: Request): string | null
   /** A 401 in this protocol's error shape, so the CLI reports it legibly. */
   unauthorized(): Response
+  /** The model a request asks for (from its body or its path), or null when it names none. */
+  modelOf(url: URL, body: unknown): string | null
+  /** Answers with the scripted model. */
   handle(req: Request, ctx: ProtocolContext): Promise<Response>
+  /** How a request travels to the real provider and how its reply is metered. */
+  readonly upstream: Upstream
 }
 
-const PROTOCOLS: readonly ProtocolHandler[] = [anthropicProtocol]
+const PROTOCOLS: readonly ProtocolHandler[] = [anthropicProtocol, openaiProtocol, geminiProtocol]
 
 export function startGateway(opts: GatewayOptions): Gateway {
   const server = Bun.serve({
@@ -86,6 +111,12 @@ async function route(req: Request, opts: GatewayOptions): Promise<Response> {
   if (!session) return protocol.unauthorized()
 
   const meter = (usage: Omit<UsageRecord, 'sessionId'>) => opts.onUsage?.({ sessionId: session.sessionId, ...usage })
+  const provider = opts.providers?.[protocol.provider]
+  if (provider) {
+    // The scripted model stays local even when a provider is configured: tests and demos use it.
+    const model = protocol.modelOf(new URL(req.url), parseJson(await req.clone().text()))
+    if (model !== null && model !== SCRIPTED_MODEL) return forward(req, model, protocol.upstream, provider, meter)
+  }
   return protocol.handle(req, { session, meter })
 }
 

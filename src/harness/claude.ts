@@ -3,12 +3,13 @@
  * Stream format and pitfalls: docs in /work/shared/research/harness-clis.md section 2; verified
  * against claude 2.1.197.
  */
-import { resolve } from 'node:path'
+import { join } from 'node:path'
 import type { SessionEvent } from '../domain/session-event'
-import type { HarnessAdapter, StreamParser, TokenUsage, TurnCommand, TurnOutcome, TurnSpec } from './harness'
+import { BUNDLED_MODULES, DEFAULT_PATH, event, isObject, parseLine, str, type Json } from './common'
+import type { HarnessAdapter, HarnessEvent, StreamParser, TokenUsage, TurnCommand, TurnOutcome, TurnSpec } from './harness'
 
 const AGENT = 'harness_1'
-const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+export const CLAUDE_PACKAGE = '@anthropic-ai/claude-code'
 /** `--effort` accepts only these; the catalog's other levels map to the nearest one. */
 const EFFORT_FLAG: Record<string, string | null> = {
   none: 'low',
@@ -22,19 +23,19 @@ const EFFORT_FLAG: Record<string, string | null> = {
 }
 
 /** The CLI binary the npm package installs (a native executable, no Node needed). */
-export function claudeBinPath(): string {
-  return resolve(import.meta.dir, '../../node_modules/@anthropic-ai/claude-code/bin/claude.exe')
+export function claudeBinPath(modules = BUNDLED_MODULES): string {
+  return join(modules, CLAUDE_PACKAGE, 'bin', 'claude.exe')
 }
 
 export const claudeAdapter: HarnessAdapter = {
   id: AGENT,
   format: AGENT,
   buildTurn,
-  createParser: () => new ClaudeStreamParser(),
+  createParser: (spec) => new ClaudeStreamParser(spec?.prompt),
 }
 
 export function buildTurn(spec: TurnSpec): TurnCommand {
-  const argv = [claudeBinPath(), '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--model', spec.model]
+  const argv = [claudeBinPath(spec.cliRoot), '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--model', spec.model]
   if (spec.resumeId) argv.push('--resume', spec.resumeId)
   const effort = spec.effort ? EFFORT_FLAG[spec.effort] : null
   if (effort) argv.push('--effort', effort)
@@ -61,8 +62,6 @@ export function buildTurn(spec: TurnSpec): TurnCommand {
   }
 }
 
-type Json = Record<string, unknown>
-
 class ClaudeStreamParser implements StreamParser {
   private sawAnyEvent = false
   private resumeId: string | null = null
@@ -73,8 +72,12 @@ class ClaudeStreamParser implements StreamParser {
   private result: Json | null = null
   private toolCalls = 0
   private toolErrors = 0
+  private readonly bashCalls = new Set<string>()
 
-  push(line: string): SessionEvent[] {
+  /** `prompt`: the turn's prompt, which the stream does not echo; reported after init as the user's message. */
+  constructor(private prompt?: string) {}
+
+  push(line: string): HarnessEvent[] {
     const event = parseLine(line)
     if (!event) return []
     this.sawAnyEvent = true
@@ -110,11 +113,14 @@ class ClaudeStreamParser implements StreamParser {
     }
   }
 
-  private system(event: Json): SessionEvent[] {
+  private system(event: Json): HarnessEvent[] {
     if (event.subtype === 'init') {
       this.initModel = str(event.model) ?? null
       this.version = str(event.claude_code_version) ?? null
-      return [ev('init', { model: str(event.model), content: str(event.cwd) })]
+      const init = ev('init', { model: str(event.model), content: str(event.cwd) })
+      const prompt = this.prompt
+      this.prompt = undefined
+      return prompt === undefined ? [init] : [init, ev('message', { role: 'user', content: prompt })]
     }
     if (event.subtype === 'hook_response') {
       return [ev('hook', { tool: str(event.hook_name), output: str(event.output), success: event.exit_code === 0 })]
@@ -122,7 +128,7 @@ class ClaudeStreamParser implements StreamParser {
     return []
   }
 
-  private assistant(event: Json): SessionEvent[] {
+  private assistant(event: Json): HarnessEvent[] {
     const message = isObject(event.message) ? event.message : {}
     // An API error is reported as a fake assistant message from the `<synthetic>` model.
     const synthetic = message.model === '<synthetic>'
@@ -136,6 +142,7 @@ class ClaudeStreamParser implements StreamParser {
       if (block.type === 'text') return [ev('message', { role: 'assistant', content: str(block.text) ?? '' })]
       if (block.type === 'tool_use') {
         this.toolCalls++
+        if (block.name === 'Bash' && typeof block.id === 'string') this.bashCalls.add(block.id)
         const input = isObject(block.input) ? block.input : {}
         return [
           ev('tool_use', {
@@ -151,7 +158,7 @@ class ClaudeStreamParser implements StreamParser {
     })
   }
 
-  private user(event: Json): SessionEvent[] {
+  private user(event: Json): HarnessEvent[] {
     const message = isObject(event.message) ? event.message : {}
     if (typeof message.content === 'string') return [ev('message', { role: 'user', content: message.content })]
     return blocks(message.content).flatMap((block): SessionEvent[] => {
@@ -159,11 +166,14 @@ class ClaudeStreamParser implements StreamParser {
       if (block.type !== 'tool_result') return []
       const success = block.is_error !== true
       if (!success) this.toolErrors++
-      return [ev('tool_result', { callId: str(block.tool_use_id), output: resultText(block.content), success })]
+      const callId = str(block.tool_use_id)
+      const output = resultText(block.content)
+      const exitCode = callId && this.bashCalls.has(callId) ? bashExitCode(output, success) : undefined
+      return [ev('tool_result', { callId, output, success, exitCode })]
     })
   }
 
-  private finalResult(event: Json): SessionEvent[] {
+  private finalResult(event: Json): HarnessEvent[] {
     this.result = event
     const events: SessionEvent[] = []
     const usage = tokenUsage(event.usage)
@@ -197,17 +207,6 @@ class ClaudeStreamParser implements StreamParser {
   }
 }
 
-function parseLine(line: string): Json | null {
-  const trimmed = line.trim()
-  if (!trimmed.startsWith('{')) return null
-  try {
-    const value: unknown = JSON.parse(trimmed)
-    return isObject(value) && typeof value.type === 'string' ? value : null
-  } catch {
-    return null
-  }
-}
-
 function tokenUsage(value: unknown): TokenUsage | null {
   if (!isObject(value)) return null
   const n = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : 0)
@@ -229,21 +228,20 @@ function resultText(content: unknown): string {
     .join('\n')
 }
 
-/** A normalized event; fields the line did not carry are left out rather than set to undefined. */
-function ev(type: SessionEvent['type'], fields: Omit<Partial<SessionEvent>, 'type' | 'agent' | 'timestamp'>): SessionEvent {
-  const event: SessionEvent = { type, agent: AGENT, timestamp: new Date().toISOString() }
-  for (const [key, value] of Object.entries(fields)) if (value !== undefined) Object.assign(event, { [key]: value })
-  return event
+/**
+ * A failed Bash call's result starts with "Exit code N" (the CLI's wording); a successful one
+ * exited 0. Null when the call failed without running (denied, interrupted).
+ */
+function bashExitCode(output: string, success: boolean): number | undefined {
+  if (success) return 0
+  const match = /^(?:Error: )?Exit code (\d+)/.exec(output)
+  return match ? Number(match[1]) : undefined
+}
+
+function ev(type: SessionEvent['type'], fields: Omit<Partial<HarnessEvent>, 'type' | 'agent' | 'timestamp'>): HarnessEvent {
+  return event(AGENT, type, fields)
 }
 
 function blocks(content: unknown): (Json & { type?: unknown })[] {
   return Array.isArray(content) ? content.filter(isObject) : []
-}
-
-function str(value: unknown): string | undefined {
-  return typeof value === 'string' ? value : undefined
-}
-
-function isObject(value: unknown): value is Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
 }

@@ -18,6 +18,13 @@ export interface TurnSpec {
   outputSchema?: Record<string, unknown>
   /** The CLI's own conversation id from an earlier turn, to resume it. */
   resumeId?: string
+  /**
+   * The node_modules directory holding the CLI's npm package, as the sandbox sees it: a pinned
+   * version's install in the harness cache. Absent: the version bundled with agentd.
+   */
+  cliRoot?: string
+  /** Tokens the session's earlier turns used, for CLIs that report thread totals (Codex). */
+  priorUsage?: TokenUsage
 }
 
 export interface TurnCommand {
@@ -52,9 +59,16 @@ export interface TurnOutcome {
   capture: 'complete' | 'partial' | 'failed'
 }
 
+/**
+ * A normalized event as a parser emits it. A shell tool's `tool_result` also carries the command's
+ * exit code where the CLI reveals it; it is not a field of spec 2.8, so the messages read leaves it
+ * out, and the tool-call index reads it.
+ */
+export type HarnessEvent = SessionEvent & { exitCode?: number }
+
 export interface StreamParser {
   /** Feeds one raw stdout line; returns the normalized events it yields (possibly none). */
-  push(line: string): SessionEvent[]
+  push(line: string): HarnessEvent[]
   /** Called after the process exited with its exit code. */
   finish(exitCode: number | null): TurnOutcome
 }
@@ -64,5 +78,6 @@ export interface HarnessAdapter {
   /** The raw stream's format name for `X-Session-Format`. */
   readonly format: Harness
   buildTurn(spec: TurnSpec): TurnCommand
-  createParser(): StreamParser
+  /** A parser for one turn's stdout; `spec` is the turn's, when the parser needs it. */
+  createParser(spec?: TurnSpec): StreamParser
 }

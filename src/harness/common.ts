@@ -1,0 +1,84 @@
+/** Helpers every harness adapter shares: where the bundled CLIs live and how events are built. */
+import { existsSync, readFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import type { Harness } from '../domain/harness'
+import type { SessionEvent } from '../domain/session-event'
+import type { HarnessEvent, TokenUsage } from './harness'
+
+export type Json = Record<string, unknown>
+
+/** agentd's own node_modules: the CLI versions pinned in package.json. */
+export const BUNDLED_MODULES = resolve(import.meta.dir, '../../node_modules')
+
+export const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+
+/** The version in a package's manifest under `modules`, or null when it is not installed there. */
+export function packageVersion(modules: string, pkg: string): string | null {
+  const manifest = join(modules, pkg, 'package.json')
+  if (!existsSync(manifest)) return null
+  const version = (JSON.parse(readFileSync(manifest, 'utf8')) as { version?: unknown }).version
+  return typeof version === 'string' ? version : null
+}
+
+/** One stdout line as a JSON object with a string `type`, or null for anything else. */
+export function parseLine(line: string): Json | null {
+  const trimmed = line.trim()
+  if (!trimmed.startsWith('{')) return null
+  try {
+    const value: unknown = JSON.parse(trimmed)
+    return isObject(value) && typeof value.type === 'string' ? value : null
+  } catch {
+    return null
+  }
+}
+
+/** A normalized event; fields the line did not carry are left out rather than set to undefined. */
+export function event(
+  agent: Harness,
+  type: SessionEvent['type'],
+  fields: Omit<Partial<HarnessEvent>, 'type' | 'agent' | 'timestamp'>,
+  timestamp?: string,
+): HarnessEvent {
+  const built: HarnessEvent = { type, agent, timestamp: timestamp ?? new Date().toISOString() }
+  for (const [key, value] of Object.entries(fields)) if (value !== undefined) Object.assign(built, { [key]: value })
+  return built
+}
+
+/** The `usage` event of a turn. */
+export function usageEvent(agent: Harness, usage: TokenUsage, model: string | null, timestamp?: string): HarnessEvent {
+  return event(
+    agent,
+    'usage',
+    {
+      model: model ?? undefined,
+      inputTokens: usage.input,
+      outputTokens: usage.output,
+      cacheReadTokens: usage.cacheRead,
+      cacheCreationTokens: usage.cacheWrite,
+    },
+    timestamp,
+  )
+}
+
+export function str(value: unknown): string | undefined {
+  return typeof value === 'string' ? value : undefined
+}
+
+export function num(value: unknown): number {
+  return typeof value === 'number' && Number.isFinite(value) ? value : 0
+}
+
+export function isObject(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/** The JSON object a text holds, or null (for answers that should be structured output). */
+export function jsonObject(text: string | null): Json | null {
+  if (text === null) return null
+  try {
+    const value: unknown = JSON.parse(text)
+    return isObject(value) ? value : null
+  } catch {
+    return null
+  }
+}
