@@ -1,4 +1,5 @@
-import { authFailed, notFound } from '../domain/errors'
+import { ApiError, authFailed, notFound } from '../domain/errors'
+import { API_KEY_PREFIX, type ApiKeyScope } from './api-keys'
 import type { IdentityService, OrgAccess, Principal } from './identity'
 import type { OidcVerifier } from './oidc'
 
@@ -7,12 +8,18 @@ export class AuthService {
   constructor(
     private readonly identity: IdentityService,
     private readonly oidc: OidcVerifier | null,
+    private readonly apiKeys: { authenticate(secret: string): Principal | null } | null = null,
   ) {}
 
   async authenticate(authorization: string | undefined): Promise<Principal> {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')
     if (!match) throw authFailed('A bearer token is required')
     const token = match[1]!
+    if (token.startsWith(API_KEY_PREFIX)) {
+      const key = this.apiKeys?.authenticate(token)
+      if (key) return key
+      throw authFailed('The API key is unknown, revoked or expired')
+    }
     const user = this.identity.userByToken(token)
     if (user) return user
     // Three dot-separated parts: an identity-provider JWT.
@@ -35,7 +42,18 @@ export class AuthService {
   /** A caller with no role in the org gets 404, as if the org did not exist (spec section 5). */
   access(principal: Principal, org: string): OrgAccess {
     const access = this.identity.orgAccess(principal, org)
-    if (!access) throw notFound('Org not found')
+    // A key acts as its creator, but only in its own org.
+    if (!access || (principal.apiKey && principal.apiKey.orgId !== access.orgId)) throw notFound('Org not found')
     return access
+  }
+
+  /**
+   * Whether an API key may call a route: `scope` null means keys cannot call it at all (401, spec
+   * section 5); otherwise the key needs that scope (403 INSUFFICIENT_SCOPE, contract section 5).
+   */
+  authorizeKey(principal: Principal, scope: ApiKeyScope | null): void {
+    if (!principal.apiKey) return
+    if (scope === null) throw authFailed('An API key cannot call this route; sign in instead')
+    if (!principal.apiKey.scopes.includes(scope)) throw new ApiError(403, `This API key lacks the ${scope} scope`, 'INSUFFICIENT_SCOPE')
   }
 }

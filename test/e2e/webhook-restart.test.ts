@@ -1,0 +1,71 @@
+import { afterAll, expect, test } from 'bun:test'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Webhook } from 'standardwebhooks'
+import { script } from '../helpers/http'
+import { startReceiver } from '../helpers/keys'
+import { admin, startServer, type RunningServer } from '../helpers/server'
+
+const dirs: string[] = []
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
+})
+
+async function until<T>(read: () => Promise<T>, done: (v: T) => boolean, timeoutMs = 30_000): Promise<T> {
+  const started = Date.now()
+  for (;;) {
+    const value = await read()
+    if (done(value)) return value
+    if (Date.now() - started > timeoutMs) throw new Error(`timed out; last: ${JSON.stringify(value).slice(0, 400)}`)
+    await Bun.sleep(50)
+  }
+}
+
+test('kill -9 between webhook attempts: the restarted server sends the retry with the same webhook-id', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'agentd-webhook-restart-'))
+  dirs.push(dir)
+  await admin(dir, 'org', 'create', 'acme')
+  const token = (await admin(dir, 'user', 'create', '--org', 'acme', '--email', 'ada@acme.test', '--role', 'admin')).json.token
+  // Retries 2.4 s, 4.8 s and 7.2 s after the first attempt.
+  const env = { DATA_DIR: dir, AGENTD_SANDBOX: 'process', AGENTD_WEBHOOK_ALLOW_PRIVATE: '1', AGENTD_TIME_SCALE: '0.02' }
+  const rx = startReceiver((n) => (n === 1 ? 500 : 200))
+  let server: RunningServer = await startServer(env)
+  const call = async (method: string, path: string, bearer: string, body?: unknown) => {
+    const res = await fetch(`${server.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    })
+    return { status: res.status, body: (await res.json()) as any }
+  }
+  try {
+    const key = (await call('POST', '/o/acme/api-keys', token, { name: 'restart' })).body
+    const whsec = (await call('PATCH', `/o/acme/api-keys/${key.id}`, token, { webhook_url: rx.url })).body.webhook_secret
+    const run = await call('POST', '/o/acme/p/_/sessions', key.secret, { agent: 'harness_1', prompt: script([{ answer: 'survives' }]) })
+    expect(run.status).toBe(202)
+    const deliveries = () => call('GET', `/o/acme/api-keys/${key.id}/deliveries`, token).then((r) => r.body.data)
+    // The first attempt failed (500) and is on record; the retry is still pending.
+    await until(deliveries, (d) => d[0]?.attempts.length === 1, 50_000)
+    expect(rx.requests).toHaveLength(1)
+    await server.stop('SIGKILL')
+
+    server = await startServer(env)
+    await until(async () => rx.requests.length, (n) => n === 2, 20_000)
+    const after = await until(deliveries, (d) => d[0]?.state === 'delivered')
+    expect(after).toHaveLength(1)
+    expect(after[0].attempts.map((a: { status_code: number }) => a.status_code)).toEqual([500, 200])
+    const [first, second] = rx.requests
+    expect(second!.headers['webhook-id']).toBe(first!.headers['webhook-id']!)
+    expect(second!.headers['webhook-id']).toBe(`webhook:${run.body.execution_id}:${Date.parse((await call('GET', `/o/acme/p/_/sessions/${run.body.execution_id}/result`, token)).body.completed_at)}`)
+    // Retried on schedule (2 minutes after the first attempt, scaled), not early.
+    expect(second!.at - first!.at).toBeGreaterThanOrEqual(2 * 60_000 * 0.02 - 50)
+    expect(second!.body).toBe(first!.body)
+    expect(() => new Webhook(whsec).verify(second!.body, second!.headers)).not.toThrow()
+    await Bun.sleep(500)
+    expect(rx.requests).toHaveLength(2)
+  } finally {
+    await server.stop()
+    rx.stop()
+  }
+}, 120_000)
