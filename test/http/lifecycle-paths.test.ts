@@ -1,0 +1,176 @@
+import { describe, expect, test } from 'bun:test'
+import { Database } from 'bun:sqlite'
+import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { SESSION_STATUSES } from '../../src/domain/status'
+import { loadConfig } from '../../src/config'
+import { startServices } from '../../src/server'
+import { makeTestApp } from '../helpers/app'
+import { generatePaths, planRuns, ROWS, unreachableRows, type Group, type Run } from '../helpers/lifecycle-model'
+import { eventLabel, HeldStartDriver, RunExecutor, World } from '../helpers/lifecycle-runner'
+
+/**
+ * Model-based tests of the session lifecycle: shortest paths to every state and every transition
+ * of the session machine (generated with @xstate/graph), each driven through the HTTP API of a
+ * real agentd (process sandboxes, the Claude Code CLI against the scripted model).
+ */
+
+/** Transitions the running system cannot be made to take here, and why. */
+const NOT_CAUSABLE: Record<string, string> = {
+  'paused sandbox.failed #1':
+    'only a failed park fails a paused sandbox, and the process driver does not fail to park (a failed wake comes after the session left `paused`)',
+  'paused turn.ended #2':
+    'a parked turn is frozen and cannot reach its answer; it ends in `paused` only by racing the pause, which cannot be caused deterministically (the turn time limit, an error, is covered)',
+  'paused turn.ended #3': 'as #2, for an interactive turn',
+  'paused turn.ended #4': 'as #2, for a turn with an answer',
+}
+
+const { toRow, toState, vertices } = generatePaths()
+const runs = planRuns([...toRow.values(), ...toState.values()])
+const unreachable = unreachableRows().map((r) => r.key)
+/** An idle limit of 4 s instead of 7 days. */
+const IDLE_SCALE = String(4000 / (7 * 24 * 3600 * 1000))
+
+async function pool<T>(items: T[], width: number, work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0
+  await Promise.all(Array.from({ length: Math.min(width, items.length) }, async () => {
+    while (next < items.length) await work(items[next++]!)
+  }))
+}
+
+/** Where a run meets the restart: the restart event itself, or the wake that finds the disk gone. */
+function restartPoint(run: Run): number {
+  const at = run.events.findIndex((e) => e.type === 'service.restarted')
+  if (at >= 0) return at
+  const failed = run.events.findIndex((e, i) => e.type === 'sandbox.failed' && i > 0 && run.events[i - 1]!.type !== 'admit')
+  if (failed < 0) throw new Error(`run has no restart: ${run.events.map(eventLabel).join(' > ')}`)
+  return failed - 1
+}
+
+interface Outcome {
+  executors: RunExecutor[]
+  errors: string[]
+}
+
+async function settle(executors: RunExecutor[], work: (e: RunExecutor) => Promise<void>, errors: string[], width = executors.length) {
+  const failed = new Set<RunExecutor>()
+  await pool(executors, width, async (e) => {
+    try {
+      await work(e)
+    } catch (err) {
+      failed.add(e)
+      errors.push((err as Error).message)
+    }
+  })
+  return executors.filter((e) => !failed.has(e))
+}
+
+/** Runs in one agentd with the given environment, `width` at a time. */
+async function inOneApp(group: Group, env: Record<string, string>, driver: HeldStartDriver, width: number): Promise<Outcome> {
+  const started = Date.now()
+  const mine = runs.filter((r) => r.group === group)
+  const errors: string[] = []
+  const t = await makeTestApp(env, { driver })
+  const world = new World(t, driver, t.dir)
+  const executors = mine.map((run, i) => new RunExecutor(world, run, `${group}-${i}`))
+  try {
+    for (const e of executors) e.setUp()
+    await settle(executors, async (e) => {
+      await e.walk()
+      await e.finish()
+    }, errors, width)
+  } finally {
+    const closing = t[Symbol.asyncDispose]()
+    driver.openAll()
+    await closing
+  }
+  console.log(`  ${group}: ${executors.length} runs in ${((Date.now() - started) / 1000).toFixed(1)} s`)
+  return { executors, errors }
+}
+
+/**
+ * Runs that meet a restart: each walks to its restart point, agentd is closed and started again
+ * on the same DATA_DIR (`crash`: started on a copy of the disk taken while a sandbox was still
+ * starting, as a crash leaves it), and the runs go on against the new process.
+ */
+async function acrossRestart(group: 'restart' | 'crash'): Promise<Outcome> {
+  const started = Date.now()
+  const mine = runs.filter((r) => r.group === group)
+  const errors: string[] = []
+  const driver = new HeldStartDriver()
+  const first = await makeTestApp({}, { driver })
+  const world = new World(first, driver, first.dir)
+  const executors = mine.map((run, i) => new RunExecutor(world, run, `${group}-${i}`))
+  const points = new Map(executors.map((e) => [e, restartPoint(e.run)]))
+  let dir = first.dir
+  let second: Awaited<ReturnType<typeof startServices>> | null = null
+  const secondDriver = new HeldStartDriver()
+  try {
+    for (const e of executors) e.setUp()
+    let alive = await settle(executors, (e) => e.walk(points.get(e)), errors)
+    if (group === 'crash') {
+      // The disk as the crash left it: the database (consistently, as SQLite would recover it) and the sandboxes.
+      dir = mkdtempSync(join(tmpdir(), 'agentd-crash-'))
+      const db = new Database(first.config.dbPath)
+      db.exec(`VACUUM INTO '${join(dir, 'agentd.db')}'`)
+      db.close()
+      if (existsSync(join(first.dir, 'sandboxes'))) cpSync(join(first.dir, 'sandboxes'), join(dir, 'sandboxes'), { recursive: true })
+    }
+    const closing = first.close()
+    driver.openAll()
+    await closing
+    // A wake that must fail: the session's disk is lost while agentd is down.
+    for (const e of alive) if (e.run.events[points.get(e)!]!.type !== 'service.restarted') e.loseDisk()
+    second = await startServices(group === 'crash' ? loadConfig({ DATA_DIR: dir }) : first.config, { driver: secondDriver, log: () => {} })
+    world.attach(second, secondDriver, dir)
+    alive = await settle(alive, async (e) => {
+      const next = e.nextEvent
+      if (next?.type === 'service.restarted') await e.happened(next)
+      await e.walk()
+      await e.finish()
+    }, errors)
+  } finally {
+    if (second) {
+      const closing = second.close()
+      secondDriver.openAll()
+      await closing
+    }
+    rmSync(first.dir, { recursive: true, force: true })
+    rmSync(dir, { recursive: true, force: true })
+  }
+  console.log(`  ${group}: ${executors.length} runs in ${((Date.now() - started) / 1000).toFixed(1)} s`)
+  return { executors, errors }
+}
+
+describe('the session lifecycle, path by path', () => {
+  test('the generated paths reach every state, and every transition but the unreachable and the uncausable', () => {
+    expect(new Set([...toState.keys()])).toEqual(new Set(SESSION_STATUSES))
+    const missing = ROWS.map((r) => r.key).filter((key) => !toRow.has(key))
+    expect(missing.sort()).toEqual([...unreachable, ...Object.keys(NOT_CAUSABLE)].sort())
+  })
+
+  test('each path driven through the HTTP API takes the machine’s transitions and answers', async () => {
+    const started = Date.now()
+    const outcomes = await Promise.all([
+      inOneApp('main', {}, new HeldStartDriver(), 8),
+      acrossRestart('restart'),
+      acrossRestart('crash'),
+      inOneApp('idle', { AGENTD_TIME_SCALE: IDLE_SCALE }, new HeldStartDriver(), 8),
+      // Parking by signal (no cgroup freezer), so the turn time limit can kill a parked turn.
+      inOneApp('timeout', { AGENTD_TURN_TIMEOUT_S: '4' }, new HeldStartDriver({ cgroups: false }), 8),
+    ])
+    const executors = outcomes.flatMap((o) => o.executors)
+    const errors = outcomes.flatMap((o) => o.errors)
+    const rows = new Set(executors.flatMap((e) => [...e.rows]))
+    const states = new Set(executors.flatMap((e) => [...e.states]))
+    console.log(`lifecycle paths: ${toRow.size} to transitions and ${toState.size} to states (${vertices} vertices), as ${executors.length} runs in ${((Date.now() - started) / 1000).toFixed(1)} s`)
+    console.log(`coverage: states ${states.size}/${SESSION_STATUSES.length}, transitions ${rows.size}/${ROWS.length}`)
+    for (const key of unreachable) console.log(`  not covered: ${key}: no sequence of events reaches it in the machine`)
+    for (const [key, why] of Object.entries(NOT_CAUSABLE)) console.log(`  not covered: ${key}: ${why}`)
+    expect(errors).toEqual([])
+    expect(states).toEqual(new Set(SESSION_STATUSES))
+    const expected = ROWS.map((r) => r.key).filter((key) => !unreachable.includes(key) && !(key in NOT_CAUSABLE))
+    expect([...rows].sort()).toEqual(expected.sort())
+  }, 180_000)
+})
