@@ -1,0 +1,95 @@
+import { t, type Static } from 'elysia'
+import { badRequest } from './errors'
+import { HARNESSES } from './harness'
+import { literals } from './schema-util'
+import { RUN_MODES, SESSION_STATUSES } from './status'
+
+/** Orders of the org-wide search; each is newest first among equals. */
+export const SEARCH_SORTS = ['recent', 'cost', 'duration'] as const
+export type SearchSort = (typeof SEARCH_SORTS)[number]
+
+const TIME = 'Relative to now (30s, 15m, 2h, 7d, 2w) or ISO 8601 (a date or a date-time; UTC when no offset is given)'
+
+/** Query of `GET /o/{org}/sessions` (spec 4.1). Times and the cursor are checked by `parseTime` / `decodeCursor`. */
+export const SearchQuerySchema = t.Object({
+  selector: t.Optional(t.String({ minLength: 1, maxLength: 500, description: 'Full id, unique id prefix or title; switches to resolution' })),
+  q: t.Optional(t.Array(t.String({ maxLength: 1000 }), { maxItems: 32, description: 'Each value is a phrase; every one must match' })),
+  project: t.Optional(t.String({ minLength: 1, description: 'Handle or id' })),
+  agent: t.Optional(t.String({ minLength: 1, description: 'Harness as dispatched, e.g. harness_1@2.1.197' })),
+  kind: t.Optional(literals(['cloud', 'local'] as const)),
+  harness: t.Optional(literals(HARNESSES)),
+  mode: t.Optional(literals(RUN_MODES)),
+  model: t.Optional(t.String({ minLength: 1 })),
+  repo: t.Optional(t.String({ pattern: '^[^/\\s]+/[^/\\s]+$', description: 'owner/name' })),
+  status: t.Optional(literals(SESSION_STATUSES)),
+  since: t.Optional(t.String({ minLength: 1, description: `Created at or after. ${TIME}` })),
+  until: t.Optional(t.String({ minLength: 1, description: `Created before. ${TIME}` })),
+  sort: t.Optional(literals(SEARCH_SORTS)),
+  count: t.Optional(t.Boolean()),
+  limit: t.Optional(t.Integer({ minimum: 1, maximum: 500 })),
+  cursor: t.Optional(t.String({ minLength: 1, maxLength: 1000 })),
+})
+export type SearchQuery = Static<typeof SearchQuerySchema>
+
+const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const
+const RELATIVE = /^(\d{1,9})([smhdw])$/
+const ISO = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/i
+
+/** `since` / `until` as epoch ms: `2h` is two hours before `now`; an ISO time without offset is UTC. */
+export function parseTime(name: string, value: string, now: number): number {
+  const relative = RELATIVE.exec(value)
+  if (relative) return now - Number(relative[1]) * UNIT_MS[relative[2] as keyof typeof UNIT_MS]
+  const iso = ISO.exec(value)
+  if (iso) {
+    const hasTime = value.length > 10
+    const ms = Date.parse(hasTime && !iso[1] ? `${value.replace(' ', 'T')}Z` : value.replace(' ', 'T'))
+    if (Number.isFinite(ms)) return ms
+  }
+  throw badRequest(`${name} must be a relative time such as 2h or 7d, or an ISO 8601 time; got "${value}"`)
+}
+
+/** Where a page ended: the sort it belongs to and the last row's position in that order. */
+export interface Cursor {
+  sort: SearchSort
+  /** The last row's sort value: created_at (recent), cost in USD (cost), or duration in ms, -1 for none (duration). */
+  value: number
+  /** The last row's search key (creation order), the tie-breaker of every sort. */
+  key: number
+}
+
+const CURSOR_VERSION = 1
+
+export function encodeCursor(cursor: Cursor): string {
+  return Buffer.from(JSON.stringify([CURSOR_VERSION, cursor.sort, cursor.value, cursor.key])).toString('base64url')
+}
+
+/** Parses a `next_cursor`; a damaged one, or one from another `sort`, is a 400. */
+export function decodeCursor(value: string, sort: SearchSort): Cursor {
+  let parts: unknown
+  try {
+    parts = JSON.parse(Buffer.from(value, 'base64url').toString('utf8'))
+  } catch {
+    parts = null
+  }
+  if (
+    Array.isArray(parts) &&
+    parts.length === 4 &&
+    parts[0] === CURSOR_VERSION &&
+    (SEARCH_SORTS as readonly unknown[]).includes(parts[1]) &&
+    Number.isFinite(parts[2]) &&
+    Number.isSafeInteger(parts[3])
+  ) {
+    if (parts[1] !== sort) throw badRequest(`cursor belongs to sort=${parts[1]}, not sort=${sort}`)
+    return { sort, value: parts[2], key: parts[3] }
+  }
+  throw badRequest('cursor is not a next_cursor this server returned')
+}
+
+/**
+ * One `q` value as an FTS5 phrase: its words in order, matched case- and accent-insensitively.
+ * Null when it holds no word at all (it then constrains nothing).
+ */
+export function ftsPhrase(value: string): string | null {
+  if (!/[\p{L}\p{N}]/u.test(value)) return null
+  return `"${value.replaceAll('"', '""')}"`
+}
