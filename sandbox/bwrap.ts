@@ -1,63 +1,199 @@
-import { existsSync, mkdirSync } from 'node:fs'
-import type { ExecOptions, SandboxDriver, SandboxHandle, SandboxSpec } from './driver'
-import { spawnGroup } from './spawn'
+import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import type { ExecOptions, SandboxHandle, SandboxSpec } from './driver'
+import { HostDriver, type HostCommand, type HostDriverOptions, type HostSandbox } from './host-driver'
+import { holds, NetPool, type NetHolder } from './netns'
+import { listening, RELAY_SOCKET, relayDir } from './relay'
 
 export const BWRAP_WORKSPACE = '/workspace'
 export const BWRAP_HOME = '/home/agent'
 
 /**
- * bubblewrap argv for one process: every namespace unshared but the network (the model gateway is
- * reached over loopback until the gateway relay lands), a read-only system, the workspace and
- * home bound read-write, a private /tmp, and the environment cleared.
+ * The /etc entries a sandbox sees (when the host has them): user and group names, host names,
+ * the dynamic linker's cache, time zone, `alternatives` links, public CA certificates, shell
+ * defaults. Not /etc as a whole: it holds host secrets (shadow, private keys, service configs).
+ * They are copied once into a folder of the driver, bound as the sandbox's /etc (one mount).
  */
-export function bwrapArgs(handle: Pick<SandboxHandle, 'hostWorkspace' | 'hostHome'>, readOnlyPaths: string[], argv: string[], options: ExecOptions): string[] {
-  const args = ['bwrap', '--unshare-all', '--share-net', '--die-with-parent', '--new-session']
-  args.push('--ro-bind', '/usr', '/usr')
-  for (const link of ['bin', 'lib', 'lib64', 'sbin']) {
-    if (existsSync(`/${link}`)) args.push('--symlink', `usr/${link}`, `/${link}`)
+export const SANDBOX_ETC = [
+  'passwd',
+  'group',
+  'hosts',
+  'nsswitch.conf',
+  'host.conf',
+  'ld.so.cache',
+  'ld.so.conf',
+  'ld.so.conf.d',
+  'localtime',
+  'timezone',
+  'alternatives',
+  'ssl/certs',
+  'ca-certificates',
+  'ca-certificates.conf',
+  'os-release',
+  'debian_version',
+  'profile',
+  'bash.bashrc',
+  'inputrc',
+  'mime.types',
+  'magic',
+]
+
+/**
+ * Copies the SANDBOX_ETC entries the host has into `dir` (symlinks kept as they are), once: an
+ * existing `dir` is kept, since running sandboxes have it bound. Built aside and renamed into
+ * place, so a sandbox never sees half of it.
+ */
+export function buildSandboxEtc(dir: string): void {
+  if (existsSync(dir)) return
+  const building = `${dir}.${process.pid}-${Date.now()}`
+  mkdirSync(building, { recursive: true })
+  for (const entry of SANDBOX_ETC) {
+    const source = `/etc/${entry}`
+    if (!existsSync(source)) continue
+    mkdirSync(join(building, entry, '..'), { recursive: true })
+    cpSync(source, join(building, entry), { recursive: true, verbatimSymlinks: true })
   }
-  args.push('--ro-bind', '/etc', '/etc', '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp')
-  for (const path of readOnlyPaths) args.push('--ro-bind', path, path)
-  args.push('--bind', handle.hostHome, BWRAP_HOME, '--bind', handle.hostWorkspace, BWRAP_WORKSPACE)
+  // The sandbox has a hostname of its own.
+  writeFileSync(join(building, 'hostname'), 'sandbox\n')
+  try {
+    renameSync(building, dir)
+  } catch {
+    rmSync(building, { recursive: true, force: true }) // another agentd process made it first
+  }
+}
+
+/** How the top of the host's root looks: `bin`, `lib`… are symlinks into /usr on merged-/usr systems. */
+export interface HostRoot {
+  links: { path: string; target: string }[]
+  dirs: string[]
+}
+
+export function detectHostRoot(): HostRoot {
+  const root: HostRoot = { links: [], dirs: [] }
+  for (const name of ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32']) {
+    const path = `/${name}`
+    if (!existsSync(path)) continue
+    if (lstatSync(path).isSymbolicLink()) root.links.push({ path, target: readlinkSync(path) })
+    else root.dirs.push(path)
+  }
+  return root
+}
+
+export interface BwrapLayout {
+  hostWorkspace: string
+  hostHome: string
+  readOnlyPaths: string[]
+  /** Host folder bound read-only as /etc (see SANDBOX_ETC). */
+  etcDir: string
+  root: HostRoot
+}
+
+/**
+ * bubblewrap argv for one process: every namespace unshared but the network, which is the
+ * sandbox's own (entered with nsenter before bwrap: loopback only, the gateway relay on it); all
+ * capabilities dropped; a read-only system (/usr and a few /etc entries); the workspace and home
+ * bound read-write; a private /tmp; /proc of its own pid namespace; the environment cleared.
+ */
+export function bwrapArgs(layout: BwrapLayout, argv: string[], options: ExecOptions): string[] {
+  const args = ['bwrap', '--unshare-all', '--share-net', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--hostname', 'sandbox']
+  args.push('--ro-bind', '/usr', '/usr')
+  for (const link of layout.root.links) args.push('--symlink', link.target, link.path)
+  for (const dir of layout.root.dirs) args.push('--ro-bind', dir, dir)
+  args.push('--ro-bind', layout.etcDir, '/etc', '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp')
+  for (const path of layout.readOnlyPaths) args.push('--ro-bind', path, path)
+  args.push('--bind', layout.hostHome, BWRAP_HOME, '--bind', layout.hostWorkspace, BWRAP_WORKSPACE)
   args.push('--chdir', options.cwd ?? BWRAP_WORKSPACE, '--clearenv')
   for (const [key, value] of Object.entries(options.env)) args.push('--setenv', key, value)
   args.push('--', ...argv)
   return args
 }
 
-export class BwrapDriver implements SandboxDriver {
-  readonly kind = 'bwrap' as const
-  private readonly specs = new Map<string, SandboxSpec>()
-  private readonly live = new Map<string, Set<{ kill(signal?: NodeJS.Signals): void }>>()
+/** Runs `argv` (a bwrap command line) in the network namespace that process `netPid` is in. */
+export function nsenterArgs(netPid: number, argv: string[]): string[] {
+  return ['nsenter', `--net=/proc/${netPid}/ns/net`, '--', ...argv]
+}
 
-  async create(spec: SandboxSpec): Promise<SandboxHandle> {
-    mkdirSync(spec.hostWorkspace, { recursive: true })
-    mkdirSync(spec.hostHome, { recursive: true })
-    this.specs.set(spec.id, spec)
-    this.live.set(spec.id, new Set())
-    return {
-      id: spec.id,
-      kind: this.kind,
-      workspace: BWRAP_WORKSPACE,
-      home: BWRAP_HOME,
+/** socat's path on this host, or null. */
+export function findSocat(): string | null {
+  return Bun.which('socat', { PATH: '/usr/bin:/usr/local/bin:/bin' })
+}
+
+/**
+ * bubblewrap sandboxes: one network namespace per sandbox (with the gateway relay, see netns.ts),
+ * one bwrap per exec over the sandbox's workspace and home, everything in the sandbox's cgroups. A
+ * process lives no longer than its exec (its pid namespace ends with it), so nothing runs between
+ * turns and park matters only for a turn in flight.
+ */
+export class BwrapDriver extends HostDriver {
+  readonly kind = 'bwrap' as const
+  private readonly root = detectHostRoot()
+  private readonly pools = new Map<string, NetPool>()
+  private readonly socat: string
+  private readonly etcDir: string
+
+  constructor(options: HostDriverOptions = {}) {
+    super(options)
+    const socat = findSocat()
+    if (!socat) throw new Error('the bwrap driver needs socat for the gateway relay (apt-get install socat)')
+    this.socat = socat
+    this.etcDir = join(this.runDir, 'etc')
+    buildSandboxEtc(this.etcDir)
+  }
+
+  protected describe(spec: SandboxSpec): Pick<SandboxHandle, 'workspace' | 'home' | 'gatewayUrl'> {
+    return { workspace: BWRAP_WORKSPACE, home: BWRAP_HOME, gatewayUrl: `http://127.0.0.1:${spec.gateway.port}` }
+  }
+
+  protected async prepare(sandbox: HostSandbox): Promise<void> {
+    const current = sandbox.extra.net as NetHolder | undefined
+    if (holds(current)) return
+    current?.process.kill('SIGKILL')
+    sandbox.extra.net = await this.pool(sandbox.spec.gateway).take()
+  }
+
+  /** The pool of network namespaces (and the relay socket) for one gateway address. */
+  private pool(gateway: { host: string; port: number }): NetPool {
+    const key = `${gateway.host}:${gateway.port}`
+    let pool = this.pools.get(key)
+    if (!pool) {
+      pool = new NetPool(relayDir(join(this.runDir, 'gateway-relay'), `gateway ${key}`), gateway, this.socat)
+      this.pools.set(key, pool)
+    }
+    return pool
+  }
+
+  protected async release(sandbox: HostSandbox): Promise<void> {
+    ;(sandbox.extra.net as NetHolder | undefined)?.process.kill('SIGKILL')
+  }
+
+  async sweep(liveIds: string[]): Promise<string[]> {
+    const removed = await super.sweep(liveIds)
+    // Relay sockets nobody listens on any more (an earlier agentd's).
+    const relays = join(this.runDir, 'gateway-relay')
+    const mine = new Set([...this.pools.values()].map((pool) => pool.dir))
+    for (const name of existsSync(relays) ? readdirSync(relays) : []) {
+      const dir = join(relays, name)
+      if (!mine.has(dir) && !(await listening(join(dir, RELAY_SOCKET)))) rmSync(dir, { recursive: true, force: true })
+    }
+    return removed
+  }
+
+  protected command(sandbox: HostSandbox, argv: string[], options: ExecOptions): HostCommand {
+    const { spec } = sandbox
+    const net = sandbox.extra.net as NetHolder | undefined
+    // Never run a process in a namespace that is not the sandbox's (a dead holder's pid reused).
+    if (!holds(net)) throw new Error(`sandbox ${spec.id} has lost its network namespace; wake it to repair`)
+    const layout: BwrapLayout = {
       hostWorkspace: spec.hostWorkspace,
       hostHome: spec.hostHome,
+      readOnlyPaths: spec.readOnlyPaths,
+      etcDir: this.etcDir,
+      root: this.root,
     }
-  }
-
-  exec(handle: SandboxHandle, argv: string[], options: ExecOptions) {
-    const readOnly = this.specs.get(handle.id)?.readOnlyPaths ?? []
-    const proc = spawnGroup(bwrapArgs(handle, readOnly, argv, options), { PATH: process.env.PATH ?? '/usr/bin:/bin' }, handle.hostWorkspace)
-    const procs = this.live.get(handle.id) ?? new Set()
-    this.live.set(handle.id, procs)
-    procs.add(proc)
-    void proc.exited.then(() => procs.delete(proc))
-    return proc
-  }
-
-  async destroy(handle: SandboxHandle): Promise<void> {
-    for (const proc of this.live.get(handle.id) ?? []) proc.kill('SIGKILL')
-    this.live.delete(handle.id)
-    this.specs.delete(handle.id)
+    return {
+      argv: nsenterArgs(net!.netPid, bwrapArgs(layout, argv, options)),
+      env: { PATH: '/usr/bin:/bin:/usr/sbin:/sbin' },
+      cwd: spec.hostWorkspace,
+    }
   }
 }

@@ -12,8 +12,48 @@ export interface SandboxSpec {
   hostWorkspace: string
   /** Host directory mounted read-write as the agent's HOME (CLI state lives here across turns). */
   hostHome: string
+  /**
+   * Host directory private to the driver for this sandbox: checkpoint images, the container
+   * bundle, exec output files. Never visible inside the sandbox; `destroy` removes it. Keep it
+   * next to the workspace (e.g. `<DATA_DIR>/sandboxes/<id>/sandbox`) so the sandbox's disk is in
+   * one place.
+   */
+  stateDir: string
   /** Host paths the processes need to read (the harness CLIs), mounted read-only at the same path. */
   readOnlyPaths: string[]
+  /**
+   * The one TCP service on the host the sandbox may reach (agentd's model gateway). Drivers
+   * without network isolation reach it directly; isolated ones forward it into the sandbox.
+   */
+  gateway: { host: string; port: number }
+  limits: SandboxLimits
+}
+
+export interface SandboxLimits {
+  /** Memory of everything in the sandbox, in bytes. */
+  memoryBytes: number
+  /**
+   * Number of tasks in the sandbox. On bwrap and process a task is a thread (the kernel's pids
+   * controller counts threads; a Bun or Node CLI runs 10-30); on gvisor it bounds the sandbox's
+   * host threads (see docs/sandbox.md).
+   */
+  maxProcesses: number
+}
+
+/** Limits used when the operator sets none (AGENTD_SANDBOX_MEMORY_MB, AGENTD_SANDBOX_PROCESSES). */
+export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = { memoryBytes: 2048 * 1024 * 1024, maxProcesses: 512 }
+
+export interface SandboxStats {
+  /** Resident memory held on the host right now (0 for a checkpointed sandbox). */
+  memoryBytes: number
+  processes: number
+  diskBytes: number
+  /**
+   * Processes killed for going over the memory limit since the sandbox was created (gvisor: the
+   * number of times the whole sandbox was). A turn that exits by SIGKILL (137) while this went
+   * up was killed by the memory limit.
+   */
+  oomKills: number
 }
 
 export interface SandboxHandle {
@@ -24,6 +64,8 @@ export interface SandboxHandle {
   readonly home: string
   readonly hostWorkspace: string
   readonly hostHome: string
+  /** Base URL of the gateway as processes inside the sandbox reach it. */
+  readonly gatewayUrl: string
 }
 
 export interface ExecOptions {
@@ -33,10 +75,16 @@ export interface ExecOptions {
 }
 
 export interface SandboxProcess {
+  /**
+   * A host pid, for logs only: the process group leader on bwrap and process; on gvisor the
+   * `runsc exec` client (0 until it started), whose death does not end the process. Never kill it
+   * directly: use `kill`, or `recover`/`sweep` after a restart.
+   */
   readonly pid: number
   readonly stdout: ReadableStream<Uint8Array>
   readonly stderr: ReadableStream<Uint8Array>
   readonly exited: Promise<number>
+  /** Signals the process and everything it started (its process group); SIGKILL by default. */
   kill(signal?: NodeJS.Signals): void
 }
 
@@ -44,8 +92,54 @@ export interface SandboxDriver {
   readonly kind: SandboxKind
   /** Prepares the sandbox; afterwards `exec` starts processes in it. */
   create(spec: SandboxSpec): Promise<SandboxHandle>
-  /** Starts one process with stdout and stderr piped back. */
+  /**
+   * Starts one process with stdout and stderr streamed back. On a parked sandbox it starts at the
+   * next `wake` (its streams stall until then); on a gvisor sandbox that stopped (it went over its
+   * memory limit) the sandbox is started afresh first. Throws only for an unknown (destroyed) handle.
+   */
   exec(handle: SandboxHandle, argv: string[], options: ExecOptions): SandboxProcess
+  /**
+   * Parks the sandbox: its processes stop where they are and use no CPU (gvisor: checkpointed to
+   * disk, no RAM held). Disk is kept. Running `exec` streams stall and resume after `wake`, with
+   * nothing lost. Idempotent. gvisor: an open TCP connection inside cannot be checkpointed, so such
+   * a sandbox is frozen in memory instead (logged); a checkpoint that fails throws `ParkError`.
+   */
+  park(handle: SandboxHandle): Promise<void>
+  /**
+   * Wakes a parked sandbox; its processes continue where they stopped. Idempotent (a no-op on a
+   * running sandbox), so call it before every turn: on gvisor it also starts afresh a sandbox that
+   * stopped, or whose checkpoint could not be restored (logged).
+   */
+  wake(handle: SandboxHandle): Promise<void>
   /** Kills everything in the sandbox and removes it; the host workspace is left to the caller. */
   destroy(handle: SandboxHandle): Promise<void>
+  /**
+   * After a server restart: the handle of this sandbox if its workspace still exists, null when it
+   * is gone. bwrap and process cannot keep processes across a restart: anything left is killed and
+   * the sandbox is fresh. gvisor keeps them: a running container is taken over as it is, a
+   * checkpoint is restored by the next `wake`. Either way, `wake` before the next exec.
+   */
+  recover(spec: SandboxSpec): Promise<SandboxHandle | null>
+  stats(handle: SandboxHandle): Promise<SandboxStats>
+  /**
+   * After a restart, before `recover`: kills and removes what this driver left running for
+   * sandboxes not in `liveIds` (processes, cgroups, containers, relay sockets), within this
+   * agentd's scope. Folders under DATA_DIR are the caller's. Returns the ids it removed.
+   */
+  sweep(liveIds: string[]): Promise<string[]>
+}
+
+/**
+ * A park that did not happen. `sandbox` says what became of the sandbox: still `running` (nothing
+ * was touched), or `stopped` (the checkpoint failed and took the processes with it; the files are
+ * kept and `wake` starts the sandbox afresh).
+ */
+export class ParkError extends Error {
+  constructor(
+    message: string,
+    readonly sandbox: 'running' | 'stopped',
+  ) {
+    super(message)
+    this.name = 'ParkError'
+  }
 }

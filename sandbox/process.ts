@@ -1,37 +1,26 @@
-import { mkdirSync } from 'node:fs'
-import type { ExecOptions, SandboxDriver, SandboxHandle, SandboxSpec } from './driver'
-import { spawnGroup } from './spawn'
+import type { ExecOptions, SandboxHandle, SandboxSpec } from './driver'
+import { HostDriver, type HostCommand, type HostSandbox } from './host-driver'
 
-/** No isolation at all: plain host processes in the workspace folder. Development only. */
-export class ProcessDriver implements SandboxDriver {
+/**
+ * No isolation at all: plain host processes in the workspace folder, for development on machines
+ * with neither gVisor nor bubblewrap. They see the whole host and its network; the gateway is
+ * reached at its host address. Park, wake and the limits still work through cgroups when agentd
+ * runs as root on cgroup v1 (otherwise park stops process groups by signal and limits are off).
+ */
+export class ProcessDriver extends HostDriver {
   readonly kind = 'process' as const
-  private readonly live = new Map<string, Set<{ kill(signal?: NodeJS.Signals): void }>>()
 
-  async create(spec: SandboxSpec): Promise<SandboxHandle> {
-    mkdirSync(spec.hostWorkspace, { recursive: true })
-    mkdirSync(spec.hostHome, { recursive: true })
-    this.live.set(spec.id, new Set())
-    return {
-      id: spec.id,
-      kind: this.kind,
-      workspace: spec.hostWorkspace,
-      home: spec.hostHome,
-      hostWorkspace: spec.hostWorkspace,
-      hostHome: spec.hostHome,
-    }
+  protected describe(spec: SandboxSpec): Pick<SandboxHandle, 'workspace' | 'home' | 'gatewayUrl'> {
+    return { workspace: spec.hostWorkspace, home: spec.hostHome, gatewayUrl: gatewayUrl(spec.gateway) }
   }
 
-  exec(handle: SandboxHandle, argv: string[], options: ExecOptions) {
-    const proc = spawnGroup(argv, options.env, options.cwd ?? handle.workspace)
-    const procs = this.live.get(handle.id) ?? new Set()
-    this.live.set(handle.id, procs)
-    procs.add(proc)
-    void proc.exited.then(() => procs.delete(proc))
-    return proc
+  protected command(sandbox: HostSandbox, argv: string[], options: ExecOptions): HostCommand {
+    return { argv, env: options.env, cwd: options.cwd ?? sandbox.spec.hostWorkspace }
   }
+}
 
-  async destroy(handle: SandboxHandle): Promise<void> {
-    for (const proc of this.live.get(handle.id) ?? []) proc.kill('SIGKILL')
-    this.live.delete(handle.id)
-  }
+/** `http://host:port` for a TCP address (IPv6 literals bracketed). */
+export function gatewayUrl(address: { host: string; port: number }): string {
+  const host = address.host.includes(':') ? `[${address.host}]` : address.host
+  return `http://${host}:${address.port}`
 }

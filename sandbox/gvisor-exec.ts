@@ -1,0 +1,134 @@
+import { existsSync, readdirSync, readFileSync, rmSync, type FSWatcher } from 'node:fs'
+import { constants } from 'node:os'
+import { join } from 'node:path'
+import type { ExecOptions, SandboxHandle, SandboxProcess, SandboxSpec } from './driver'
+import { gvisorExecArgs, gvisorKillArgs, READY_FILE } from './gvisor-spec'
+import type { GatewayRelay } from './relay'
+import { alive, firstLine, type Runsc } from './runsc'
+import { runHelper, spawnHelper } from './spawn'
+import { TailedProcess } from './tail'
+
+/**
+ * The gVisor driver's processes: one `runsc exec` each, through EXEC_WRAPPER, its output tailed
+ * from files (TailedProcess) so it survives a checkpoint; signals to its process group; execs and
+ * signals asked for while the sandbox is parked, held until it wakes.
+ */
+
+export type Status = 'running' | 'parked' | 'paused' | 'stopped' | 'destroyed'
+
+/** One gVisor sandbox as the driver tracks it. */
+export interface Gsandbox {
+  spec: SandboxSpec
+  handle: SandboxHandle
+  /** cgroupName(id): the prefix of its container ids. */
+  name: string
+  /** Each boot or restore makes a new container, `<name>.<generation>`; the old one is deleted in the background. */
+  generation: number
+  cid: string
+  bundle: string
+  image: string
+  io: string
+  relay: GatewayRelay
+  innerPort: number
+  /**
+   * running: container up; parked: checkpoint image, no container; paused: container frozen in
+   * memory (a park that could not checkpoint); stopped: no container, no image (files only).
+   */
+  status: Status
+  /** A park or wake is under way: `runsc exec` clients ending now is expected. */
+  moving: boolean
+  sandboxPid: number | null
+  procs: Set<TailedProcess>
+  pendingSignals: { proc: TailedProcess; signal: NodeJS.Signals }[]
+  /** Execs waiting for the sandbox to run (asked for while it was parked). */
+  waiting: { proc: TailedProcess; start: () => void }[]
+  oomKills: number
+  lock: Promise<unknown>
+  watcher: FSWatcher | null
+  monitor: ReturnType<typeof setInterval> | null
+}
+
+/** What the exec side needs of the driver. */
+export interface ExecHost {
+  wake(sandbox: Gsandbox): Promise<void>
+  died(sandbox: Gsandbox): Promise<void>
+}
+
+export class GvisorExecs {
+  private seq = 0
+
+  constructor(
+    private readonly runsc: Runsc,
+    private readonly driver: ExecHost,
+  ) {}
+
+  /**
+   * Starts `argv` in the sandbox. On a parked sandbox the process starts at the next wake; on one
+   * that stopped (it died, or a checkpoint failed) the sandbox is started afresh first.
+   */
+  exec(sandbox: Gsandbox, argv: string[], options: ExecOptions): SandboxProcess {
+    const name = `${Date.now().toString(36)}-${(this.seq++).toString(36)}`
+    const proc: TailedProcess = new TailedProcess(join(sandbox.io, name), (signal) => this.signal(sandbox, proc, signal))
+    sandbox.procs.add(proc)
+    void proc.exited.then(() => sandbox.procs.delete(proc))
+    const start = () => this.start(sandbox, proc, name, argv, options)
+    if (sandbox.status === 'running' && !sandbox.moving) start()
+    else {
+      sandbox.waiting.push({ proc, start })
+      if (sandbox.status === 'stopped' && !sandbox.moving) {
+        this.driver.wake(sandbox).catch((err) => proc.finish(126, `agentd: the sandbox could not start: ${(err as Error).message}`))
+      }
+    }
+    return proc
+  }
+
+  private start(sandbox: Gsandbox, proc: TailedProcess, name: string, argv: string[], options: ExecOptions): void {
+    if (proc.finished) return
+    const client = spawnHelper(gvisorExecArgs(this.runsc.root, sandbox.cid, name, argv, options), { output: 'pipe' })
+    proc.pid = client.pid
+    const clientErr = new Response(client.stderr).text()
+    void new Response(client.stdout).text()
+    void client.exited.then(async (code) => {
+      // The client also ends when the container is checkpointed; the process goes on after a wake.
+      const duringRun = sandbox.status === 'running' && !sandbox.moving
+      await Bun.sleep(100)
+      if (proc.finished || !duringRun || sandbox.status !== 'running') return
+      if (sandbox.sandboxPid && !alive(sandbox.sandboxPid)) return void this.driver.died(sandbox)
+      // Never started (a bad cwd, a missing binary of runsc's own): no pid file, a failing client.
+      if (proc.groupId() === null && proc.exitCode() === null && code !== 0) proc.finish(code || 126, `agentd: runsc exec failed: ${firstLine(await clientErr)}`)
+    })
+  }
+
+  signal(sandbox: Gsandbox, proc: TailedProcess, signal: NodeJS.Signals): void {
+    const waiting = sandbox.waiting.findIndex((w) => w.proc === proc)
+    if (waiting >= 0) {
+      // Not started yet: it never will.
+      sandbox.waiting.splice(waiting, 1)
+      return proc.finish(128 + (constants.signals[signal] ?? 9))
+    }
+    if (sandbox.status === 'parked' || sandbox.status === 'paused' || sandbox.moving) {
+      sandbox.pendingSignals.push({ proc, signal })
+      return
+    }
+    if (sandbox.status !== 'running') return
+    void (async () => {
+      for (let tries = 0; tries < 100 && !proc.finished; tries++) {
+        const group = proc.groupId()
+        if (group) return void (await runHelper(gvisorKillArgs(this.runsc.root, sandbox.cid, group, signal)))
+        await Bun.sleep(20)
+      }
+    })()
+  }
+
+  /** Kills the process groups of execs an earlier server started and never saw end; removes their files. */
+  async endOrphans(sandbox: Gsandbox): Promise<void> {
+    for (const file of readdirSync(sandbox.io)) {
+      const prefix = join(sandbox.io, file.replace(/\.[a-z]+$/, ''))
+      if (file.endsWith('.pid') && !existsSync(`${prefix}.exit`)) {
+        const group = Number.parseInt(readFileSync(join(sandbox.io, file), 'utf8'), 10)
+        if (group > 0) await runHelper(gvisorKillArgs(this.runsc.root, sandbox.cid, group, 'SIGKILL'))
+      }
+    }
+    for (const file of readdirSync(sandbox.io)) if (file !== READY_FILE) rmSync(join(sandbox.io, file), { force: true })
+  }
+}

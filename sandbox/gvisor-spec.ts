@@ -1,0 +1,158 @@
+import type { ExecOptions, SandboxLimits } from './driver'
+import { innerRelayArgs, listenPattern, RELAY_SOCKET, SANDBOX_RELAY_DIR } from './relay'
+
+/**
+ * Pure parts of the gVisor driver: the OCI bundle of a sandbox's long-lived container, and the
+ * runsc command lines (exact argv arrays, unit-tested).
+ */
+
+export const GVISOR_WORKSPACE = '/workspace'
+export const GVISOR_HOME = '/home/agent'
+/** Where exec output files live inside the container (the host tails them; see `EXEC_WRAPPER`). */
+export const SANDBOX_IO_DIR = '/run/agentd/io'
+/** Written by the container's init once the gateway relay listens. */
+export const READY_FILE = 'ready'
+
+/** Flags baked into a sandbox when it boots (run, restore): no network at all, host Unix sockets openable. */
+export const BOOT_FLAGS = ['--network=none', '--host-uds=open']
+
+export interface GvisorLayout {
+  hostWorkspace: string
+  hostHome: string
+  readOnlyPaths: string[]
+  /** Host folder bound read-only as /etc. */
+  etcDir: string
+  /** Host folder with the relay socket, bound read-only at SANDBOX_RELAY_DIR. */
+  relayDir: string
+  /** Host folder for exec output files, bound read-write at SANDBOX_IO_DIR. */
+  ioDir: string
+  /** Top-level directories of the host that are not symlinks into /usr (non-merged-/usr hosts). */
+  rootDirs: string[]
+  /** Port the relay listens on inside (fixed for the sandbox's life: restored processes keep it). */
+  innerPort: number
+  socat: string
+  /** Host cgroup of the sandbox (runsc creates it and applies the limits). */
+  cgroupsPath: string
+  limits: SandboxLimits
+}
+
+/**
+ * The container's init: the gateway relay on the sandbox's loopback, a ready marker once it
+ * listens, then a shell that reaps orphans for the sandbox's life.
+ */
+export function gvisorInit(layout: Pick<GvisorLayout, 'innerPort' | 'socat'>): string[] {
+  const relay = innerRelayArgs(layout.socat, layout.innerPort, `${SANDBOX_RELAY_DIR}/${RELAY_SOCKET}`)
+  const script = [
+    '"$@" </dev/null >/dev/null 2>&1 &',
+    'while :; do',
+    '  while read -r l; do case "$l" in *"$P"*) break 2;; esac; done < /proc/net/tcp',
+    '  sleep 0.005',
+    'done',
+    `: > ${SANDBOX_IO_DIR}/${READY_FILE}`,
+    'while :; do sleep 3600 & wait; done',
+  ].join('\n')
+  return ['/bin/sh', '-c', `P='${listenPattern(layout.innerPort)}'\n${script}`, 'agentd-init', ...relay]
+}
+
+/** The OCI runtime spec (config.json) of a sandbox's container; `rootfs` is an empty folder beside it. */
+export function gvisorSpec(layout: GvisorLayout): Record<string, unknown> {
+  const ro = (source: string, destination = source) => ({ destination, type: 'bind', source, options: ['rbind', 'ro'] })
+  const rw = (source: string, destination: string) => ({ destination, type: 'bind', source, options: ['rbind', 'rw'] })
+  return {
+    ociVersion: '1.0.0',
+    process: {
+      terminal: false,
+      user: { uid: 0, gid: 0 },
+      args: gvisorInit(layout),
+      env: ['PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin'],
+      cwd: '/',
+      // gVisor enforces the process limit itself (every process runs as uid 0, so it is sandbox-wide).
+      rlimits: [{ type: 'RLIMIT_NPROC', hard: layout.limits.maxProcesses, soft: layout.limits.maxProcesses }],
+    },
+    root: { path: 'rootfs', readonly: true },
+    hostname: 'sandbox',
+    mounts: [
+      { destination: '/proc', type: 'proc', source: 'proc' },
+      { destination: '/dev', type: 'tmpfs', source: 'tmpfs' },
+      { destination: '/tmp', type: 'tmpfs', source: 'tmpfs' },
+      ro('/usr'),
+      ...layout.rootDirs.map((dir) => ro(dir)),
+      ro(layout.etcDir, '/etc'),
+      ...layout.readOnlyPaths.map((path) => ro(path)),
+      rw(layout.hostHome, GVISOR_HOME),
+      rw(layout.hostWorkspace, GVISOR_WORKSPACE),
+      ro(layout.relayDir, SANDBOX_RELAY_DIR),
+      rw(layout.ioDir, SANDBOX_IO_DIR),
+    ],
+    linux: {
+      namespaces: [{ type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],
+      cgroupsPath: layout.cgroupsPath,
+      // On the host, the sandbox's own threads (one per sandboxed thread, plus the sentry's) are
+      // only bounded as a backstop: reaching it stops the whole sandbox.
+      resources: { memory: { limit: layout.limits.memoryBytes }, pids: { limit: hostTaskLimit(layout.limits.maxProcesses) } },
+    },
+  }
+}
+
+/** The host task limit of a sandbox allowed `maxProcesses` tasks inside. */
+export function hostTaskLimit(maxProcesses: number): number {
+  return maxProcesses * 16 + 512
+}
+
+/** A container id: the sandbox's name and a fixed-width generation (runsc matches ids by prefix). */
+export function containerId(name: string, generation: number): string {
+  return `${name}.${String(generation).padStart(6, '0')}`
+}
+
+/** The sandbox name of a container id, or null for a container that is not one of ours. */
+export function sandboxNameOf(cid: string): string | null {
+  const match = /^(.+)\.(\d{6})$/.exec(cid)
+  return match ? match[1]! : null
+}
+
+/** `runsc --root=<root> <args…>`. */
+export function runscArgs(root: string, ...args: string[]): string[] {
+  return ['runsc', `--root=${root}`, ...args]
+}
+
+/**
+ * Runs one process in the container with its output in files: stdin from /dev/null, stdout and
+ * stderr to `<prefix>.out|.err`, the command in a session of its own (so a kill reaches its whole
+ * group), its pid in `<prefix>.pid`, its exit code in `<prefix>.exit` (written atomically). Files
+ * survive a checkpoint, pipes to a host process would not: output goes on after a wake.
+ */
+export const EXEC_WRAPPER = [
+  'p=$1; shift',
+  'exec </dev/null >"$p.out" 2>/dev/null',
+  '/usr/bin/setsid "$@" 2>"$p.err" &',
+  'echo $! > "$p.pid"',
+  'wait $!',
+  'echo $? > "$p.code"',
+  'exec /bin/mv -f "$p.code" "$p.exit"',
+].join('\n')
+
+/** `runsc exec` of `argv` through EXEC_WRAPPER, with output files under `<SANDBOX_IO_DIR>/<name>`. */
+export function gvisorExecArgs(root: string, containerId: string, name: string, argv: string[], options: ExecOptions): string[] {
+  const args = runscArgs(root, 'exec', '--cwd', options.cwd ?? GVISOR_WORKSPACE)
+  for (const [key, value] of Object.entries(options.env)) args.push('--env', `${key}=${value}`)
+  args.push(containerId, '/bin/sh', '-c', EXEC_WRAPPER, 'agentd-exec', `${SANDBOX_IO_DIR}/${name}`, ...argv)
+  return args
+}
+
+/** `runsc exec` that signals the process group of an exec'd command (the shell's kill: procps' one misparses there). */
+export function gvisorKillArgs(root: string, containerId: string, groupId: number, signal: string): string[] {
+  return runscArgs(root, 'exec', containerId, '/bin/sh', '-c', 'kill -s "$1" -- "-$2"', 'agentd-kill', signal.replace(/^SIG/, ''), String(groupId))
+}
+
+/**
+ * TCP sockets in `/proc/net/tcp{,6}` text that a checkpoint cannot save: anything connected or
+ * half-closed (gVisor of 2022 refuses endpoints with waiters). Listeners and closed ones are fine.
+ */
+export function unsavableSockets(procNetTcp: string): string[] {
+  const fine = new Set(['0A', '06', '07']) // LISTEN, TIME_WAIT, CLOSE
+  return procNetTcp
+    .split('\n')
+    .map((line) => line.trim().split(/\s+/))
+    .filter((cols) => /^\d+:$/.test(cols[0] ?? '') && cols[3] && !fine.has(cols[3]))
+    .map((cols) => `${cols[1]} -> ${cols[2]} (state ${cols[3]})`)
+}

@@ -1,0 +1,470 @@
+import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, watch, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { buildSandboxEtc, detectHostRoot, findSocat } from './bwrap'
+import { cgroupName, listSandboxCgroups, SandboxCgroup } from './cgroup'
+import { diskUsage } from './disk'
+import { ParkError, type ExecOptions, type SandboxDriver, type SandboxHandle, type SandboxProcess, type SandboxSpec, type SandboxStats } from './driver'
+import {
+  containerId,
+  GVISOR_HOME,
+  GVISOR_WORKSPACE,
+  gvisorExecArgs,
+  gvisorKillArgs,
+  gvisorSpec,
+  READY_FILE,
+  sandboxNameOf,
+  unsavableSockets,
+  type GvisorLayout,
+} from './gvisor-spec'
+import type { HostDriverOptions } from './host-driver'
+import { defaultRunRoot, GatewayRelay, relayDir } from './relay'
+import { alive, firstLine, Runsc } from './runsc'
+import { GvisorExecs, type Gsandbox, type Status } from './gvisor-exec'
+
+export { gvisorWorks } from './runsc'
+
+export interface GvisorOptions extends HostDriverOptions {
+  /** Where to report what the driver did on its own (a restore that fell back to a fresh start). */
+  log?: (line: string) => void
+  /**
+   * Before a checkpoint, look for open TCP connections in the sandbox (which gVisor cannot save)
+   * and freeze it in memory instead when there are some (default true). Off saves a `runsc exec`
+   * (about 50 ms) per park; a checkpoint that then fails stops the sandbox, losing its processes.
+   */
+  checkOpenConnections?: boolean
+}
+
+/**
+ * gVisor sandboxes: one long-lived runsc container per sandbox (its own kernel, no network but its
+ * loopback with the gateway relay, read-only system, writable workspace and home), one
+ * `runsc exec` per process, output through files so it survives a checkpoint. Park is a
+ * checkpoint to `<stateDir>/image` with the container deleted (no RAM held); wake restores it and
+ * every process goes on where it was.
+ */
+export class GvisorDriver implements SandboxDriver {
+  readonly kind = 'gvisor' as const
+  readonly scope: string
+  private readonly runDir: string
+  private readonly runsc: Runsc
+  private readonly etcDir: string
+  private readonly socat: string
+  private readonly rootDirs = detectHostRoot().dirs
+  private readonly log: (line: string) => void
+  private readonly checkOpenConnections: boolean
+  private readonly sandboxes = new Map<string, Gsandbox>()
+  private readonly execs: GvisorExecs
+
+  constructor(options: GvisorOptions = {}) {
+    this.scope = cgroupName(options.scope ?? 'default').slice(0, 32)
+    this.runDir = join(options.runRoot ?? defaultRunRoot(), this.scope)
+    this.runsc = new Runsc(join(this.runDir, 'runsc'))
+    this.execs = new GvisorExecs(this.runsc, {
+      wake: (sandbox) => this.wake(sandbox.handle),
+      died: (sandbox) => this.died(sandbox),
+    })
+    this.etcDir = join(this.runDir, 'etc')
+    this.log = options.log ?? console.warn
+    this.checkOpenConnections = options.checkOpenConnections ?? true
+    const socat = findSocat()
+    if (!socat) throw new Error('the gvisor driver needs socat for the gateway relay (apt-get install socat)')
+    this.socat = socat
+    buildSandboxEtc(this.etcDir)
+  }
+
+  private get relayRoot(): string {
+    return join(this.runDir, 'relay')
+  }
+
+  private cgroupsPath(cid: string): string {
+    return `/agentd/${this.scope}/${cid}`
+  }
+
+  private cgroupOf(cid: string): SandboxCgroup {
+    return new SandboxCgroup(`agentd/${this.scope}/${cid}`)
+  }
+
+  private entry(spec: SandboxSpec, innerPort: number, generation: number, status: Status): Gsandbox {
+    const name = cgroupName(spec.id)
+    const handle: SandboxHandle = {
+      id: spec.id,
+      kind: this.kind,
+      workspace: GVISOR_WORKSPACE,
+      home: GVISOR_HOME,
+      hostWorkspace: spec.hostWorkspace,
+      hostHome: spec.hostHome,
+      gatewayUrl: `http://127.0.0.1:${innerPort}`,
+    }
+    return {
+      spec,
+      handle,
+      name,
+      generation,
+      cid: containerId(name, generation),
+      bundle: join(spec.stateDir, 'bundle'),
+      image: join(spec.stateDir, 'image'),
+      io: join(spec.stateDir, 'io'),
+      relay: new GatewayRelay(relayDir(this.relayRoot, spec.id), spec.gateway),
+      innerPort,
+      status,
+      moving: false,
+      sandboxPid: null,
+      procs: new Set(),
+      pendingSignals: [],
+      waiting: [],
+      oomKills: 0,
+      lock: Promise.resolve(),
+      watcher: null,
+      monitor: null,
+    }
+  }
+
+  async create(spec: SandboxSpec): Promise<SandboxHandle> {
+    if (this.sandboxes.has(spec.id)) throw new Error(`sandbox ${spec.id} exists already`)
+    for (const dir of [spec.hostWorkspace, spec.hostHome, spec.stateDir]) mkdirSync(dir, { recursive: true })
+    const sandbox = this.entry(spec, spec.gateway.port, 0, 'stopped')
+    rmSync(sandbox.image, { recursive: true, force: true })
+    rmSync(sandbox.io, { recursive: true, force: true })
+    this.sandboxes.set(spec.id, sandbox)
+    try {
+      await sandbox.relay.start()
+      for (const cid of await this.containersOf(sandbox.name)) this.retire(cid) // leftovers under the same id
+      await this.boot(sandbox)
+    } catch (err) {
+      await this.destroy(sandbox.handle)
+      throw err
+    }
+    return sandbox.handle
+  }
+
+  /** Starts a fresh container over the sandbox's files and waits until its gateway relay listens. */
+  private async boot(sandbox: Gsandbox): Promise<void> {
+    this.nextGeneration(sandbox)
+    mkdirSync(join(sandbox.bundle, 'rootfs'), { recursive: true })
+    mkdirSync(sandbox.io, { recursive: true })
+    for (const link of detectHostRoot().links) {
+      const path = join(sandbox.bundle, 'rootfs', link.path)
+      rmSync(path, { force: true })
+      symlinkSync(link.target, path) // dangling on the host (relative to the container's root)
+    }
+    this.writeBundle(sandbox)
+    const ready = join(sandbox.io, READY_FILE)
+    rmSync(ready, { force: true })
+    const pidFile = join(sandbox.spec.stateDir, 'sandbox.pid')
+    const run = await this.runsc.boot('run', [`--bundle=${sandbox.bundle}`, `--pid-file=${pidFile}`, sandbox.cid], join(sandbox.spec.stateDir, 'runsc.log'))
+    if (run.code !== 0) {
+      this.retire(sandbox.cid)
+      throw new Error(`runsc run failed: ${firstLine(run.stderr || run.stdout)}`)
+    }
+    const deadline = Date.now() + 15_000
+    while (!existsSync(ready)) {
+      if (Date.now() > deadline) {
+        this.retire(sandbox.cid)
+        throw new Error('the gVisor sandbox started, but its gateway relay did not come up within 15 s')
+      }
+      await Bun.sleep(2)
+    }
+    this.running(sandbox, pidFile)
+  }
+
+  /** Moves to a new container id (and its cgroup), remembered across restarts. */
+  private nextGeneration(sandbox: Gsandbox): void {
+    sandbox.generation += 1
+    sandbox.cid = containerId(sandbox.name, sandbox.generation)
+    writeFileSync(join(sandbox.spec.stateDir, 'sandbox.json'), JSON.stringify({ innerPort: sandbox.innerPort, generation: sandbox.generation }))
+  }
+
+  private writeBundle(sandbox: Gsandbox): void {
+    writeFileSync(join(sandbox.bundle, 'config.json'), JSON.stringify(gvisorSpec(this.layout(sandbox)), null, 1))
+  }
+
+  /**
+   * Deletes an old container in the background: `runsc delete` waits until the host's init has
+   * reaped the container's process, which can take a second or more.
+   */
+  private retire(cid: string): void {
+    void (async () => {
+      await this.runsc.delete(cid)
+      await this.cgroupOf(cid).remove()
+    })().catch(() => {})
+  }
+
+  /** Ids of the containers in runsc's state that belong to sandbox `name`. */
+  private async containersOf(name: string): Promise<string[]> {
+    return (await this.runsc.list()).filter((cid) => sandboxNameOf(cid) === name)
+  }
+
+  private layout(sandbox: Gsandbox): GvisorLayout {
+    const { spec } = sandbox
+    return {
+      hostWorkspace: spec.hostWorkspace,
+      hostHome: spec.hostHome,
+      readOnlyPaths: spec.readOnlyPaths,
+      etcDir: this.etcDir,
+      relayDir: sandbox.relay.dir,
+      ioDir: sandbox.io,
+      rootDirs: this.rootDirs,
+      innerPort: sandbox.innerPort,
+      socat: this.socat,
+      cgroupsPath: this.cgroupsPath(sandbox.cid),
+      limits: spec.limits,
+    }
+  }
+
+  /** The container is up: watch its output folder and its host process. */
+  private running(sandbox: Gsandbox, pidFile: string | null): void {
+    sandbox.status = 'running'
+    if (pidFile) sandbox.sandboxPid = Number.parseInt(readFileSync(pidFile, 'utf8'), 10) || null
+    sandbox.watcher ??= watch(sandbox.io, () => {
+      for (const proc of sandbox.procs) proc.wake()
+    }).unref()
+    sandbox.monitor ??= setInterval(() => {
+      if (sandbox.status !== 'running' || sandbox.moving) return
+      if (sandbox.sandboxPid && !alive(sandbox.sandboxPid)) void this.died(sandbox)
+    }, 250).unref()
+  }
+
+  /** The container's host process is gone (killed over the memory limit, or from outside). */
+  private async died(sandbox: Gsandbox): Promise<void> {
+    if (sandbox.status !== 'running') return
+    sandbox.status = 'stopped'
+    sandbox.sandboxPid = null
+    const oom = this.cgroupOf(sandbox.cid).stats().oomKills
+    sandbox.oomKills += oom
+    const why = oom > 0 ? 'it went over its memory limit' : 'its runsc process ended'
+    for (const proc of sandbox.procs) proc.finish(137, `agentd: the sandbox stopped (${why}); its files are kept`)
+    this.retire(sandbox.cid)
+  }
+
+  private sandbox(handle: SandboxHandle): Gsandbox {
+    const sandbox = this.sandboxes.get(handle.id)
+    if (!sandbox) throw new Error(`sandbox ${handle.id} is not running on this driver (destroyed, or never created)`)
+    return sandbox
+  }
+
+  private serial<T>(sandbox: Gsandbox, work: () => Promise<T>): Promise<T> {
+    const run = sandbox.lock.then(work, work)
+    sandbox.lock = run.catch(() => {})
+    return run
+  }
+
+  /**
+   * Starts `argv` in the sandbox. On a parked sandbox the process starts at the next wake; on one
+   * that stopped (it died, or a checkpoint failed) the sandbox is started afresh first.
+   */
+  exec(handle: SandboxHandle, argv: string[], options: ExecOptions): SandboxProcess {
+    return this.execs.exec(this.sandbox(handle), argv, options)
+  }
+
+  park(handle: SandboxHandle): Promise<void> {
+    const sandbox = this.sandbox(handle)
+    return this.serial(sandbox, async () => {
+      if (sandbox.status === 'parked' || sandbox.status === 'paused' || sandbox.status === 'stopped') return
+      if (sandbox.status !== 'running') throw new Error(`sandbox ${handle.id} is ${sandbox.status}`)
+      sandbox.moving = true
+      try {
+        await this.checkpoint(sandbox)
+      } finally {
+        sandbox.moving = false
+      }
+    })
+  }
+
+  private async checkpoint(sandbox: Gsandbox): Promise<void> {
+    const unsavable = await this.unsavable(sandbox)
+    if (unsavable) {
+      // A failed checkpoint would stop the sandbox and lose its processes: freeze it in memory instead.
+      const paused = await this.runsc.run(['pause', sandbox.cid])
+      if (paused.code !== 0) throw new ParkError(`cannot park: ${unsavable}, and runsc pause failed: ${firstLine(paused.stderr)}; the sandbox keeps running`, 'running')
+      this.log(`agentd: sandbox ${sandbox.spec.id}: parked without a checkpoint (${unsavable}, which a gVisor checkpoint cannot save): frozen, its memory stays held`)
+      sandbox.status = 'paused'
+      return
+    }
+    rmSync(sandbox.image, { recursive: true, force: true })
+    mkdirSync(sandbox.image, { recursive: true })
+    const saved = await this.runsc.run(['checkpoint', `--image-path=${sandbox.image}`, sandbox.cid], 300_000)
+    if (saved.code !== 0) {
+      const state = await this.runsc.state(sandbox.cid)
+      if (state?.status === 'running') throw new ParkError(`checkpoint failed: ${firstLine(saved.stderr)}; the sandbox keeps running`, 'running')
+      this.retire(sandbox.cid)
+      rmSync(sandbox.image, { recursive: true, force: true })
+      sandbox.status = 'stopped'
+      sandbox.sandboxPid = null
+      for (const proc of sandbox.procs) proc.finish(137, 'agentd: the sandbox could not be checkpointed and stopped; its files are kept')
+      throw new ParkError(`checkpoint failed: ${firstLine(saved.stderr)}. The sandbox's processes are lost; its files are kept, and wake starts it afresh`, 'stopped')
+    }
+    // The checkpoint stops the container; its memory is free once the sentry has exited. Deleting the
+    // stopped container is slow (over a second in runsc) and can happen in the background.
+    const sentry = sandbox.sandboxPid
+    for (const deadline = Date.now() + 5000; sentry && alive(sentry) && Date.now() < deadline; ) await Bun.sleep(2)
+    this.retire(sandbox.cid)
+    sandbox.status = 'parked'
+    sandbox.sandboxPid = null
+  }
+
+  /** Why a checkpoint would fail now (open connections it cannot save), or null. */
+  private async unsavable(sandbox: Gsandbox): Promise<string | null> {
+    // A host socket held open cannot be saved: end the relay's connections first.
+    if (!(await sandbox.relay.drain(1000))) return 'a process keeps a connection to the model gateway open'
+    // Nor can an open TCP connection inside (a listener is fine). Closing ones get a moment.
+    for (let attempt = 0; this.checkOpenConnections; attempt++) {
+      const tcp = await this.runsc.run(['exec', sandbox.cid, '/bin/cat', '/proc/net/tcp', '/proc/net/tcp6'], 30_000)
+      const busy = unsavableSockets(tcp.stdout)
+      if (busy.length === 0) return null
+      if (attempt >= 10) return `${busy.length} open TCP connection(s) in the sandbox (${busy.slice(0, 3).join(', ')})`
+      await Bun.sleep(50)
+    }
+    return null
+  }
+
+  wake(handle: SandboxHandle): Promise<void> {
+    const sandbox = this.sandbox(handle)
+    return this.serial(sandbox, async () => {
+      if (sandbox.status === 'running') return
+      if (sandbox.status === 'destroyed') throw new Error(`sandbox ${handle.id} was destroyed`)
+      sandbox.moving = true
+      try {
+        await sandbox.relay.start()
+        if (sandbox.status === 'paused') {
+          const resumed = await this.runsc.run(['resume', sandbox.cid])
+          if (resumed.code !== 0) throw new Error(`runsc resume failed: ${firstLine(resumed.stderr)}`)
+          sandbox.status = 'running'
+        } else {
+          const restored = sandbox.status === 'parked' && (await this.restore(sandbox))
+          if (!restored) await this.boot(sandbox)
+        }
+      } catch (err) {
+        for (const { proc } of sandbox.waiting.splice(0)) proc.finish(126, `agentd: the sandbox could not start: ${(err as Error).message}`)
+        throw err
+      } finally {
+        sandbox.moving = false
+      }
+      // Execs and signals asked for while the sandbox was parked.
+      for (const { start } of sandbox.waiting.splice(0)) start()
+      for (const { proc, signal } of sandbox.pendingSignals.splice(0)) this.execs.signal(sandbox, proc, signal)
+    })
+  }
+
+  /** Restores the checkpoint; false (after logging why) when it cannot, so the caller boots afresh. */
+  private async restore(sandbox: Gsandbox): Promise<boolean> {
+    const pidFile = join(sandbox.spec.stateDir, 'sandbox.pid')
+    this.nextGeneration(sandbox)
+    this.writeBundle(sandbox)
+    mkdirSync(sandbox.io, { recursive: true })
+    const restored = await this.runsc.boot('restore', [`--bundle=${sandbox.bundle}`, `--image-path=${sandbox.image}`, `--pid-file=${pidFile}`, sandbox.cid], join(sandbox.spec.stateDir, 'runsc.log'))
+    if (restored.code === 0) {
+      rmSync(sandbox.image, { recursive: true, force: true })
+      this.running(sandbox, pidFile)
+      return true
+    }
+    this.log(`agentd: sandbox ${sandbox.spec.id}: restore failed (${firstLine(restored.stderr)}); starting it afresh, its processes are lost`)
+    this.retire(sandbox.cid)
+    rmSync(sandbox.image, { recursive: true, force: true })
+    for (const proc of sandbox.procs) proc.finish(137, 'agentd: the sandbox could not be restored; its files are kept')
+    sandbox.status = 'stopped'
+    return false
+  }
+
+  async destroy(handle: SandboxHandle): Promise<void> {
+    const sandbox = this.sandboxes.get(handle.id)
+    if (!sandbox) return
+    this.sandboxes.delete(handle.id)
+    await sandbox.lock
+    sandbox.status = 'destroyed'
+    sandbox.watcher?.close()
+    if (sandbox.monitor) clearInterval(sandbox.monitor)
+    // Kill first (the memory is free at once), then let runsc delete its containers in the background.
+    await this.killCgroups(sandbox.name)
+    this.retire(sandbox.cid) // earlier generations were retired when they ended
+
+    sandbox.waiting.length = 0
+    for (const proc of sandbox.procs) proc.finish(137)
+    await sandbox.relay.stop()
+    rmSync(sandbox.spec.stateDir, { recursive: true, force: true })
+  }
+
+  /**
+   * After a restart: a container still running is taken over as it is (the old server's exec
+   * streams are not re-attached); a checkpoint image makes a parked sandbox; otherwise, with the
+   * workspace still there, a stopped one that `wake` boots afresh. Null when the workspace is gone.
+   */
+  async recover(spec: SandboxSpec): Promise<SandboxHandle | null> {
+    const existing = this.sandboxes.get(spec.id)
+    if (existing) return existing.handle
+    const name = cgroupName(spec.id)
+    const containers = await this.containersOf(name)
+    if (!existsSync(spec.hostWorkspace)) {
+      await this.killCgroups(name)
+      for (const cid of containers) await this.runsc.delete(cid)
+      return null
+    }
+    let saved: { innerPort?: number; generation?: number } = {}
+    try {
+      saved = JSON.parse(readFileSync(join(spec.stateDir, 'sandbox.json'), 'utf8'))
+    } catch {
+      // lost: the current port, a new generation
+    }
+    const generations = containers.map((cid) => Number(cid.slice(name.length + 1)))
+    const sandbox = this.entry(spec, saved.innerPort ?? spec.gateway.port, Math.max(saved.generation ?? 0, ...generations), 'stopped')
+    mkdirSync(sandbox.io, { recursive: true })
+    this.sandboxes.set(spec.id, sandbox)
+    const current = await this.runsc.state(sandbox.cid)
+    const live = current?.status === 'running' || current?.status === 'paused'
+    for (const cid of containers) if (cid !== sandbox.cid || !live) this.retire(cid)
+    if (live) {
+      // Still up (a paused one is a park that froze instead of checkpointing): taken over as it is,
+      // but for the execs of the old server, whose output nobody can read any more.
+      rmSync(sandbox.image, { recursive: true, force: true })
+      sandbox.sandboxPid = current.pid
+      if (current.status === 'paused') await this.runsc.run(['resume', sandbox.cid])
+      this.running(sandbox, null)
+      await this.execs.endOrphans(sandbox)
+    } else {
+      sandbox.status = existsSync(join(sandbox.image, 'checkpoint.img')) ? 'parked' : 'stopped'
+    }
+    await sandbox.relay.start()
+    return sandbox.handle
+  }
+
+  async stats(handle: SandboxHandle): Promise<SandboxStats> {
+    const sandbox = this.sandbox(handle)
+    const cgroup = this.cgroupOf(sandbox.cid).stats()
+    const up = sandbox.status === 'running' || sandbox.status === 'paused'
+    return {
+      memoryBytes: up ? cgroup.memoryBytes : 0,
+      processes: up ? await this.runsc.processes(sandbox.cid) : 0,
+      diskBytes: diskUsage([sandbox.spec.hostWorkspace, sandbox.spec.hostHome, sandbox.spec.stateDir]),
+      oomKills: sandbox.oomKills + (up ? cgroup.oomKills : 0),
+    }
+  }
+
+  async sweep(liveIds: string[]): Promise<string[]> {
+    const keep = new Set([...liveIds, ...this.sandboxes.keys()].map(cgroupName))
+    const removed = new Set<string>()
+    for (const cid of await this.runsc.list()) {
+      const name = sandboxNameOf(cid)
+      if (name === null || keep.has(name)) continue
+      await this.runsc.delete(cid)
+      removed.add(name)
+    }
+    for (const cgroup of listSandboxCgroups(`agentd/${this.scope}`)) {
+      const name = sandboxNameOf(cgroup)
+      if (name === null || keep.has(name)) continue
+      await new SandboxCgroup(`agentd/${this.scope}/${cgroup}`).remove()
+      removed.add(name)
+    }
+    if (existsSync(this.relayRoot)) {
+      const keepDirs = new Set([...liveIds, ...this.sandboxes.keys()].map((id) => relayDir(this.relayRoot, id)))
+      for (const dir of new Bun.Glob('*').scanSync({ cwd: this.relayRoot, onlyFiles: false, absolute: true })) {
+        if (!keepDirs.has(dir)) rmSync(dir, { recursive: true, force: true })
+      }
+    }
+    return [...removed]
+  }
+
+  /** Kills every process of every container of sandbox `name` (its sentry, gofer and all). */
+  private async killCgroups(name: string): Promise<void> {
+    for (const cgroup of listSandboxCgroups(`agentd/${this.scope}`)) {
+      if (sandboxNameOf(cgroup) === name) await new SandboxCgroup(`agentd/${this.scope}/${cgroup}`).killAll()
+    }
+  }
+}

@@ -1,0 +1,193 @@
+import { existsSync, mkdirSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { cgroupName, cgroupsAvailable, cgroupWrapArgs, listSandboxCgroups, SandboxCgroup } from './cgroup'
+import { diskUsage } from './disk'
+import type { ExecOptions, SandboxDriver, SandboxHandle, SandboxKind, SandboxProcess, SandboxSpec, SandboxStats } from './driver'
+import { defaultRunRoot } from './relay'
+import { spawnGroup } from './spawn'
+
+export interface HostDriverOptions {
+  /**
+   * Separates the sandboxes of one agentd (one DATA_DIR) from those of another on the same host:
+   * cgroups live under `agentd/<scope>`, runtime files under `<runRoot>/<scope>`, and `sweep`
+   * only touches its own scope. At most 32 characters of [A-Za-z0-9_.-].
+   */
+  scope?: string
+  /** Folder for runtime files: relay sockets, runsc state (default `/run/agentd` as root). */
+  runRoot?: string
+  /** Use cgroups (default: when cgroup v1 freezer, memory and pids are writable here). */
+  cgroups?: boolean
+}
+
+/** What one exec runs on the host: the full argv, its environment and working directory. */
+export interface HostCommand {
+  argv: string[]
+  env: Record<string, string>
+  cwd: string
+}
+
+export interface HostSandbox {
+  spec: SandboxSpec
+  handle: SandboxHandle
+  cgroup: SandboxCgroup | null
+  procs: Set<SandboxProcess>
+  parked: boolean
+  /** Driver-specific per-sandbox state (bwrap: its network namespace holder). */
+  extra: Record<string, unknown>
+}
+
+/**
+ * Shared by the `process` and `bwrap` drivers: sandboxes whose processes are host processes in one
+ * set of cgroups per sandbox (park = freezer, limits = memory and pids). Neither can keep a process
+ * across a restart of agentd: `recover` gives back the workspace, not the processes.
+ */
+export abstract class HostDriver implements SandboxDriver {
+  abstract readonly kind: SandboxKind
+  protected readonly sandboxes = new Map<string, HostSandbox>()
+  readonly scope: string
+  /** `<runRoot>/<scope>`: this agentd's runtime files. */
+  protected readonly runDir: string
+  protected readonly useCgroups: boolean
+
+  constructor(options: HostDriverOptions = {}) {
+    this.scope = cgroupName(options.scope ?? 'default').slice(0, 32)
+    this.runDir = join(options.runRoot ?? defaultRunRoot(), this.scope)
+    this.useCgroups = options.cgroups ?? cgroupsAvailable()
+  }
+
+  /** Whether processes of this driver's sandboxes are in cgroups (park and limits need them). */
+  get enforcesLimits(): boolean {
+    return this.useCgroups
+  }
+
+  protected get cgroupParent(): string {
+    return `agentd/${this.scope}`
+  }
+
+  /** The handle's in-sandbox paths and gateway URL. */
+  protected abstract describe(spec: SandboxSpec): Pick<SandboxHandle, 'workspace' | 'home' | 'gatewayUrl'>
+  /** The host command that runs `argv` in the sandbox (before joining the cgroups). */
+  protected abstract command(sandbox: HostSandbox, argv: string[], options: ExecOptions): HostCommand
+
+  /** Driver-specific setup once the cgroups exist (and again on wake, to repair). */
+  protected async prepare(_sandbox: HostSandbox): Promise<void> {}
+
+  async create(spec: SandboxSpec): Promise<SandboxHandle> {
+    if (this.sandboxes.has(spec.id)) throw new Error(`sandbox ${spec.id} exists already`)
+    for (const dir of [spec.hostWorkspace, spec.hostHome, spec.stateDir]) mkdirSync(dir, { recursive: true })
+    let cgroup: SandboxCgroup | null = null
+    if (this.useCgroups) {
+      cgroup = SandboxCgroup.for(this.cgroupParent, spec.id)
+      await cgroup.killAll() // leftovers of an earlier server under the same id
+      cgroup.create(spec.limits)
+    }
+    const handle: SandboxHandle = {
+      id: spec.id,
+      kind: this.kind,
+      hostWorkspace: spec.hostWorkspace,
+      hostHome: spec.hostHome,
+      ...this.describe(spec),
+    }
+    const sandbox: HostSandbox = { spec, handle, cgroup, procs: new Set(), parked: false, extra: {} }
+    this.sandboxes.set(spec.id, sandbox)
+    try {
+      await this.prepare(sandbox)
+    } catch (err) {
+      await this.destroy(handle)
+      throw err
+    }
+    return handle
+  }
+
+  protected sandbox(handle: SandboxHandle): HostSandbox {
+    const sandbox = this.sandboxes.get(handle.id)
+    if (!sandbox) throw new Error(`sandbox ${handle.id} is not running on this driver (destroyed, or never created)`)
+    return sandbox
+  }
+
+  exec(handle: SandboxHandle, argv: string[], options: ExecOptions): SandboxProcess {
+    const sandbox = this.sandbox(handle)
+    const command = this.command(sandbox, argv, options)
+    const full = sandbox.cgroup ? cgroupWrapArgs(sandbox.cgroup.procsFiles(), command.argv) : command.argv
+    const proc = spawnGroup(full, command.env, command.cwd)
+    // Without a freezer, a process started while parked is stopped by signal instead.
+    if (!sandbox.cgroup && sandbox.parked) signalGroup(proc.pid, 'SIGSTOP')
+    sandbox.procs.add(proc)
+    void proc.exited.then(() => sandbox.procs.delete(proc))
+    return proc
+  }
+
+  async park(handle: SandboxHandle): Promise<void> {
+    const sandbox = this.sandbox(handle)
+    if (sandbox.cgroup) await sandbox.cgroup.freeze()
+    else for (const proc of sandbox.procs) signalGroup(proc.pid, 'SIGSTOP')
+    sandbox.parked = true
+  }
+
+  async wake(handle: SandboxHandle): Promise<void> {
+    const sandbox = this.sandbox(handle)
+    if (sandbox.cgroup) sandbox.cgroup.thaw()
+    else for (const proc of sandbox.procs) signalGroup(proc.pid, 'SIGCONT')
+    sandbox.parked = false
+    await this.prepare(sandbox)
+  }
+
+  async destroy(handle: SandboxHandle): Promise<void> {
+    const sandbox = this.sandboxes.get(handle.id)
+    if (!sandbox) return
+    this.sandboxes.delete(handle.id)
+    for (const proc of sandbox.procs) {
+      proc.kill('SIGKILL')
+      if (!sandbox.cgroup) signalGroup(proc.pid, 'SIGCONT') // a stopped process dies only when continued
+    }
+    await this.release(sandbox)
+    await sandbox.cgroup?.remove()
+    rmSync(sandbox.spec.stateDir, { recursive: true, force: true })
+  }
+
+  /** Driver-specific teardown before the cgroups are removed. */
+  protected async release(_sandbox: HostSandbox): Promise<void> {}
+
+  /**
+   * After a restart: processes of the old server cannot be re-attached (their pipes went with it),
+   * so any left in the sandbox's cgroups are killed; the handle is a fresh, running sandbox over
+   * the same workspace and home. Null when the workspace is gone.
+   */
+  async recover(spec: SandboxSpec): Promise<SandboxHandle | null> {
+    const existing = this.sandboxes.get(spec.id)
+    if (existing) return existing.handle
+    if (!existsSync(spec.hostWorkspace)) {
+      if (this.useCgroups) await SandboxCgroup.for(this.cgroupParent, spec.id).remove()
+      return null
+    }
+    return this.create(spec)
+  }
+
+  async stats(handle: SandboxHandle): Promise<SandboxStats> {
+    const sandbox = this.sandbox(handle)
+    const disk = diskUsage([sandbox.spec.hostWorkspace, sandbox.spec.hostHome, sandbox.spec.stateDir])
+    if (!sandbox.cgroup) return { memoryBytes: 0, processes: sandbox.procs.size, diskBytes: disk, oomKills: 0 }
+    return { ...sandbox.cgroup.stats(), diskBytes: disk }
+  }
+
+  async sweep(liveIds: string[]): Promise<string[]> {
+    const keep = new Set([...liveIds, ...this.sandboxes.keys()].map(cgroupName))
+    const removed: string[] = []
+    if (this.useCgroups) {
+      for (const name of listSandboxCgroups(this.cgroupParent)) {
+        if (keep.has(name)) continue
+        await new SandboxCgroup(`${this.cgroupParent}/${name}`).remove()
+        removed.push(name)
+      }
+    }
+    return removed
+  }
+}
+
+export function signalGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal)
+  } catch {
+    // the group is gone
+  }
+}

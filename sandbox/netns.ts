@@ -1,0 +1,99 @@
+import type { Subprocess } from 'bun'
+import { readFileSync, readlinkSync } from 'node:fs'
+import { GatewayRelay, innerRelayArgs, listenPattern } from './relay'
+import { spawnHelper } from './spawn'
+
+/**
+ * Network namespaces for bwrap sandboxes. Each sandbox has one for its life, held by a process that
+ * is `bwrap --unshare-net` (which brings up loopback) running socat on the host's file system: the
+ * gateway relay on the namespace's 127.0.0.1:<port>, connecting to the host's relay socket. Every
+ * exec of the sandbox enters it with `nsenter --net`. Making one takes a few tens of ms (a new
+ * namespace, socat starting), so a pool keeps one ready per gateway address.
+ *
+ * The holder is host-side plumbing like the relay socket, not a process of the sandbox: it is not
+ * in the sandbox's cgroups (moving two processes into three cgroups costs ~10 ms), it is not frozen
+ * by park (nothing connects to it meanwhile), and the sandbox cannot see or signal it. Its forks are
+ * bounded by socat's max-children; it dies with its sandbox, or with agentd (--die-with-parent).
+ */
+
+export function netHolderArgs(socat: string, port: number, socketPath: string): string[] {
+  return ['bwrap', '--unshare-net', '--dev-bind', '/', '/', '--die-with-parent', '--', ...innerRelayArgs(socat, port, socketPath)]
+}
+
+export interface NetHolder {
+  process: Subprocess
+  /** The pid whose network namespace the sandbox uses (socat), and that namespace's identity. */
+  netPid: number
+  netns: string
+}
+
+/** Whether the holder still holds the namespace it was made with (a dead one's pid may be reused). */
+export function holds(holder: NetHolder | undefined): boolean {
+  return holder !== undefined && netnsOf(holder.netPid) === holder.netns
+}
+
+/** Ready network namespaces with the relay listening, for one gateway address; one kept spare. */
+export class NetPool {
+  private readonly relay: GatewayRelay
+  private spare: Promise<NetHolder> | null = null
+
+  constructor(
+    relayDir: string,
+    private readonly gateway: { host: string; port: number },
+    private readonly socat: string,
+  ) {
+    this.relay = new GatewayRelay(relayDir, gateway)
+  }
+
+  get dir(): string {
+    return this.relay.dir
+  }
+
+  /** A namespace for a sandbox. */
+  async take(): Promise<NetHolder> {
+    await this.relay.start()
+    let holder = this.spare ? await this.spare.catch(() => null) : null
+    this.spare = null
+    if (!holds(holder ?? undefined)) holder = await this.make()
+    this.spare = this.make()
+    this.spare.catch(() => {}) // a failed spare is made again by the next take
+    return holder!
+  }
+
+  private async make(): Promise<NetHolder> {
+    const holder = spawnHelper(netHolderArgs(this.socat, this.gateway.port, this.relay.socketPath))
+    holder.unref() // it lives as long as its sandbox (or dies with agentd), not a reason to keep running
+    const pattern = listenPattern(this.gateway.port)
+    const deadline = Date.now() + 5000
+    for (;;) {
+      const netPid = childOf(holder.pid)
+      if (netPid && readOr(`/proc/${netPid}/net/tcp`).includes(pattern)) return { process: holder, netPid, netns: netnsOf(netPid) }
+      if (holder.exitCode !== null || Date.now() > deadline) {
+        holder.kill('SIGKILL')
+        throw new Error(`the sandbox's network (bwrap --unshare-net with the socat relay) did not start${holder.exitCode !== null ? ` (exit ${holder.exitCode})` : ''}`)
+      }
+      await Bun.sleep(1)
+    }
+  }
+}
+
+function readOr(path: string): string {
+  try {
+    return readFileSync(path, 'utf8')
+  } catch {
+    return ''
+  }
+}
+
+function childOf(pid: number): number | null {
+  const first = readOr(`/proc/${pid}/task/${pid}/children`).trim().split(/\s+/)[0]
+  return first ? Number(first) : null
+}
+
+function netnsOf(pid: number): string {
+  try {
+    return readlinkSync(`/proc/${pid}/ns/net`)
+  } catch {
+    return ''
+  }
+}

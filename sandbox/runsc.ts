@@ -1,0 +1,87 @@
+import { readFileSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { findSocat } from './bwrap'
+import { cgroupsAvailable } from './cgroup'
+import { BOOT_FLAGS, runscArgs } from './gvisor-spec'
+import { defaultRunRoot } from './relay'
+import { runHelper } from './spawn'
+
+/** The runsc command line of one state root, as the gVisor driver uses it. */
+export class Runsc {
+  constructor(readonly root: string) {}
+
+  args(...args: string[]): string[] {
+    return runscArgs(this.root, ...args)
+  }
+
+  run(args: string[], timeoutMs = 60_000) {
+    return runHelper(this.args(...args), timeoutMs)
+  }
+
+  /** Boots a container (`run` or `restore`, with BOOT_FLAGS); its output goes to `logFile` (it leaves daemons). */
+  boot(command: 'run' | 'restore', args: string[], logFile: string) {
+    return runHelper(this.args(...BOOT_FLAGS, command, '--detach', ...args), 300_000, logFile)
+  }
+
+  delete(cid: string) {
+    return this.run(['delete', '--force', cid])
+  }
+
+  async list(): Promise<string[]> {
+    return (await this.run(['list', '--quiet'])).stdout.split('\n').filter(Boolean)
+  }
+
+  async state(cid: string): Promise<{ status: string; pid: number } | null> {
+    const state = await this.run(['state', cid])
+    if (state.code !== 0) return null
+    try {
+      const parsed = JSON.parse(state.stdout) as { status: string; pid: number }
+      return { status: parsed.status, pid: parsed.pid }
+    } catch {
+      return null
+    }
+  }
+
+  /** Number of processes in the container. */
+  async processes(cid: string): Promise<number> {
+    try {
+      return (JSON.parse((await this.run(['ps', '--format=json', cid])).stdout) as unknown[]).length
+    } catch {
+      return 0
+    }
+  }
+}
+
+let probed: boolean | null = null
+
+/** Whether gVisor works here as the driver uses it (root, runsc, socat, cgroups); probed once. */
+export function gvisorWorks(): boolean {
+  if (probed !== null) return probed
+  probed = false
+  if (process.getuid?.() !== 0 || !Bun.which('runsc') || !findSocat() || !cgroupsAvailable()) return false
+  const root = join(defaultRunRoot(), `probe-${process.pid}`)
+  try {
+    const probe = Bun.spawnSync(['runsc', `--root=${root}`, '--network=none', 'do', '/bin/true'], { stdout: 'ignore', stderr: 'ignore', timeout: 30_000 })
+    probed = probe.exitCode === 0
+  } catch {
+    probed = false
+  } finally {
+    rmSync(root, { recursive: true, force: true })
+  }
+  return probed
+}
+
+/** A live host process (a zombie is dead). */
+export function alive(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] !== 'Z'
+  } catch {
+    return false
+  }
+}
+
+/** The first non-empty line of a command's output, for an error message. */
+export function firstLine(text: string): string {
+  const line = text.split('\n').find((l) => l.trim() !== '') ?? 'no output'
+  return line.length > 300 ? `${line.slice(0, 300)}…` : line
+}

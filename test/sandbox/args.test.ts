@@ -1,0 +1,177 @@
+import { expect, test } from 'bun:test'
+import { bwrapArgs, nsenterArgs } from '../../sandbox/bwrap'
+import { netHolderArgs } from '../../sandbox/netns'
+import { cgroupName, cgroupWrapArgs } from '../../sandbox/cgroup'
+import { containerId, EXEC_WRAPPER, gvisorExecArgs, gvisorInit, gvisorKillArgs, gvisorSpec, hostTaskLimit, sandboxNameOf, unsavableSockets } from '../../sandbox/gvisor-spec'
+import { innerRelayArgs, listenPattern, relayDir } from '../../sandbox/relay'
+
+/** The argv builders are pure: exact command lines, no shell strings. */
+
+test('bwrapArgs: all namespaces but the network, no capabilities, read-only system, cleared env', () => {
+  const layout = {
+    hostWorkspace: '/data/s1/workspace',
+    hostHome: '/data/s1/home',
+    readOnlyPaths: ['/app/node_modules'],
+    etcDir: '/run/agentd/default/etc',
+    root: { links: [{ path: '/bin', target: 'usr/bin' }, { path: '/lib64', target: 'usr/lib64' }], dirs: ['/lib32'] },
+  }
+  expect(bwrapArgs(layout, ['claude', '-p', '--', 'hello world'], { env: { HOME: '/home/agent', A: 'b c' } })).toEqual([
+    'bwrap', '--unshare-all', '--share-net', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--hostname', 'sandbox',
+    '--ro-bind', '/usr', '/usr',
+    '--symlink', 'usr/bin', '/bin',
+    '--symlink', 'usr/lib64', '/lib64',
+    '--ro-bind', '/lib32', '/lib32',
+    '--ro-bind', '/run/agentd/default/etc', '/etc',
+    '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp',
+    '--ro-bind', '/app/node_modules', '/app/node_modules',
+    '--bind', '/data/s1/home', '/home/agent',
+    '--bind', '/data/s1/workspace', '/workspace',
+    '--chdir', '/workspace', '--clearenv',
+    '--setenv', 'HOME', '/home/agent',
+    '--setenv', 'A', 'b c',
+    '--', 'claude', '-p', '--', 'hello world',
+  ])
+  expect(bwrapArgs(layout, ['pwd'], { env: {}, cwd: '/workspace/sub' })).toContain('/workspace/sub')
+})
+
+test('nsenterArgs enters only the network namespace of the holder', () => {
+  expect(nsenterArgs(4242, ['bwrap', 'x'])).toEqual(['nsenter', '--net=/proc/4242/ns/net', '--', 'bwrap', 'x'])
+})
+
+test('netHolderArgs: bwrap unsharing only the network, running the relay', () => {
+  expect(netHolderArgs('/usr/bin/socat', 8787, '/run/agentd/default/relay/abc/gateway.sock')).toEqual([
+    'bwrap', '--unshare-net', '--dev-bind', '/', '/', '--die-with-parent', '--',
+    '/usr/bin/socat', '-t', '0.1', 'TCP-LISTEN:8787,bind=127.0.0.1,reuseaddr,fork,max-children=64', 'UNIX-CONNECT:/run/agentd/default/relay/abc/gateway.sock',
+  ])
+})
+
+test('innerRelayArgs: socat on loopback, one relay-socket connection per request', () => {
+  expect(innerRelayArgs('socat', 80, '/run/agentd/relay/gateway.sock')).toEqual([
+    'socat', '-t', '0.1', 'TCP-LISTEN:80,bind=127.0.0.1,reuseaddr,fork,max-children=64', 'UNIX-CONNECT:/run/agentd/relay/gateway.sock',
+  ])
+})
+
+test('listenPattern matches /proc/net/tcp for a listener on 127.0.0.1', () => {
+  expect(listenPattern(8787)).toBe('0100007F:2253 00000000:0000 0A')
+  expect(listenPattern(80)).toBe('0100007F:0050 00000000:0000 0A')
+})
+
+test('cgroupWrapArgs: a sh that joins each cgroup in order, then execs', () => {
+  const argv = cgroupWrapArgs(['/cg/pids/a/cgroup.procs', '/cg/freezer/a/cgroup.procs'], ['bwrap', '--', 'x y'])
+  expect(argv).toEqual([
+    '/bin/sh', '-c', 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"',
+    'agentd-cgroup', '2', '/cg/pids/a/cgroup.procs', '/cg/freezer/a/cgroup.procs', 'bwrap', '--', 'x y',
+  ])
+})
+
+test('cgroupWrapArgs really joins and execs (a file stands in for cgroup.procs)', async () => {
+  const dir = `${process.env.TMPDIR ?? '/tmp'}/cgwrap-${crypto.randomUUID()}`
+  await Bun.write(`${dir}/a`, '')
+  await Bun.write(`${dir}/b`, '')
+  const child = Bun.spawn(cgroupWrapArgs([`${dir}/a`, `${dir}/b`], ['/bin/sh', '-c', 'echo "$0 $$"', 'args ok']), { stdout: 'pipe' })
+  const out = await new Response(child.stdout).text()
+  expect(out).toBe(`args ok ${child.pid}\n`)
+  expect(await Bun.file(`${dir}/a`).text()).toBe(`${child.pid}\n`)
+  expect(await Bun.file(`${dir}/b`).text()).toBe(`${child.pid}\n`)
+})
+
+test('names: cgroups keep a safe alphabet; relay folders are short and stable', () => {
+  expect(cgroupName('3f2a-b_c.d')).toBe('3f2a-b_c.d')
+  expect(cgroupName('../etc x')).toBe('___etc_x')
+  expect(cgroupName('..')).toBe('__')
+  expect(cgroupName('')).toBe('_')
+  expect(relayDir('/run/agentd/default/relay', 'sess-1')).toBe(relayDir('/run/agentd/default/relay', 'sess-1'))
+  expect(relayDir('/r', 'sess-1')).toMatch(/^\/r\/[0-9a-f]{16}$/)
+})
+
+test('gvisorSpec: read-only root and system, writable workspace and home, relay and io folders, limits', () => {
+  const spec = gvisorSpec({
+    hostWorkspace: '/d/s/workspace',
+    hostHome: '/d/s/home',
+    readOnlyPaths: ['/app/node_modules'],
+    etcDir: '/run/agentd/x/etc',
+    relayDir: '/run/agentd/x/relay/ab',
+    ioDir: '/d/s/sandbox/io',
+    rootDirs: [],
+    innerPort: 8787,
+    socat: '/usr/bin/socat',
+    cgroupsPath: '/agentd/x/s.000001',
+    limits: { memoryBytes: 1 << 30, maxProcesses: 100 },
+  })
+  expect(spec).toEqual({
+    ociVersion: '1.0.0',
+    process: {
+      terminal: false,
+      user: { uid: 0, gid: 0 },
+      args: gvisorInit({ innerPort: 8787, socat: '/usr/bin/socat' }),
+      env: ['PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin'],
+      cwd: '/',
+      rlimits: [{ type: 'RLIMIT_NPROC', hard: 100, soft: 100 }],
+    },
+    root: { path: 'rootfs', readonly: true },
+    hostname: 'sandbox',
+    mounts: [
+      { destination: '/proc', type: 'proc', source: 'proc' },
+      { destination: '/dev', type: 'tmpfs', source: 'tmpfs' },
+      { destination: '/tmp', type: 'tmpfs', source: 'tmpfs' },
+      { destination: '/usr', type: 'bind', source: '/usr', options: ['rbind', 'ro'] },
+      { destination: '/etc', type: 'bind', source: '/run/agentd/x/etc', options: ['rbind', 'ro'] },
+      { destination: '/app/node_modules', type: 'bind', source: '/app/node_modules', options: ['rbind', 'ro'] },
+      { destination: '/home/agent', type: 'bind', source: '/d/s/home', options: ['rbind', 'rw'] },
+      { destination: '/workspace', type: 'bind', source: '/d/s/workspace', options: ['rbind', 'rw'] },
+      { destination: '/run/agentd/relay', type: 'bind', source: '/run/agentd/x/relay/ab', options: ['rbind', 'ro'] },
+      { destination: '/run/agentd/io', type: 'bind', source: '/d/s/sandbox/io', options: ['rbind', 'rw'] },
+    ],
+    linux: {
+      namespaces: [{ type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],
+      cgroupsPath: '/agentd/x/s.000001',
+      resources: { memory: { limit: 1 << 30 }, pids: { limit: hostTaskLimit(100) } },
+    },
+  })
+})
+
+test('gvisorInit: the relay, a ready marker once it listens, then a reaping shell', () => {
+  const [shell, dashC, script, name, ...relay] = gvisorInit({ innerPort: 8787, socat: '/usr/bin/socat' })
+  expect([shell, dashC, name]).toEqual(['/bin/sh', '-c', 'agentd-init'])
+  expect(relay).toEqual(innerRelayArgs('/usr/bin/socat', 8787, '/run/agentd/relay/gateway.sock'))
+  expect(script).toContain(listenPattern(8787))
+  expect(script).toContain(': > /run/agentd/io/ready')
+})
+
+test('gvisorExecArgs: runsc exec through the output-file wrapper', () => {
+  expect(gvisorExecArgs('/run/agentd/x/runsc', 's.000002', 'k1', ['claude', '-p'], { env: { HOME: '/home/agent' }, cwd: '/workspace/a' })).toEqual([
+    'runsc', '--root=/run/agentd/x/runsc', 'exec', '--cwd', '/workspace/a', '--env', 'HOME=/home/agent', 's.000002',
+    '/bin/sh', '-c', EXEC_WRAPPER, 'agentd-exec', '/run/agentd/io/k1', 'claude', '-p',
+  ])
+  expect(gvisorKillArgs('/r', 's.000002', 12, 'SIGTERM')).toEqual(['runsc', '--root=/r', 'exec', 's.000002', '/bin/sh', '-c', 'kill -s "$1" -- "-$2"', 'agentd-kill', 'TERM', '12'])
+})
+
+test('EXEC_WRAPPER writes output, pid and exit code files (run here with sh)', async () => {
+  const dir = `${process.env.TMPDIR ?? '/tmp'}/wrap-${crypto.randomUUID()}`
+  await Bun.write(`${dir}/.keep`, '')
+  const child = Bun.spawn(['/bin/sh', '-c', EXEC_WRAPPER, 'agentd-exec', `${dir}/p`, '/bin/sh', '-c', 'echo out; echo err >&2; exit 5'])
+  await child.exited
+  expect(await Bun.file(`${dir}/p.out`).text()).toBe('out\n')
+  expect(await Bun.file(`${dir}/p.err`).text()).toBe('err\n')
+  expect(await Bun.file(`${dir}/p.exit`).text()).toBe('5\n')
+  expect(Number(await Bun.file(`${dir}/p.pid`).text())).toBeGreaterThan(0)
+})
+
+test('unsavableSockets: connected or closing TCP sockets, not listeners or TIME_WAIT', () => {
+  const text = [
+    '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode',
+    '   2: 0100007F:2253 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 3',
+    '   3: 0100007F:1B58 0100007F:A1B2 01 00000000:00000000 00:00000000 00000000     0        0 4',
+    '   4: 0100007F:1B58 0100007F:A1B3 06 00000000:00000000 00:00000000 00000000     0        0 5',
+    '   5: 0100007F:1B58 0100007F:A1B4 08 00000000:00000000 00:00000000 00000000     0        0 6',
+  ].join('\n')
+  expect(unsavableSockets(text)).toEqual(['0100007F:1B58 -> 0100007F:A1B2 (state 01)', '0100007F:1B58 -> 0100007F:A1B4 (state 08)'])
+  expect(unsavableSockets('')).toEqual([])
+})
+
+test('container ids: a fixed-width generation, so no id is a prefix of another', () => {
+  expect(containerId('3f2a', 7)).toBe('3f2a.000007')
+  expect(sandboxNameOf('3f2a.000007')).toBe('3f2a')
+  expect(sandboxNameOf('3f2a.b.000012')).toBe('3f2a.b')
+  expect(sandboxNameOf('someone-elses')).toBeNull()
+})

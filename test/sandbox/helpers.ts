@@ -1,0 +1,75 @@
+import { mkdtempSync, rmdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { SandboxSpec } from '../../sandbox/driver'
+
+/** A temp folder for a test's sandboxes, removed at dispose. */
+export function tempRoot(prefix = 'agentd-sbx-'): { path: string; [Symbol.dispose](): void } {
+  const path = mkdtempSync(join(tmpdir(), prefix))
+  return { path, [Symbol.dispose]: () => rmSync(path, { recursive: true, force: true }) }
+}
+
+/** A sandbox spec under `root` for the given id. */
+export function specFor(root: string, id: string, gatewayPort: number, overrides: Partial<SandboxSpec> = {}): SandboxSpec {
+  return {
+    id,
+    hostWorkspace: join(root, id, 'workspace'),
+    hostHome: join(root, id, 'home'),
+    stateDir: join(root, id, 'sandbox'),
+    readOnlyPaths: [],
+    gateway: { host: '127.0.0.1', port: gatewayPort },
+    limits: { memoryBytes: 512 * 1024 * 1024, maxProcesses: 256 },
+    ...overrides,
+  }
+}
+
+/** A unique scope, so tests running at once (and other agentds) never touch each other's sandboxes. */
+export function testScope(): string {
+  return `test-${crypto.randomUUID().slice(0, 8)}`
+}
+
+export async function waitFor<T>(what: string, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await probe()
+    if (value) return value
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await Bun.sleep(20)
+  }
+}
+
+/** A fake gateway on the host's loopback, and a second listener that must stay unreachable. */
+export function fakeGateway(): { port: number; otherPort: number; [Symbol.dispose](): void } {
+  const gateway = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: (req) => new Response(`gateway ${new URL(req.url).pathname}`) })
+  const other = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response('host secret') })
+  return {
+    port: gateway.port!,
+    otherPort: other.port!,
+    [Symbol.dispose]: () => {
+      gateway.stop(true)
+      other.stop(true)
+    },
+  }
+}
+
+/** Whether real sandbox tests can run here; when not, the reason (printed by the skipping test). */
+export function hostSandboxSkipReason(): string | null {
+  if (process.getuid?.() !== 0) return 'not root: cgroups and bwrap network namespaces need root'
+  return null
+}
+
+export async function text(stream: ReadableStream<Uint8Array>): Promise<string> {
+  return new Response(stream).text()
+}
+
+/** Removes what a test scope leaves once its sandboxes are gone: the scope's cgroup folders and runtime folder. */
+export function removeScope(scope: string, runRoot = process.getuid?.() === 0 ? '/run/agentd' : null): void {
+  for (const controller of ['freezer', 'memory', 'pids']) {
+    try {
+      rmdirSync(join('/sys/fs/cgroup', controller, 'agentd', scope))
+    } catch {
+      // not there, or still in use
+    }
+  }
+  if (runRoot) rmSync(join(runRoot, scope), { recursive: true, force: true })
+}
