@@ -3,9 +3,13 @@ import type { MachineState, PersistenceMode, RunMode, SessionStatus } from '../s
 
 /**
  * The session lifecycle: one state per SessionStatus (spec section 3, contract section 5).
- * The machine holds every lifecycle rule; the service only feeds it events and carries out the
- * named actions it returns, after the new snapshot is committed.
+ * The machine holds every lifecycle rule, refusals included: a command the current state does not
+ * allow is answered with the `refuse` action naming the HTTP status and code. The service feeds
+ * events, writes the new snapshot, and only then carries out the named actions.
  */
+
+/** Where a session rests between turns; a between-turns pause returns there on resume. */
+export type RestStatus = 'completed' | 'needs_review' | 'failed' | 'input_required'
 
 export interface SessionContext {
   persistence: PersistenceMode
@@ -13,29 +17,95 @@ export interface SessionContext {
   hasSchema: boolean
   machineState: MachineState | null
   error: string | null
+  /** A sandbox exists (running or parked) that a next turn can use. */
+  hasSandbox: boolean
+  /** A turn is in progress; also true while it is paused mid-turn. */
+  turnActive: boolean
+  /** Follow-ups waiting for the running turn to end. */
+  queued: number
+  restStatus: RestStatus | null
 }
 
 export type SessionInput = Pick<SessionContext, 'persistence' | 'mode' | 'hasSchema'>
 
+/** Admission data the service measures at the moment of the event. */
+interface Slots {
+  activeRuns: number
+  limit: number | null
+}
+
 export type SessionMachineEvent =
-  | { type: 'admit'; activeRuns: number; limit: number | null }
+  | ({ type: 'admit' } & Slots)
   | { type: 'sandbox.ready' }
   | { type: 'sandbox.failed'; error: string }
-  | { type: 'turn.ended'; error: string | null; schemaValid: boolean | null }
+  | { type: 'sandbox.parked' }
+  | { type: 'sandbox.woken' }
+  | { type: 'turn.ended'; error: string | null; schemaValid: boolean | null; stopped: boolean }
   | { type: 'cancel' }
+  | { type: 'pause' }
+  | ({ type: 'resume' } & Slots)
+  | { type: 'stop_turn' }
+  | ({ type: 'message' } & Slots)
+  | { type: 'idle.timeout' }
   | { type: 'service.restarted' }
 
-/** Bump on any change that makes stored snapshots unreadable by the new definition. */
-export const SESSION_MACHINE_VERSION = 1
+export interface Refusal {
+  status: number
+  code?: string
+  message: string
+}
 
-// Every normal end of a turn: the sandbox is parked (resumable) or destroyed (ephemeral).
+function hasSlot(event: SessionMachineEvent): boolean {
+  return 'activeRuns' in event && (event.limit === null || event.activeRuns < event.limit)
+}
+
+/** Bump on any change that makes stored snapshots unreadable by the new definition. */
+export const SESSION_MACHINE_VERSION = 2
+
+/** At most this many follow-ups wait behind a running turn (spec section 8). */
+export const QUEUE_LIMIT = 20
+
+const RESTARTED = 'agentd restarted while this turn was running; the turn was lost'
+
+const refuse = (status: number, message: string, code?: string) =>
+  ({ type: 'refuse', params: { status, message, ...(code ? { code } : {}) } satisfies Refusal }) as const
+
+const finished = refuse(409, 'The session already finished')
+const terminal = refuse(409, 'The session is closed and takes no more messages', 'TASK_TERMINAL')
+const notStarted = refuse(409, 'The session has not started yet; send the message once it runs')
+const noTurn = refuse(409, 'The session has no turn in progress', 'NO_ACTIVE_TURN')
+const noSandboxToPause = refuse(409, 'The session has no sandbox to pause')
+const notPaused = refuse(409, 'The session is not paused')
+const overLimit = refuse(409, 'Waking this session would exceed the plan’s concurrent runs', 'CONCURRENCY_LIMIT_REACHED')
+
+// Every end of a turn: count it off; the sandbox is parked (resumable) or destroyed (ephemeral).
 const turnOver = [
+  'endTurn',
   'machineTurnOver',
   { type: 'releaseSandbox', params: ({ context }: { context: SessionContext }) => ({ keep: context.persistence === 'resumable' }) },
   'admitQueued',
 ] as const
 
-const RESTARTED = 'agentd restarted while this turn was running; the turn was lost'
+// A follow-up that starts a turn on the existing sandbox (woken first when parked).
+const deliverNow = ['machineResuming', 'wakeSandbox', 'deliverMessage', 'beginTurn', 'startTurn'] as const
+
+// Cancel of a live session: its sandbox (and a running turn) go, its queue is dropped.
+const cancelLive = { target: 'cancelled', actions: ['machineStopped', 'killTurn', 'destroySandbox', 'dropQueue', 'clearQueue', 'admitQueued'] } as const
+
+// Follow-ups between turns: a resumable session wakes its parked sandbox for them.
+const followUp = [
+  { guard: 'isEphemeral', actions: [terminal] },
+  // No free slot: the follow-up waits in the queue like a new run would.
+  { guard: 'overConcurrency', target: 'queued', actions: ['enqueueMessage', 'countQueued', 'clearError'] },
+  { target: 'running', actions: ['clearError', ...deliverNow] },
+] as const
+
+// A state between turns: a resumable session with a parked sandbox takes follow-ups here.
+const betweenTurns = {
+  message: followUp,
+  pause: [{ guard: 'hasSandbox', target: 'paused' }, { actions: [noSandboxToPause] }],
+  'idle.timeout': { guard: 'hasSandbox', target: 'expired', actions: ['machineStopped', 'destroySandbox'] },
+} as const
 
 export const sessionMachine = setup({
   types: {
@@ -44,95 +114,189 @@ export const sessionMachine = setup({
     input: {} as SessionInput,
   },
   guards: {
-    withinConcurrency: ({ event }) =>
-      event.type === 'admit' && (event.limit === null || event.activeRuns < event.limit),
-    turnFailed: ({ event }) => event.type === 'turn.ended' && event.error !== null,
+    withinConcurrency: ({ event }) => hasSlot(event),
+    overConcurrency: ({ event }) => !hasSlot(event),
+    parkedWithinConcurrency: ({ context, event }) => context.hasSandbox && hasSlot(event),
+    midTurnOverConcurrency: ({ context, event }) => context.turnActive && !hasSlot(event),
+    noSandbox: ({ context }) => !context.hasSandbox,
+    turnFailed: ({ event }) => event.type === 'turn.ended' && event.error !== null && !event.stopped,
     answerUnproven: ({ context, event }) =>
-      context.hasSchema && event.type === 'turn.ended' && event.schemaValid !== true,
+      context.hasSchema && event.type === 'turn.ended' && !event.stopped && event.schemaValid !== true,
     isInteractive: ({ context }) => context.mode === 'interactive',
+    isEphemeral: ({ context }) => context.persistence === 'ephemeral',
+    hasSandbox: ({ context }) => context.hasSandbox,
+    hasQueued: ({ context }) => context.queued > 0,
+    queueFull: ({ context }) => context.queued >= QUEUE_LIMIT,
+    turnActive: ({ context }) => context.turnActive,
+    restsInNeedsReview: ({ context }) => context.restStatus === 'needs_review',
+    restsInFailed: ({ context }) => context.restStatus === 'failed',
+    restsInInputRequired: ({ context }) => context.restStatus === 'input_required',
   },
   actions: {
-    // Effects carried out by the session service after the transition is committed.
+    // Effects the session service carries out after the transition is committed.
     provisionSandbox: () => {},
     startTurn: () => {},
+    stopTurn: () => {},
     killTurn: () => {},
+    parkSandbox: () => {},
+    wakeSandbox: () => {},
     // keep: park the sandbox for follow-ups (resumable) instead of destroying it (ephemeral).
     releaseSandbox: (_, _params: { keep: boolean }) => {},
     destroySandbox: () => {},
     admitQueued: () => {},
+    // Written by the service in the same transaction as the snapshot.
+    enqueueMessage: () => {},
+    deliverMessage: () => {},
+    dequeueMessage: () => {},
+    dropQueue: () => {},
+    refuse: (_, _params: Refusal) => {},
+    // Context bookkeeping.
+    beginTurn: assign({ turnActive: true, restStatus: null }),
+    restCompleted: assign({ restStatus: 'completed' as const }),
+    restNeedsReview: assign({ restStatus: 'needs_review' as const }),
+    restFailed: assign({ restStatus: 'failed' as const }),
+    restInputRequired: assign({ restStatus: 'input_required' as const }),
+    endTurn: assign({ turnActive: false }),
+    countQueued: assign({ queued: ({ context }) => context.queued + 1 }),
+    countDequeued: assign({ queued: ({ context }) => context.queued - 1 }),
+    clearQueue: assign({ queued: 0 }),
+    sandboxUp: assign({ hasSandbox: true }),
+    sandboxGone: assign({ hasSandbox: false }),
     recordError: assign({
-      error: ({ event }) =>
-        event.type === 'sandbox.failed' || event.type === 'turn.ended' ? event.error : null,
+      error: ({ event }) => (event.type === 'sandbox.failed' || event.type === 'turn.ended' ? event.error : null),
     }),
     recordRestart: assign({ error: () => RESTARTED }),
+    clearError: assign({ error: null }),
     machinePreparing: assign({ machineState: () => 'preparing' as const }),
     machineRunning: assign({ machineState: () => 'running' as const }),
-    // A resumable sandbox is kept (parked) for follow-ups; an ephemeral one is gone.
+    machinePausing: assign({ machineState: () => 'pausing' as const }),
+    machineParked: assign({ machineState: () => 'paused' as const }),
+    machineResuming: assign({ machineState: () => 'resuming' as const }),
     machineTurnOver: assign({
       machineState: ({ context }) => (context.persistence === 'resumable' ? 'paused' : 'stopped'),
+      hasSandbox: ({ context }) => context.persistence === 'resumable',
     }),
-    machineStopped: assign({ machineState: () => 'stopped' as const }),
+    machineStopped: assign({ machineState: () => 'stopped' as const, hasSandbox: false, turnActive: false }),
   },
 }).createMachine({
   id: 'session',
   initial: 'queued',
-  context: ({ input }) => ({ ...input, machineState: null, error: null }),
+  context: ({ input }) => ({ ...input, machineState: null, error: null, hasSandbox: false, turnActive: false, queued: 0, restStatus: null }),
+  // What no state allows: the refusals the spec names. States override these.
   on: {
-    // Ending states refuse cancel by not handling it (409 "already finished").
+    cancel: { actions: [finished] },
+    message: { actions: [terminal] },
+    pause: { actions: [noSandboxToPause] },
+    resume: { actions: [notPaused] },
+    stop_turn: { actions: [noTurn] },
   },
   states: {
     queued: {
       description: 'Accepted; waiting for a slot under the org plan’s concurrent runs.',
       on: {
-        admit: { guard: 'withinConcurrency', target: 'allocating' },
-        cancel: { target: 'cancelled', actions: ['machineStopped', 'admitQueued'] },
-        'service.restarted': { target: 'queued' },
+        admit: [
+          // A follow-up that waited for a slot goes straight to its parked sandbox.
+          { guard: 'parkedWithinConcurrency', target: 'running', actions: ['machineResuming', 'wakeSandbox', 'dequeueMessage', 'countDequeued', 'beginTurn', 'startTurn'] },
+          { guard: 'withinConcurrency', target: 'allocating' },
+        ],
+        cancel: cancelLive,
+        message: { actions: [notStarted] },
       },
     },
     allocating: {
       description: 'The sandbox is starting.',
       entry: ['machinePreparing', 'provisionSandbox'],
       on: {
-        'sandbox.ready': { target: 'running' },
+        'sandbox.ready': { target: 'running', actions: ['sandboxUp', 'machineRunning', 'beginTurn', 'startTurn'] },
         'sandbox.failed': { target: 'failed', actions: ['recordError', 'machineStopped', 'destroySandbox', 'admitQueued'] },
-        cancel: { target: 'cancelled', actions: ['machineStopped', 'destroySandbox', 'admitQueued'] },
+        cancel: cancelLive,
+        message: { actions: [notStarted] },
         'service.restarted': { target: 'failed', actions: ['recordRestart', 'machineStopped', 'destroySandbox', 'admitQueued'] },
       },
     },
     running: {
       description: 'A turn is in progress.',
-      entry: ['machineRunning', 'startTurn'],
       on: {
         'turn.ended': [
-          { guard: 'turnFailed', target: 'failed', actions: ['recordError', ...turnOver] },
-          { guard: 'answerUnproven', target: 'needs_review', actions: [...turnOver] },
-          { guard: 'isInteractive', target: 'input_required', actions: [...turnOver] },
-          { target: 'completed', actions: [...turnOver] },
+          // Queued follow-ups are delivered next, on the same sandbox, before anything else.
+          { guard: 'hasQueued', target: 'running', reenter: true, actions: ['endTurn', 'clearError', 'dequeueMessage', 'countDequeued', 'beginTurn', 'startTurn'] },
+          { guard: 'turnFailed', target: 'failed', actions: ['recordError', 'restFailed', ...turnOver] },
+          { guard: 'answerUnproven', target: 'needs_review', actions: ['clearError', 'restNeedsReview', ...turnOver] },
+          { guard: 'isInteractive', target: 'input_required', actions: ['clearError', 'restInputRequired', ...turnOver] },
+          { target: 'completed', actions: ['clearError', 'restCompleted', ...turnOver] },
         ],
-        cancel: { target: 'cancelled', actions: ['killTurn', 'machineStopped', 'destroySandbox', 'admitQueued'] },
-        'service.restarted': { target: 'failed', actions: ['recordRestart', 'machineStopped', 'destroySandbox', 'admitQueued'] },
+        message: [
+          { guard: 'isEphemeral', actions: [refuse(409, 'An ephemeral session takes no message while its turn runs', 'PERSISTENCE_MODE_CONFLICT')] },
+          { guard: 'queueFull', actions: [refuse(429, 'The session already has 20 queued messages', 'QUEUE_FULL')] },
+          { actions: ['enqueueMessage', 'countQueued'] },
+        ],
+        pause: [
+          { guard: 'isEphemeral', actions: [refuse(409, 'An ephemeral session cannot be paused')] },
+          { target: 'paused', actions: ['machinePausing', 'parkSandbox', 'admitQueued'] },
+        ],
+        stop_turn: { actions: ['stopTurn'] },
+        'sandbox.woken': { actions: ['machineRunning'] },
+        cancel: cancelLive,
+        'sandbox.failed': { target: 'failed', actions: ['recordError', 'killTurn', 'machineStopped', 'destroySandbox', 'dropQueue', 'clearQueue', 'admitQueued'] },
+        // The CLI process died with the server, the sandbox's disk did not: a resumable session
+        // goes on with its queued follow-ups, or rests failed and takes new ones.
+        'service.restarted': [
+          { guard: 'isEphemeral', target: 'failed', actions: ['recordRestart', 'machineStopped', 'destroySandbox', 'admitQueued'] },
+          { guard: 'hasQueued', target: 'running', reenter: true, actions: ['endTurn', 'dequeueMessage', 'countDequeued', 'beginTurn', 'startTurn'] },
+          { target: 'failed', actions: ['recordRestart', 'restFailed', ...turnOver] },
+        ],
       },
     },
     paused: {
-      description: 'A resumable session parked between turns.',
+      description: 'Parked by the caller, mid-turn or between turns; disk and memory kept.',
       on: {
-        cancel: { target: 'cancelled', actions: ['machineStopped', 'destroySandbox'] },
+        'sandbox.parked': { actions: ['machineParked'] },
+        'sandbox.failed': { target: 'failed', actions: ['recordError', 'machineStopped', 'destroySandbox', 'dropQueue', 'clearQueue'] },
+        resume: [
+          { guard: 'midTurnOverConcurrency', actions: [overLimit] },
+          { guard: 'turnActive', target: 'running', actions: ['machineResuming', 'wakeSandbox'] },
+          // Between turns nothing wakes: the session rests where its last turn ended.
+          { guard: 'restsInNeedsReview', target: 'needs_review' },
+          { guard: 'restsInFailed', target: 'failed' },
+          { guard: 'restsInInputRequired', target: 'input_required' },
+          { target: 'completed' },
+        ],
+        message: [
+          // Mid-turn the message waits for the turn; between turns it starts one, given a slot.
+          { guard: 'midTurnOverConcurrency', actions: ['enqueueMessage', 'countQueued'] },
+          { guard: 'turnActive', target: 'running', actions: ['machineResuming', 'wakeSandbox', 'enqueueMessage', 'countQueued'] },
+          { guard: 'overConcurrency', target: 'queued', actions: ['enqueueMessage', 'countQueued'] },
+          { target: 'running', actions: [...deliverNow] },
+        ],
+        // The turn finished just as it was being parked: it rests where it would have ended.
+        'turn.ended': [
+          { guard: 'turnFailed', actions: ['recordError', 'endTurn', 'restFailed'] },
+          { guard: 'answerUnproven', actions: ['endTurn', 'restNeedsReview'] },
+          { guard: 'isInteractive', actions: ['endTurn', 'restInputRequired'] },
+          { actions: ['endTurn', 'restCompleted'] },
+        ],
+        pause: { actions: [refuse(409, 'The session is already paused')] },
+        stop_turn: { actions: [refuse(409, 'The session is paused; resume it before stopping its turn', 'NO_ACTIVE_TURN')] },
+        cancel: cancelLive,
+        'idle.timeout': { target: 'expired', actions: ['machineStopped', 'killTurn', 'destroySandbox', 'dropQueue', 'clearQueue'] },
+        // A driver that cannot keep processes across a restart lost the paused turn; it rests failed.
+        'service.restarted': { guard: 'turnActive', actions: ['recordRestart', 'endTurn', 'restFailed'] },
       },
     },
-    input_required: {
-      description: 'An interactive turn ended normally; waiting for a follow-up.',
-      on: {
-        cancel: { target: 'cancelled', actions: ['machineStopped', 'destroySandbox'] },
-      },
-    },
-    needs_review: {
-      description: 'The turn ended without the structured answer its output_schema asked for.',
-    },
-    completed: {
-      description: 'The turn ended with an answer.',
-    },
+    input_required: { description: 'An interactive turn ended normally; waiting for a follow-up.', on: betweenTurns },
+    needs_review: { description: 'The turn ended without the structured answer its output_schema asked for.', on: betweenTurns },
+    completed: { description: 'The turn ended with an answer.', on: betweenTurns },
     failed: {
       description: 'A harness, model or sandbox error ended the turn; `error` says which.',
+      on: {
+        ...betweenTurns,
+        // Only here can a resumable session have lost its sandbox (it never started, or a wake failed).
+        message: [
+          followUp[0],
+          { guard: 'noSandbox', actions: [refuse(409, 'This run cannot be continued: its sandbox is gone', 'CONTINUATION_UNSUPPORTED')] },
+          ...followUp.slice(1),
+        ],
+      },
     },
     cancelled: {
       description: 'Cancelled by the caller; the sandbox is gone.',
@@ -167,4 +331,10 @@ export function statusOf(snapshot: SessionSnapshot): SessionStatus {
       throw new Error(`unknown session state ${String(never)}`)
     }
   }
+}
+
+/** The refusal among a transition's actions, if the machine refused the event. */
+export function refusalOf(actions: readonly { type: string; params?: unknown }[]): Refusal | null {
+  const refusal = actions.find((a) => a.type === 'refuse')
+  return refusal ? (refusal.params as Refusal) : null
 }

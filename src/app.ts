@@ -1,8 +1,15 @@
 import { Elysia, t } from 'elysia'
 import { openapi } from '@elysiajs/openapi'
 import { agentRoutes } from './http/agents/routes'
+import { apiKeyRoutes } from './http/api-keys/routes'
 import { errorPlugin } from './http/errors'
+import { searchRoutes } from './http/search/routes'
+import { artifactRoutes } from './http/sessions/artifact-routes'
+import { liveRoutes } from './http/sessions/live-routes'
 import { sessionRoutes } from './http/sessions/routes'
+import { statechartRoutes } from './http/statechart/routes'
+import { transcriptRoutes } from './http/transcript/routes'
+import type { ApiKeyService } from './services/api-keys'
 import type { AuthService } from './services/auth'
 import type { Catalog } from './services/catalog'
 import type { HarnessVersions } from './services/session-create'
@@ -11,16 +18,19 @@ import type { SessionService } from './services/session-service'
 export interface AppDeps {
   auth: AuthService
   sessions: SessionService
+  apiKeys: ApiKeyService
   catalog: Catalog
   runnable: HarnessVersions
   now: () => number
+  /** Keepalive comment interval on idle event streams (15 s; tests shorten it). */
+  sseKeepaliveMs?: number
 }
 
 /** The HTTP surface. Tests call `createApp(deps).handle(request)`; main.ts adds `listen`. */
 export function createApp(deps: AppDeps) {
   // normalize: false makes `additionalProperties: false` reject unknown fields (400) instead of
   // silently dropping them, as the spec asks of PATCH bodies.
-  return new Elysia({ normalize: false })
+  return new Elysia({ normalize: false, encodeSchema: false })
     .use(errorPlugin)
     .use(
       openapi({
@@ -39,7 +49,13 @@ export function createApp(deps: AppDeps) {
       detail: { operationId: 'health', tags: ['health'], summary: 'Liveness, without auth', security: [] },
     })
     .use(sessionRoutes(deps.auth, deps.sessions))
+    .use(liveRoutes(deps.auth, deps.sessions, deps.sseKeepaliveMs))
+    .use(artifactRoutes(deps.auth, deps.sessions))
+    .use(searchRoutes(deps.auth, deps.sessions.search))
+    .use(transcriptRoutes(deps.auth, deps.sessions))
+    .use(statechartRoutes(deps.auth, deps.sessions))
     .use(agentRoutes(deps.auth, deps.catalog, deps.runnable, deps.now))
+    .use(apiKeyRoutes(deps.auth, deps.apiKeys))
 }
 
 export type App = ReturnType<typeof createApp>

@@ -17,6 +17,11 @@ export interface Config {
   timeScale: number
   /** Concurrent runs per org when its plan sets none. */
   defaultMaxConcurrent: number
+  sandboxMemoryBytes: number
+  sandboxMaxProcesses: number
+  turnTimeoutMs: number
+  /** A resumable session parked longer than this expires (7 days, scaled by AGENTD_TIME_SCALE). */
+  idleMs: number
 }
 
 export class ConfigError extends Error {}
@@ -44,6 +49,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(`AGENTD_SANDBOX must be gvisor, bwrap or process, got "${sandbox}"`)
   }
   const listenPort = port(env.PORT)
+  const timeScale = positiveNumber('AGENTD_TIME_SCALE', env.AGENTD_TIME_SCALE, 1)
   return {
     port: listenPort,
     host,
@@ -55,7 +61,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     oidcIssuer: env.AGENTD_OIDC_ISSUER || null,
     oidcAudience: env.AGENTD_OIDC_AUDIENCE || null,
     webhookAllowPrivate: env.AGENTD_WEBHOOK_ALLOW_PRIVATE === '1',
-    timeScale: positiveNumber('AGENTD_TIME_SCALE', env.AGENTD_TIME_SCALE, 1),
+    timeScale,
     defaultMaxConcurrent: 4,
+    sandboxMemoryBytes: positiveNumber('AGENTD_SANDBOX_MEMORY_MB', env.AGENTD_SANDBOX_MEMORY_MB, 2048) * 1024 * 1024,
+    sandboxMaxProcesses: positiveNumber('AGENTD_SANDBOX_PROCESSES', env.AGENTD_SANDBOX_PROCESSES, 512),
+    turnTimeoutMs: positiveNumber('AGENTD_TURN_TIMEOUT_S', env.AGENTD_TURN_TIMEOUT_S, 3600) * 1000,
+    idleMs: 7 * 24 * 3600 * 1000 * timeScale,
   }
 }

@@ -4,19 +4,27 @@ import type { Config } from './config'
 import { openDb } from './db/client'
 import { startGateway } from './gateway/gateway'
 import { ADAPTERS } from './harness'
+import { ApiKeyService } from './services/api-keys'
 import { AuthService } from './services/auth'
 import { installedVersion, loadCatalog } from './services/catalog'
 import { GatewaySessions } from './services/gateway-sessions'
 import { IdentityService } from './services/identity'
 import { OidcVerifier } from './services/oidc'
+import { loadProviders } from './services/providers'
 import type { HarnessVersions } from './services/session-create'
 import { SessionService } from './services/session-service'
+import type { ResolveHost } from './services/webhook-url'
+import { WebhookService } from './services/webhooks'
 
 export interface ServerOptions {
   /** Overrides the driver picked from config (tests inject the process driver). */
   driver?: SandboxDriver
   now?: () => number
   log?: (line: string) => void
+  /** Keepalive interval of idle event streams (tests shorten it). */
+  sseKeepaliveMs?: number
+  /** DNS for webhook URLs (tests answer with fixed addresses). */
+  resolveHost?: ResolveHost
 }
 
 /**
@@ -26,7 +34,7 @@ export interface ServerOptions {
 export async function startServices(config: Config, options: ServerOptions = {}) {
   const now = options.now ?? Date.now
   const log = options.log ?? ((line: string) => console.error(line))
-  const database = openDb(config.dbPath)
+  const database = openDb(config.dbPath, { backgroundCheckpoint: true })
   const catalog = loadCatalog(config.configFile)
 
   const adapters = ADAPTERS
@@ -40,34 +48,56 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const gateway = await startGateway({
     resolve: (token) => gatewaySessions.resolve(token),
     onUsage: (usage) => gatewaySessions.record(usage),
+    providers: loadProviders(config.configFile),
   })
   const driver = options.driver ?? createDriver(config.sandbox, log)
   const identity = new IdentityService(database.db, now)
-  const auth = new AuthService(identity, config.oidcIssuer ? new OidcVerifier(config.oidcIssuer, config.oidcAudience) : null)
+  const webhooks = new WebhookService({
+    db: database.db,
+    publicUrl: config.publicUrl,
+    allowPrivate: config.webhookAllowPrivate,
+    timeScale: config.timeScale,
+    now,
+    log,
+    ...(options.resolveHost ? { resolve: options.resolveHost } : {}),
+  })
+  const apiKeys = new ApiKeyService(database.db, webhooks, now)
+  const auth = new AuthService(identity, config.oidcIssuer ? new OidcVerifier(config.oidcIssuer, config.oidcAudience) : null, apiKeys)
   const sessions = new SessionService({
     db: database.db,
     catalog,
     adapters,
     versions: runnable,
     driver,
-    gatewayUrl: gateway.url,
+    gateway: { host: '127.0.0.1', port: gateway.port },
     gatewaySessions,
     dataDir: config.dataDir,
     defaultMaxConcurrent: config.defaultMaxConcurrent,
+    limits: { memoryBytes: config.sandboxMemoryBytes, maxProcesses: config.sandboxMaxProcesses },
+    turnTimeoutMs: config.turnTimeoutMs,
+    idleMs: config.idleMs,
     now,
     log,
+    onStatusChange: (change) => webhooks.onStatusChange(change),
   })
   sessions.rehydrate()
-  const app = createApp({ auth, sessions, catalog, runnable, now })
+  // Parked sessions expire after the idle limit; look often enough for a scaled limit in tests.
+  const sweeper = setInterval(() => sessions.expireIdle(), Math.min(60_000, Math.max(50, config.idleMs / 20)))
+  webhooks.start()
+  const app = createApp({ auth, sessions, apiKeys, catalog, runnable, now, sseKeepaliveMs: options.sseKeepaliveMs })
 
   return {
     app,
     identity,
     sessions,
+    webhooks,
+    apiKeys,
     gateway,
     driver,
     async close() {
+      clearInterval(sweeper)
       await sessions.shutdown()
+      await webhooks.stop()
       await gateway.stop()
       database.close()
     },

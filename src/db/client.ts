@@ -9,8 +9,16 @@ export type Db = ReturnType<typeof openDb>['db']
 
 const migrationsFolder = join(import.meta.dir, 'migrations')
 
+export interface DbOptions {
+  /**
+   * Checkpoint the WAL from a background thread instead of inside commits (the server). Short
+   * lived processes such as the admin CLI keep SQLite's automatic checkpoints.
+   */
+  backgroundCheckpoint?: boolean
+}
+
 /** Opens (creating if needed) the SQLite file, sets the pragmas and applies pending migrations. */
-export function openDb(path: string) {
+export function openDb(path: string, options: DbOptions = {}) {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
   const sqlite = new SqliteDatabase(path, { create: true, strict: true })
   sqlite.exec('PRAGMA journal_mode = WAL')
@@ -20,5 +28,19 @@ export function openDb(path: string) {
   sqlite.exec('PRAGMA busy_timeout = 5000')
   const db = drizzle(sqlite, { schema })
   migrate(db, { migrationsFolder })
-  return { db, sqlite, close: () => sqlite.close() }
+  let worker: Worker | null = null
+  if (options.backgroundCheckpoint && path !== ':memory:') {
+    sqlite.exec('PRAGMA wal_autocheckpoint = 0')
+    worker = new Worker(new URL('./checkpoint-worker.ts', import.meta.url))
+    worker.postMessage({ path, intervalMs: 1000 })
+    worker.unref()
+  }
+  return {
+    db,
+    sqlite,
+    close: () => {
+      worker?.terminate()
+      sqlite.close()
+    },
+  }
 }

@@ -17,6 +17,42 @@ export function errorResponses(...statuses: number[]) {
   return Object.fromEntries(statuses.map((s) => [s, ErrorBody])) as Record<number, typeof ErrorBody>
 }
 
+/** The `{code, message}` envelope (spec section 7), used by the org-wide search. */
+export const MessageErrorBody = t.Object(
+  {
+    code: t.String(),
+    message: t.String(),
+    requestId: t.Optional(t.String()),
+    fields: t.Optional(t.Array(t.Object({ path: t.String(), message: t.String() }))),
+  },
+  { additionalProperties: true },
+)
+
+export function messageErrorResponses(...statuses: number[]) {
+  return Object.fromEntries(statuses.map((s) => [s, MessageErrorBody])) as Record<number, typeof MessageErrorBody>
+}
+
+/**
+ * Mounted by a route group whose errors all use `{code, message}`: it marks the request (at
+ * transform, so before validation and auth) and the error plugin reads the mark.
+ */
+export const messageEnvelope = () => new Elysia().derive({ as: 'scoped' }, () => ({ errorEnvelope: 'message' as const }))
+
+/** Codes for errors that carry none, where the `{code, message}` envelope requires one. */
+const STATUS_CODES: Record<number, string> = {
+  400: 'VALIDATION_ERROR',
+  401: 'AUTH_FAILED',
+  403: 'FORBIDDEN',
+  404: 'NOT_FOUND',
+  409: 'CONFLICT',
+  500: 'INTERNAL_ERROR',
+}
+
+function asMessageEnvelope(status: number, body: Record<string, unknown>): Record<string, unknown> {
+  const { error, code, error_code, ...rest } = body
+  return { code: code ?? error_code ?? STATUS_CODES[status] ?? `HTTP_${status}`, message: error, ...rest }
+}
+
 interface FieldIssue {
   path: string
   message: string
@@ -24,43 +60,60 @@ interface FieldIssue {
 
 /** TypeBox validation issues of an Elysia ValidationError, as `{path, message}`. */
 function issuesOf(error: unknown): FieldIssue[] {
-  const all = (error as { all?: { path?: string; message?: string; summary?: string }[] }).all ?? []
-  return all.slice(0, 10).map((e) => ({ path: (e.path ?? '').replace(/^\//, '').replaceAll('/', '.') || '(body)', message: e.summary ?? e.message ?? 'invalid' }))
+  const { all = [], type } = error as { all?: { path?: string; message?: string; summary?: string }[]; type?: string }
+  // A query or path value Elysia coerced alone (type `property`) carries no path of its own.
+  const whole = type === 'body' ? '(body)' : '(request)'
+  return all.slice(0, 10).map((e) => ({ path: (e.path ?? '').replace(/^\//, '').replaceAll('/', '.') || whole, message: e.summary ?? e.message ?? 'invalid' }))
 }
 
 function sentence(issues: FieldIssue[]): string {
   const first = issues[0]
   if (!first) return 'The request is invalid'
   if (first.path === '(body)') return `The request body is invalid: ${first.message}`
+  if (first.path === '(request)') return `The request is invalid: ${first.message}`
   return `${first.path}: ${first.message}`
+}
+
+/** The `{error, code?}` body of a failure; sets the status. */
+function errorBody({ code, error, set, request }: ErrorContext): Record<string, unknown> {
+  // instanceof rather than Elysia's `.error()` codes: those are local to the instance declaring them.
+  if (error instanceof ApiError) {
+    set.status = error.status
+    return { error: error.message, ...(error.code ? { [error.codeField]: error.code } : {}), ...error.extra }
+  }
+  if (code === 'VALIDATION') {
+    const issues = issuesOf(error)
+    set.status = 400
+    return { error: sentence(issues), code: 'VALIDATION_ERROR', fields: issues }
+  }
+  if (code === 'PARSE') {
+    set.status = 400
+    return { error: 'The request body is not valid JSON', code: 'VALIDATION_ERROR' }
+  }
+  if (code === 'NOT_FOUND') {
+    set.status = 404
+    return { error: 'Not found' }
+  }
+  console.error(`agentd: ${request.method} ${new URL(request.url).pathname} failed:`, error)
+  set.status = 500
+  return { error: 'Internal error' }
+}
+
+interface ErrorContext {
+  code: unknown
+  error: unknown
+  set: { status?: unknown; headers: Record<string, unknown> }
+  request: Request
 }
 
 /**
  * Maps every failure to the spec's envelope: thrown ApiErrors, validation and parse errors (400),
- * unknown routes (404); anything else is a bug, logged and answered with a bare 500.
+ * unknown routes (404); anything else is a bug, logged and answered with a bare 500. Routes marked
+ * with `messageEnvelope()` get `{code, message}` instead of `{error, code?}`.
  */
-export const errorPlugin = new Elysia({ name: 'agentd/errors' })
-  .onError({ as: 'global' }, ({ code, error, set, request }) => {
-    set.headers['content-type'] = 'application/json'
-    // instanceof rather than Elysia's `.error()` codes: those are local to the instance declaring them.
-    if (error instanceof ApiError) {
-      set.status = error.status
-      return { error: error.message, ...(error.code ? { [error.codeField]: error.code } : {}), ...error.extra }
-    }
-    if (code === 'VALIDATION') {
-      const issues = issuesOf(error)
-      set.status = 400
-      return { error: sentence(issues), code: 'VALIDATION_ERROR', fields: issues }
-    }
-    if (code === 'PARSE') {
-      set.status = 400
-      return { error: 'The request body is not valid JSON', code: 'VALIDATION_ERROR' }
-    }
-    if (code === 'NOT_FOUND') {
-      set.status = 404
-      return { error: 'Not found' }
-    }
-    console.error(`agentd: ${request.method} ${new URL(request.url).pathname} failed:`, error)
-    set.status = 500
-    return { error: 'Internal error' }
-  })
+export const errorPlugin = new Elysia({ name: 'agentd/errors' }).onError({ as: 'global' }, (context) => {
+  context.set.headers['content-type'] = 'application/json'
+  const body = errorBody(context)
+  const marked = (context as { errorEnvelope?: unknown }).errorEnvelope === 'message'
+  return marked ? asMessageEnvelope(Number(context.set.status), body) : body
+})

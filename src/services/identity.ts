@@ -1,15 +1,26 @@
-import { and, eq, isNull, or } from 'drizzle-orm'
+import { and, eq, isNull, or, sql } from 'drizzle-orm'
 import type { Db } from '../db/client'
-import { memberships, orgs, plans, projects, users, userTokens, type Role } from '../db/schema'
+import { memberships, orgs, plans, projects, users, userTokens, type ApiKeyScope, type Role } from '../db/schema'
 import { newId, newUserToken, sha256 } from '../domain/ids'
+import { AuthCache } from './auth-cache'
 
-/** Who is calling: a signed-in user (token or identity-provider JWT), later also API keys. */
+/** Who is calling: a signed-in user (token or identity-provider JWT), or an org API key acting as its creator. */
 export interface Principal {
   userId: string | null
   email: string
   name: string | null
   avatarUrl: string | null
-  via: 'user_token' | 'oidc'
+  via: 'user_token' | 'oidc' | 'api_key'
+  /** Set when the bearer is an API key; the user fields are then its creator's (spec section 5). */
+  apiKey?: KeyPrincipal
+}
+
+/** The API key behind a Principal: only its own org, only its scopes, at most `maxConcurrent` runs. */
+export interface KeyPrincipal {
+  id: string
+  orgId: string
+  scopes: readonly ApiKeyScope[]
+  maxConcurrent: number
 }
 
 export interface OrgAccess {
@@ -26,16 +37,44 @@ const EMAIL = /^[^\s@]+@[^\s@]+$/
 
 /** Orgs, users, memberships, signed-in tokens, projects and plans: what the admin CLI manages. */
 export class IdentityService {
+  // Prepared once and cached: these run on every authenticated request.
+  private readonly byTokenHash
+  private readonly accessQuery
+  private readonly tokenCache: AuthCache<Principal | null>
+  private readonly accessCache: AuthCache<OrgAccess | null>
+
   constructor(
     private readonly db: Db,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.byTokenHash = db
+      .select({ user: users, expiresAt: userTokens.expiresAt })
+      .from(userTokens)
+      .innerJoin(users, eq(users.id, userTokens.userId))
+      .where(and(eq(userTokens.tokenHash, sql.placeholder('hash')), isNull(userTokens.revokedAt)))
+      .prepare()
+    this.accessQuery = db
+      .select({ orgId: orgs.id, slug: orgs.slug, role: memberships.role })
+      .from(orgs)
+      .innerJoin(memberships, and(eq(memberships.orgId, orgs.id), eq(memberships.userId, sql.placeholder('userId'))))
+      .where(or(eq(orgs.slug, sql.placeholder('org')), eq(orgs.id, sql.placeholder('org'))))
+      .prepare()
+    this.tokenCache = new AuthCache(db.$client, now)
+    this.accessCache = new AuthCache(db.$client, now)
+  }
+
+  /** Every write here may change who a token is or what a role allows. */
+  private changed(): void {
+    this.tokenCache.invalidate()
+    this.accessCache.invalidate()
+  }
 
   createOrg(slug: string) {
     if (!SLUG.test(slug)) throw new IdentityError(`org slug must be lower-case letters, digits and dashes: "${slug}"`)
     if (this.db.select().from(orgs).where(eq(orgs.slug, slug)).get()) throw new IdentityError(`org "${slug}" exists`)
     const org = { id: newId(), slug, createdAt: this.now() }
     this.db.insert(orgs).values(org).run()
+    this.changed()
     return { id: org.id, slug }
   }
 
@@ -49,6 +88,7 @@ export class IdentityService {
     if (!EMAIL.test(email)) throw new IdentityError(`not an email address: "${email}"`)
     if (role !== 'admin' && role !== 'member') throw new IdentityError(`role must be admin or member, got "${role}"`)
     const org = this.orgBySlug(orgSlug)
+    this.changed()
     return this.db.transaction((tx) => {
       let user = tx.select().from(users).where(eq(users.email, email)).get()
       if (!user) {
@@ -67,6 +107,7 @@ export class IdentityService {
   tokenFor(email: string) {
     const user = this.db.select().from(users).where(eq(users.email, email)).get()
     if (!user) throw new IdentityError(`no user "${email}"`)
+    this.changed()
     return { token: this.issueToken(user.id) }
   }
 
@@ -78,15 +119,13 @@ export class IdentityService {
 
   /** The user behind a signed-in token, or null for an unknown or revoked one. */
   userByToken(token: string): Principal | null {
-    const row = this.db
-      .select({ user: users, expiresAt: userTokens.expiresAt })
-      .from(userTokens)
-      .innerJoin(users, eq(users.id, userTokens.userId))
-      .where(and(eq(userTokens.tokenHash, sha256(token)), isNull(userTokens.revokedAt)))
-      .get()
-    if (!row || (row.expiresAt !== null && row.expiresAt <= this.now())) return null
-    const { user } = row
-    return { userId: user.id, email: user.email, name: user.name, avatarUrl: user.avatarUrl, via: 'user_token' }
+    const hash = sha256(token)
+    return this.tokenCache.get(hash, () => {
+      const row = this.byTokenHash.get({ hash })
+      if (!row || (row.expiresAt !== null && row.expiresAt <= this.now())) return null
+      const { user } = row
+      return { userId: user.id, email: user.email, name: user.name, avatarUrl: user.avatarUrl, via: 'user_token' as const }
+    })
   }
 
   userByEmail(email: string) {
@@ -95,14 +134,9 @@ export class IdentityService {
 
   /** The caller's role in an org named by slug or id; null means "no role" (the caller gets 404). */
   orgAccess(principal: Principal, orgRef: string): OrgAccess | null {
-    if (!principal.userId) return null
-    const row = this.db
-      .select({ orgId: orgs.id, slug: orgs.slug, role: memberships.role })
-      .from(orgs)
-      .innerJoin(memberships, and(eq(memberships.orgId, orgs.id), eq(memberships.userId, principal.userId)))
-      .where(or(eq(orgs.slug, orgRef), eq(orgs.id, orgRef)))
-      .get()
-    return row ?? null
+    const userId = principal.userId
+    if (!userId) return null
+    return this.accessCache.get(`${userId} ${orgRef}`, () => this.accessQuery.get({ userId, org: orgRef }) ?? null)
   }
 
   createProject(orgSlug: string, name: string, repo: string | null) {
@@ -121,6 +155,7 @@ export class IdentityService {
       createdAt: this.now(),
     }
     this.db.insert(projects).values(project).run()
+    this.changed()
     return { id: project.id, name }
   }
 

@@ -1,5 +1,5 @@
 import { parseAgent, isHarness, type Harness } from '../domain/harness'
-import { ApiError, badRequest, unprocessable } from '../domain/errors'
+import { badRequest, unprocessable } from '../domain/errors'
 import type { PersistenceMode, RunMode } from '../domain/status'
 import { modelFor, offersMode, type Catalog } from './catalog'
 import { outputSchemaProblem } from './output-schema'
@@ -24,7 +24,10 @@ export interface SessionPlan {
   agent: string
   harness: Harness
   versionRequested: string | null
+  /** The bundled version, or the pin as written until npm resolves it (a dist-tag, say). */
   versionResolved: string
+  /** True when the pin names a version other than the bundled one, to fetch from npm. */
+  pinned: boolean
   prompt: string
   title: string
   model: string
@@ -39,6 +42,8 @@ export interface SessionPlan {
 }
 
 export const MAX_PROMPT_BYTES = 256 * 1024
+/** A semver version or an npm dist-tag; never a URL or path npm would also accept. */
+const VERSION_FORM = /^[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}$/
 
 /** Runnable harnesses and the CLI version each runs; a harness missing here cannot start. */
 export type HarnessVersions = Partial<Record<Harness, string>>
@@ -87,15 +92,17 @@ export function planSession(body: CreateBody, catalog: Catalog, runnable: Harnes
   // Availability last, so a caller learns about every rule of the body first.
   const installed = runnable[harness]
   if (!installed) throw unprocessable(`${harness} is not available on this server`, 'UNSUPPORTED_AGENT', 'error_code')
-  if (version !== null && version !== installed) {
-    throw new ApiError(422, `${harness}@${version}: this server runs ${harness} ${installed} only`, 'UNSUPPORTED_AGENT', {}, 'error_code')
+  // Another version is fetched from npm (harness-install.ts); here only its form is checked.
+  if (version !== null && !VERSION_FORM.test(version)) {
+    throw unprocessable(`${agent}: "${version}" is not a version or dist-tag of the ${harness} CLI`, 'UNSUPPORTED_AGENT', 'error_code')
   }
 
   return {
     agent,
     harness,
     versionRequested: version,
-    versionResolved: installed,
+    versionResolved: version ?? installed,
+    pinned: version !== null && version !== installed,
     prompt: body.prompt,
     title: titleOf(body.prompt),
     model: model.id,

@@ -1,14 +1,16 @@
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { SessionMachineEvent } from '../../machines/session.machine'
-import type { SessionEvent } from '../domain/session-event'
 import type { Harness } from '../domain/harness'
 import type { HarnessAdapter, TokenUsage, TurnOutcome } from '../harness/harness'
-import type { SandboxDriver, SandboxHandle } from '../../sandbox'
+import type { SandboxDriver, SandboxHandle, SandboxLimits, SandboxSpec } from '../../sandbox/driver'
+import type { ArtifactStore } from './artifacts'
 import type { Catalog } from './catalog'
 import type { GatewaySessions } from './gateway-sessions'
-import { compileOutputSchema } from './output-schema'
+import type { HarnessInstaller } from './harness-install'
 import type { SessionPatch, SessionRow, SessionStore } from './session-store'
+import { LOG_CAP_BYTES } from './session-logs'
+import { turnPatch } from './turn-patch'
 import { startTurn, type RunningTurn } from './turn-runner'
 
 export interface RuntimeDeps {
@@ -16,9 +18,14 @@ export interface RuntimeDeps {
   adapters: Partial<Record<Harness, HarnessAdapter>>
   catalog: Catalog
   driver: SandboxDriver
-  gatewayUrl: string
+  gateway: { host: string; port: number }
   gatewaySessions: GatewaySessions
+  installer: HarnessInstaller
+  artifacts: ArtifactStore
   dataDir: string
+  limits: SandboxLimits
+  /** A turn running longer than this is killed and fails. */
+  turnTimeoutMs: number
   now: () => number
   log: (line: string) => void
   apply: (id: string, event: SessionMachineEvent, patch?: SessionPatch) => boolean
@@ -27,7 +34,11 @@ export interface RuntimeDeps {
 
 interface Live {
   handle?: SandboxHandle
-  turn?: RunningTurn
+  parked: boolean
+  turn?: RunningTurn & { stopped: boolean; timedOut: boolean }
+  /** Sandbox operations of this session run one after the other, in the order they were asked. */
+  ops: Promise<unknown>
+  logBytes: number
 }
 
 /** A machine action as `transition()` returns it. */
@@ -37,10 +48,13 @@ interface ActionObject {
 }
 
 const projectRoot = join(import.meta.dir, '..', '..')
+// Actions the service carries out inside the transition's transaction, not here.
+const TRANSACTIONAL = new Set(['enqueueMessage', 'deliverMessage', 'dequeueMessage', 'dropQueue', 'refuse'])
+const STOP_GRACE_MS = 3000
 
 /**
  * Carries out the machine's actions after their transition is committed: sandboxes, turns, and
- * admission. Results come back to the machine as events (`sandbox.ready`, `turn.ended`).
+ * admission. Results come back to the machine as events (`sandbox.ready`, `turn.ended`, …).
  */
 export class SessionRuntime {
   private readonly live = new Map<string, Live>()
@@ -55,19 +69,29 @@ export class SessionRuntime {
     for (const action of actions) {
       switch (action.type) {
         case 'provisionSandbox':
-          this.track(this.provision(id))
+          this.serial(id, () => this.provision(id))
           break
         case 'startTurn':
-          this.track(this.runTurn(id))
+          this.serial(id, () => this.runTurn(id))
+          break
+        case 'stopTurn':
+          this.stop(id)
           break
         case 'killTurn':
-          this.live.get(id)?.turn?.process.kill('SIGKILL')
+          this.liveOf(id).turn?.process.kill('SIGKILL')
+          break
+        case 'parkSandbox':
+          this.serial(id, () => this.park(id, true))
+          break
+        case 'wakeSandbox':
+          this.serial(id, () => this.wake(id))
           break
         case 'releaseSandbox':
-          if (!(action.params as { keep: boolean }).keep) this.track(this.destroy(id))
+          if ((action.params as { keep: boolean }).keep) this.serial(id, () => this.park(id, false))
+          else this.serial(id, () => this.destroy(id))
           break
         case 'destroySandbox':
-          this.track(this.destroy(id))
+          this.serial(id, () => this.destroy(id))
           break
         case 'admitQueued': {
           const row = this.deps.store.get(id)
@@ -75,133 +99,249 @@ export class SessionRuntime {
           break
         }
         default:
-          this.deps.log(`agentd: session ${id}: no effect for action ${action.type}`)
+          if (!TRANSACTIONAL.has(action.type)) this.deps.log(`agentd: session ${id}: no effect for action ${action.type}`)
       }
     }
   }
 
-  private track(work: Promise<unknown>): void {
-    this.pending.add(work)
-    void work.finally(() => this.pending.delete(work))
+  /** Resolves once the running turn's CLI has exited after a stop_turn, or rejects on timeout. */
+  async stopped(id: string, timeoutMs: number): Promise<void> {
+    const turn = this.live.get(id)?.turn
+    if (!turn) return
+    const timer = Bun.sleep(timeoutMs).then(() => 'timeout' as const)
+    if ((await Promise.race([turn.process.exited.then(() => 'exited' as const), timer])) === 'timeout') {
+      throw new Error('the harness did not stop in time')
+    }
+  }
+
+  private liveOf(id: string): Live {
+    let live = this.live.get(id)
+    if (!live) {
+      live = { parked: false, ops: Promise.resolve(), logBytes: 0 }
+      this.live.set(id, live)
+    }
+    return live
+  }
+
+  private serial(id: string, op: () => Promise<void>): void {
+    const live = this.liveOf(id)
+    const next = live.ops.then(op).catch((err) => this.deps.log(`agentd: session ${id}: ${(err as Error).stack ?? err}`))
+    live.ops = next
+    this.pending.add(next)
+    void next.finally(() => this.pending.delete(next))
   }
 
   private sandboxDir(id: string): string {
     return join(this.deps.dataDir, 'sandboxes', id)
   }
 
+  private spec(id: string): SandboxSpec {
+    const dir = this.sandboxDir(id)
+    return {
+      id,
+      hostWorkspace: join(dir, 'workspace'),
+      hostHome: join(dir, 'home'),
+      stateDir: join(dir, 'sandbox'),
+      readOnlyPaths: [join(projectRoot, 'node_modules'), this.deps.installer.root],
+      gateway: this.deps.gateway,
+      limits: this.deps.limits,
+    }
+  }
+
   private async provision(id: string): Promise<void> {
     try {
-      const dir = this.sandboxDir(id)
-      const handle = await this.deps.driver.create({
-        id,
-        hostWorkspace: join(dir, 'workspace'),
-        hostHome: join(dir, 'home'),
-        readOnlyPaths: [join(projectRoot, 'node_modules')],
-      })
-      this.live.set(id, { ...this.live.get(id), handle })
+      const handle = await this.deps.driver.create(this.spec(id))
+      Object.assign(this.liveOf(id), { handle, parked: false })
       if (!this.deps.apply(id, { type: 'sandbox.ready' })) await this.destroy(id)
     } catch (err) {
       this.deps.apply(id, { type: 'sandbox.failed', error: `sandbox could not start: ${(err as Error).message}` })
     }
   }
 
+  /** The session's sandbox handle; after a restart, found again on disk by the driver. */
+  private async handleOf(id: string): Promise<SandboxHandle> {
+    const live = this.liveOf(id)
+    if (!live.handle) {
+      const recovered = await this.deps.driver.recover(this.spec(id))
+      if (!recovered) throw new Error('the sandbox of this session is gone')
+      Object.assign(live, { handle: recovered, parked: true })
+    }
+    return live.handle!
+  }
+
+  private async park(id: string, announce: boolean): Promise<void> {
+    const live = this.liveOf(id)
+    try {
+      const handle = await this.handleOf(id)
+      if (!live.parked) await this.deps.driver.park(handle)
+      live.parked = true
+      if (announce) this.deps.apply(id, { type: 'sandbox.parked' })
+    } catch (err) {
+      this.deps.apply(id, { type: 'sandbox.failed', error: `the sandbox could not be parked: ${(err as Error).message}` })
+    }
+  }
+
+  private async wake(id: string): Promise<void> {
+    const live = this.liveOf(id)
+    try {
+      const handle = await this.handleOf(id)
+      if (live.parked) await this.deps.driver.wake(handle)
+      live.parked = false
+      const row = this.deps.store.get(id)
+      this.deps.apply(id, { type: 'sandbox.woken' }, { sandboxGeneration: (row?.sandboxGeneration ?? 0) + 1 })
+    } catch (err) {
+      this.deps.apply(id, { type: 'sandbox.failed', error: `the sandbox could not be woken: ${(err as Error).message}` })
+    }
+  }
+
+  /** Starts the session's next turn; its end comes back as `turn.ended`, without holding the queue. */
   private async runTurn(id: string): Promise<void> {
     const row = this.deps.store.get(id)
-    const live = this.live.get(id)
-    if (!row || !live?.handle) return
-    const handle = live.handle
+    const live = this.liveOf(id)
+    if (!row) return
     const turn = row.turnsCount + 1
+    const prompt = turn === 1 ? row.prompt : this.deps.store.messageForTurn(id, turn)?.content
     const adapter = this.deps.adapters[row.harness as Harness]
+    let handle: SandboxHandle
+    try {
+      handle = await this.handleOf(id)
+    } catch (err) {
+      this.deps.apply(id, { type: 'sandbox.failed', error: (err as Error).message })
+      return
+    }
     const token = this.deps.gatewaySessions.open({ sessionId: id, workspace: handle.workspace })
     const summary = { last: null as string | null }
-    let outcome: TurnOutcome
+    const events = this.deps.store.events
+    const finish = async (running: Promise<TurnOutcome>) => {
+      let outcome: TurnOutcome
+      try {
+        outcome = await running
+      } catch (err) {
+        outcome = failedOutcome(`the turn could not run: ${(err as Error).message}`)
+      }
+      const current = live.turn
+      live.turn = undefined
+      rmSync(join(this.sandboxDir(id), 'turn.pid'), { force: true })
+      const metered = this.deps.gatewaySessions.close(token)
+      // A turn killed by shutdown is left as it was; the next start ends it as "restarted".
+      if (this.closing) return
+      const fresh = this.deps.store.get(id)
+      if (!fresh) return
+      if (current?.timedOut) outcome = { ...outcome, error: `the turn ran longer than ${Math.round(this.deps.turnTimeoutMs / 1000)} s and was stopped` }
+      const stopped = current?.stopped === true
+      let artifactCount = fresh.artifactCount
+      try {
+        artifactCount = this.deps.artifacts.collect(id, handle.hostWorkspace, turn)
+      } catch (err) {
+        this.deps.log(`agentd: session ${id}: artifacts not collected: ${(err as Error).message}`)
+      }
+      // Tokens as the gateway metered them; reasoning only the CLI reports.
+      const usage = metered ? { ...metered, reasoning: outcome.usage?.reasoning ?? 0 } : outcome.usage
+      const patch = turnPatch(this.deps.catalog, fresh, turn, outcome, usage, summary.last, stopped, this.deps.now())
+      this.deps.apply(id, { type: 'turn.ended', error: stopped ? null : outcome.error, schemaValid: patch.schemaValid ?? null, stopped }, { ...patch, artifactCount })
+    }
     try {
       if (!adapter) throw new Error(`${row.harness} has no runner on this server`)
+      if (prompt === undefined) throw new Error(`no prompt is stored for turn ${turn}`)
+      const cliRoot = await this.cliRoot(row)
       const running = await startTurn(
         this.deps.driver,
         handle,
         adapter,
         {
-          prompt: row.prompt,
+          prompt,
           workspace: handle.workspace,
           home: handle.home,
-          gatewayUrl: this.deps.gatewayUrl,
+          gatewayUrl: handle.gatewayUrl,
           gatewayToken: token,
           model: row.model,
           ...(row.effort ? { effort: row.effort } : {}),
           ...(row.speed ? { speed: row.speed } : {}),
           ...(row.outputSchema ? { outputSchema: row.outputSchema } : {}),
           ...(row.harnessSessionId ? { resumeId: row.harnessSessionId } : {}),
+          ...(cliRoot ? { cliRoot } : {}),
+          ...(turn > 1 ? { priorUsage: this.priorUsage(id) } : {}),
         },
         {
-          onOutput: (events, rawLines) => {
-            for (const event of events) {
+          onOutput: (normalized, rawLines) => {
+            for (const event of normalized) {
               if (event.type === 'message' && event.role === 'assistant' && event.content?.trim()) summary.last = event.content
             }
-            this.deps.store.appendOutput(id, turn, events.map((e) => harnessEvent(turn, e)), rawLines)
+            events.append(
+              id,
+              normalized.map((data) => ({ turn, kind: 'harness' as const, type: data.type, data: data as Record<string, unknown> })),
+              rawLines.map((line) => ({ turn, line })),
+            )
           },
-          onStderr: (text) => this.deps.store.appendOutput(id, turn, [{ turn, kind: 'log', type: 'stderr', data: { text } }], []),
+          onStderr: (text) => this.log(id, turn, text),
         },
       )
-      live.turn = running
+      live.turn = { ...running, stopped: false, timedOut: false }
+      // Shutdown began while the CLI was starting: it must not outlive the server.
+      if (this.closing) running.process.kill('SIGKILL')
       writeFileSync(join(this.sandboxDir(id), 'turn.pid'), String(running.process.pid))
-      outcome = await running.outcome
+      const timer = setTimeout(() => {
+        if (live.turn?.process !== running.process) return
+        live.turn.timedOut = true
+        running.process.kill('SIGKILL')
+      }, this.deps.turnTimeoutMs)
+      const done = finish(running.outcome).finally(() => clearTimeout(timer))
+      this.pending.add(done)
+      void done.finally(() => this.pending.delete(done))
     } catch (err) {
-      outcome = failedOutcome(`the turn could not run: ${(err as Error).message}`)
-    } finally {
-      live.turn = undefined
-      rmSync(join(this.sandboxDir(id), 'turn.pid'), { force: true })
+      await finish(Promise.reject(err))
     }
-    const metered = this.deps.gatewaySessions.close(token)
-    // A turn killed by shutdown is left as it was; the next start ends it as "restarted".
-    if (this.closing) return
-    const patch = this.turnPatch(row, turn, outcome, metered ?? outcome.usage, summary.last)
-    this.deps.apply(id, { type: 'turn.ended', error: outcome.error, schemaValid: patch.schemaValid ?? null }, patch)
   }
 
-  /** The session fields a finished turn sets: answer, tokens, cost, counts, capture. */
-  private turnPatch(row: SessionRow, turn: number, outcome: TurnOutcome, usage: TokenUsage | null, lastText: string | null): SessionPatch {
-    let schemaValid: boolean | null = null
-    if (row.outputSchema) {
-      schemaValid = outcome.structured !== null && compileOutputSchema(row.outputSchema)(outcome.structured) === true
+  /** Stores harness stderr up to the per-session cap, then one marker that it was cut. */
+  private log(id: string, turn: number, text: string): void {
+    const live = this.liveOf(id)
+    if (live.logBytes >= LOG_CAP_BYTES) return
+    live.logBytes += text.length
+    const data = live.logBytes >= LOG_CAP_BYTES ? { truncated: true } : { text }
+    this.deps.store.events.append(id, [{ turn, kind: 'log', type: 'stderr', data }])
+  }
+
+  /** Interrupts the running turn: SIGINT first, as a user at the terminal would, then SIGKILL. */
+  private stop(id: string): void {
+    const turn = this.live.get(id)?.turn
+    if (!turn) return
+    turn.stopped = true
+    turn.process.kill('SIGINT')
+    const kill = setTimeout(() => turn.process.kill('SIGKILL'), STOP_GRACE_MS)
+    void turn.process.exited.finally(() => clearTimeout(kill))
+  }
+
+  /** A pinned CLI version's install (made once, on first use); undefined for the bundled one. */
+  private async cliRoot(row: SessionRow): Promise<string | undefined> {
+    const pkg = this.deps.catalog.harnesses.find((h) => h.id === row.harness)?.package
+    if (!pkg || !row.harnessVersionRequested || !row.harnessVersionResolved) return undefined
+    return this.deps.installer.modulesFor(pkg, row.harnessVersionResolved)
+  }
+
+  /** What earlier turns reported in their `usage` events: Codex reports thread totals, not the turn's. */
+  private priorUsage(id: string): TokenUsage {
+    const sum: TokenUsage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, reasoning: 0 }
+    for (const row of this.deps.store.allEvents(id)) {
+      if (row.kind !== 'harness' || row.type !== 'usage') continue
+      const n = (key: string) => (typeof row.data[key] === 'number' ? (row.data[key] as number) : 0)
+      sum.input += n('inputTokens')
+      sum.output += n('outputTokens')
+      sum.cacheRead += n('cacheReadTokens')
+      sum.cacheWrite += n('cacheCreationTokens')
     }
-    const add = (a: number | null, b: number | undefined) => (b === undefined ? a : (a ?? 0) + b)
-    const input = add(row.inputTokens, usage?.input)
-    const output = add(row.outputTokens, usage?.output)
-    const cacheRead = add(row.cacheReadTokens, usage?.cacheRead)
-    const cacheWrite = add(row.cacheWriteTokens, usage?.cacheWrite)
-    const model = this.deps.catalog.models.find((m) => m.id === row.model)
-    const turnCost = usage && model ? ((usage.input + usage.cacheWrite) * model.pricing.input_per_million + usage.output * model.pricing.output_per_million) / 1e6 : null
-    const answered = outcome.error === null || outcome.answerText !== null
-    return {
-      turnsCount: turn,
-      inputTokens: input,
-      outputTokens: output,
-      cacheReadTokens: cacheRead,
-      cacheWriteTokens: cacheWrite,
-      reasoningTokens: add(row.reasoningTokens, usage?.reasoning),
-      totalTokens: usage ? (input ?? 0) + (cacheWrite ?? 0) + (output ?? 0) : row.totalTokens,
-      totalCostUsd: turnCost === null ? row.totalCostUsd : (row.totalCostUsd ?? 0) + turnCost,
-      toolCallsCount: (row.toolCallsCount ?? 0) + outcome.toolCalls,
-      toolErrorsCount: (row.toolErrorsCount ?? 0) + outcome.toolErrors,
-      sessionCapture: outcome.capture,
-      harnessSessionId: outcome.resumeId ?? row.harnessSessionId,
-      harnessVersionResolved: outcome.harnessVersion ?? row.harnessVersionResolved,
-      effectiveConfig: { ...(row.effectiveConfig ?? {}), harness_version: outcome.harnessVersion ?? row.harnessVersionResolved },
-      summary: lastText ? lastLine(lastText) : row.summary,
-      hasResult: answered,
-      resultText: answered ? outcome.answerText : null,
-      resultStructured: answered ? outcome.structured : null,
-      schemaValid,
-      completedAt: this.deps.now(),
-    }
+    return sum
   }
 
   private async destroy(id: string): Promise<void> {
     const live = this.live.get(id)
-    this.live.delete(id)
     live?.turn?.process.kill('SIGKILL')
-    if (live?.handle) await this.deps.driver.destroy(live.handle).catch((err) => this.deps.log(`agentd: session ${id}: destroy failed: ${err}`))
+    const handle = live?.handle ?? (await this.deps.driver.recover(this.spec(id)).catch(() => null))
+    if (handle) await this.deps.driver.destroy(handle).catch((err) => this.deps.log(`agentd: session ${id}: destroy failed: ${err}`))
+    if (live) {
+      live.handle = undefined
+      live.parked = false
+    }
     // A destroyed sandbox takes its disk with it: workspace, CLI state home, pid file.
     rmSync(this.sandboxDir(id), { recursive: true, force: true })
     this.deps.store.forget(id)
@@ -226,18 +366,21 @@ export class SessionRuntime {
    */
   async shutdown(): Promise<void> {
     this.closing = true
-    for (const live of this.live.values()) live.turn?.process.kill('SIGKILL')
-    while (this.pending.size > 0) await Promise.allSettled([...this.pending])
+    // A frozen process only dies once thawed; a gVisor checkpoint holds no process to kill.
+    const thaw = this.deps.driver.kind !== 'gvisor'
+    while (this.pending.size > 0) {
+      for (const live of this.live.values()) {
+        if (!live.turn) continue
+        live.turn.process.kill('SIGKILL')
+        if (thaw && live.parked && live.handle) {
+          live.parked = false
+          await this.deps.driver.wake(live.handle).catch(() => {})
+        }
+      }
+      await Promise.race([Promise.allSettled([...this.pending]), Bun.sleep(100)])
+    }
+    this.deps.store.events.flush()
   }
-}
-
-function harnessEvent(turn: number, event: SessionEvent) {
-  return { turn, kind: 'harness' as const, type: event.type, data: event as Record<string, unknown> }
-}
-
-function lastLine(text: string): string {
-  const lines = text.split('\n').map((l) => l.trim()).filter(Boolean)
-  return (lines.at(-1) ?? '').slice(0, 200)
 }
 
 function failedOutcome(error: string): TurnOutcome {

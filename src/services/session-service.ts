@@ -1,20 +1,27 @@
-import { eq } from 'drizzle-orm'
+import { join } from 'node:path'
+import { eq, sql } from 'drizzle-orm'
 import { initialTransition, transition } from 'xstate'
-import { SESSION_MACHINE_VERSION, sessionMachine, statusOf, type SessionMachineEvent } from '../../machines/session.machine'
+import { refusalOf, SESSION_MACHINE_VERSION, sessionMachine, statusOf, type SessionMachineEvent } from '../../machines/session.machine'
 import type { Db } from '../db/client'
 import { plans, users } from '../db/schema'
-import { conflict, notFound } from '../domain/errors'
+import { ApiError, notFound } from '../domain/errors'
 import type { Harness } from '../domain/harness'
 import { newId } from '../domain/ids'
 import type { SessionStatus } from '../domain/status'
 import type { HarnessAdapter } from '../harness/harness'
-import type { SandboxDriver } from '../../sandbox'
+import type { SandboxDriver, SandboxLimits } from '../../sandbox/driver'
+import { assertKeySlot, refuseSources } from './api-keys'
+import { ArtifactStore, EMBEDDED_ARTIFACTS } from './artifacts'
 import type { Catalog } from './catalog'
 import type { GatewaySessions } from './gateway-sessions'
+import { HarnessInstaller } from './harness-install'
 import type { OrgAccess, Principal } from './identity'
 import { findProject, NO_PROJECT } from './projects'
-import { planSession, type CreateBody, type HarnessVersions } from './session-create'
+import { planSession, type CreateBody, type HarnessVersions, type SessionPlan } from './session-create'
+import { sessionLogs } from './session-logs'
 import { SessionRuntime } from './session-runtime'
+import { sessionEventStream } from './session-stream'
+import { SessionSearch } from './session-search'
 import { SessionStore, type NewEvent, type SessionPatch, type SessionRow } from './session-store'
 import { cloudRunSession, sessionResult } from './session-view'
 
@@ -24,16 +31,41 @@ export interface SessionServiceDeps {
   adapters: Partial<Record<Harness, HarnessAdapter>>
   versions: HarnessVersions
   driver: SandboxDriver
-  gatewayUrl: string
+  /** Where the model gateway listens on the host; drivers forward it into sandboxes. */
+  gateway: { host: string; port: number }
   gatewaySessions: GatewaySessions
   dataDir: string
   defaultMaxConcurrent: number
+  limits: SandboxLimits
+  turnTimeoutMs: number
+  /** A parked session idle longer than this expires. */
+  idleMs: number
   now?: () => number
   log?: (line: string) => void
+  /**
+   * Runs inside the transaction that ends a turn (`turn.ended`, or a cancel while running): the
+   * webhook outbox. Throwing rolls the transition back.
+   */
+  onStatusChange?: (change: StatusChange) => void
 }
+
+/** The end of a turn, as the `onStatusChange` hook sees it inside the transaction. `to` may be `running` when a queued follow-up starts the next turn at once. */
+export interface StatusChange {
+  row: SessionRow
+  from: SessionStatus
+  to: SessionStatus
+  patch: SessionPatch
+}
+
+/** How long stop_turn waits for the harness to exit before answering 422. */
+const STOP_TURN_TIMEOUT_MS = 10_000
 
 /** States whose session still occupies a run slot of its org. */
 const ACTIVE: SessionStatus[] = ['allocating', 'running']
+/** States a run is in before its turn has ended. */
+const IN_FLIGHT: SessionStatus[] = ['queued', 'allocating', 'running', 'paused']
+/** States in which a resumable session rests with a parked sandbox. */
+const PARKABLE: SessionStatus[] = ['paused', 'completed', 'needs_review', 'failed', 'input_required']
 /** States a restart must look at again. */
 const LIVE: SessionStatus[] = ['queued', 'allocating', 'running']
 
@@ -44,20 +76,33 @@ const LIVE: SessionStatus[] = ['queued', 'allocating', 'running']
  */
 export class SessionService {
   readonly store: SessionStore
+  /** The query layer shared by the Project list and the org-wide search. */
+  readonly search: SessionSearch
   private readonly runtime: SessionRuntime
+  private readonly installer: HarnessInstaller
+  readonly artifacts: ArtifactStore
   private readonly now: () => number
+  private readonly userById
 
   constructor(private readonly deps: SessionServiceDeps) {
     this.now = deps.now ?? Date.now
+    this.userById = deps.db.select({ name: users.name, avatarUrl: users.avatarUrl }).from(users).where(eq(users.id, sql.placeholder('id'))).prepare()
     this.store = new SessionStore(deps.db, this.now)
+    this.search = new SessionSearch(deps.db, this.now)
+    this.installer = new HarnessInstaller(join(deps.dataDir, 'harnesses'))
+    this.artifacts = new ArtifactStore(deps.db, deps.dataDir, this.now)
     this.runtime = new SessionRuntime({
       store: this.store,
       adapters: deps.adapters,
       catalog: deps.catalog,
       driver: deps.driver,
-      gatewayUrl: deps.gatewayUrl,
+      gateway: deps.gateway,
       gatewaySessions: deps.gatewaySessions,
+      installer: this.installer,
+      artifacts: this.artifacts,
       dataDir: deps.dataDir,
+      limits: deps.limits,
+      turnTimeoutMs: deps.turnTimeoutMs,
       now: this.now,
       log: deps.log ?? console.error,
       apply: (id, event, patch) => this.apply(id, event, patch),
@@ -65,11 +110,15 @@ export class SessionService {
     })
   }
 
-  create(principal: Principal, access: OrgAccess, projectRef: string, body: CreateBody) {
+  async create(principal: Principal, access: OrgAccess, projectRef: string, body: CreateBody) {
     const projectless = projectRef === NO_PROJECT
     const project = projectless ? null : findProject(this.deps.db, access.orgId, projectRef)
     if (!projectless && !project) throw notFound('Project not found')
+    refuseSources(principal, body)
     const plan = planSession(body, this.deps.catalog, this.deps.versions, projectless)
+    if (plan.pinned) await this.resolvePin(plan)
+    // Synchronous from here to the insert, so two creates cannot both take a key's last slot.
+    if (principal.apiKey) assertKeySlot(this.deps.db, principal.apiKey)
 
     const id = newId()
     const [snapshot] = initialTransition(sessionMachine, {
@@ -84,6 +133,7 @@ export class SessionService {
         orgId: access.orgId,
         projectId: project?.id ?? null,
         startedByUserId: principal.userId,
+        apiKeyId: principal.apiKey?.id ?? null,
         agent: plan.agent,
         harness: plan.harness,
         harnessVersionRequested: plan.versionRequested,
@@ -115,6 +165,14 @@ export class SessionService {
     return this.view(this.store.get(id)!)
   }
 
+  /**
+   * A session for a read route, under the same rules as every session route: the caller's org,
+   * and a Project reference that is `_` or the session's own Project (else 404).
+   */
+  findForRead(access: OrgAccess, projectRef: string, id: string): SessionRow {
+    return this.find(access, projectRef, id)
+  }
+
   get(access: OrgAccess, projectRef: string, id: string) {
     return this.view(this.find(access, projectRef, id))
   }
@@ -130,24 +188,97 @@ export class SessionService {
       if (!project) throw notFound('Project not found')
       projectId = project.id
     }
-    const rows = this.store.list({ orgId: access.orgId, projectId, status: query.status, limit: query.limit ?? 50 })
+    const rows = this.search.rows({ orgId: access.orgId, projectId, status: query.status }, { limit: query.limit ?? 50 })
     return { executions: rows.map((row) => this.view(row)) }
   }
 
-  cancel(access: OrgAccess, projectRef: string, id: string) {
+  /** The live event stream of a session (spec 6.1). */
+  eventStream(access: OrgAccess, projectRef: string, id: string, afterSeq: number, keepaliveMs: number) {
     const row = this.find(access, projectRef, id)
-    if (!this.apply(row.id, { type: 'cancel' })) throw conflict(`session is already ${row.status}; only a live session can be cancelled`)
-    return { ok: true as const, status: 'cancelled' as const }
+    return sessionEventStream(this.store, row.id, { afterSeq, keepaliveMs })
+  }
+
+  artifactList(access: OrgAccess, projectRef: string, id: string) {
+    const row = this.find(access, projectRef, id)
+    return { execution_id: row.id, artifacts: this.artifacts.list(row.id) }
+  }
+
+  artifact(access: OrgAccess, projectRef: string, id: string, name: string) {
+    const found = this.artifacts.read(this.find(access, projectRef, id).id, name)
+    if (!found) throw notFound(`No artifact named "${name}"`)
+    return found
+  }
+
+  logs(access: OrgAccess, projectRef: string, id: string) {
+    return sessionLogs(this.store, this.find(access, projectRef, id))
+  }
+
+  /** PATCH `{status}` (spec 4.1): every rule is the machine's; this only maps the answers. */
+  async update(access: OrgAccess, projectRef: string, id: string, status: 'cancelled' | 'paused' | 'running' | 'stop_turn') {
+    const row = this.find(access, projectRef, id)
+    switch (status) {
+      case 'cancelled':
+        this.command(row.id, { type: 'cancel' })
+        return { ok: true as const, status: 'cancelled' as const }
+      case 'paused':
+        this.command(row.id, { type: 'pause' })
+        return { operation_id: newId() }
+      case 'running':
+        this.command(row.id, { type: 'resume', ...this.slots(row.orgId) })
+        return { operation_id: newId() }
+      case 'stop_turn':
+        this.command(row.id, { type: 'stop_turn' })
+        try {
+          await this.runtime.stopped(row.id, STOP_TURN_TIMEOUT_MS)
+        } catch {
+          throw new ApiError(422, 'The runtime could not confirm that the turn stopped', 'STOP_TURN_UNCONFIRMED')
+        }
+        return { ok: true as const, status: 'stop_turn_confirmed' as const }
+    }
+  }
+
+  /** POST a follow-up (spec 4.3): delivered now (200), or queued behind the running turn (202). */
+  message(access: OrgAccess, projectRef: string, id: string, content: string) {
+    const row = this.find(access, projectRef, id)
+    const message = { id: newId(), content }
+    const { next, actions } = this.command(row.id, { type: 'message', ...this.slots(row.orgId) }, message)
+    if (actions.some((a) => a.type === 'deliverMessage')) return { status: 200, body: { ok: true as const, status: 'message_sent' as const } }
+    return { status: 202, body: { ok: true as const, status: 'queued' as const, message_id: message.id, position: next.context.queued } }
+  }
+
+  /** A caller's command: refused as the machine says, or 409 when the state has no answer for it. */
+  private command(id: string, event: SessionMachineEvent, message?: { id: string; content: string }) {
+    const done = this.transit(id, event, {}, message)
+    if (!done) throw new ApiError(409, `The session cannot take "${event.type}" now`)
+    return done
+  }
+
+  private slots(orgId: string) {
+    return { activeRuns: this.store.countInStatus(orgId, ACTIVE), limit: this.maxConcurrent(orgId) }
+  }
+
+  /** Expires sessions parked longer than the idle limit; the server calls it periodically. */
+  expireIdle(): number {
+    let expired = 0
+    const cutoff = this.now() - this.deps.idleMs
+    for (const row of this.store.inStatus(PARKABLE)) {
+      if (row.persistenceMode === 'resumable' && row.updatedAt <= cutoff && this.apply(row.id, { type: 'idle.timeout' })) expired++
+    }
+    return expired
   }
 
   /** At start: sessions that were mid-turn when the service died are ended; queued ones admitted. */
   rehydrate(): void {
     const orgs = new Set<string>()
-    for (const row of this.store.inStatus(LIVE)) {
+    // gVisor's checkpoints keep a paused turn's processes across a restart; other drivers do not.
+    const statuses: SessionStatus[] = this.deps.driver.kind === 'gvisor' ? LIVE : [...LIVE, 'paused']
+    for (const row of this.store.inStatus(statuses)) {
       orgs.add(row.orgId)
       if (row.status === 'queued') continue
       this.runtime.reapOrphans(row.id)
-      this.apply(row.id, { type: 'service.restarted' })
+      // The lost turn counts as a turn, so the next one takes the next prompt.
+      const lostTurn = row.status === 'running' || row.status === 'paused'
+      this.apply(row.id, { type: 'service.restarted' }, lostTurn ? { turnsCount: row.turnsCount + 1 } : {})
     }
     for (const orgId of orgs) this.admit(orgId)
   }
@@ -159,22 +290,72 @@ export class SessionService {
 
   /**
    * Feeds one event to a session's machine. Returns false (and changes nothing) when the machine
-   * does not accept it in its current state. Synchronous: no other event can interleave.
+   * does not accept it in its current state, or refuses it. Synchronous: no other event can
+   * interleave.
    */
   apply(id: string, event: SessionMachineEvent, patch: SessionPatch = {}): boolean {
+    try {
+      return this.transit(id, event, patch) !== null
+    } catch (err) {
+      if (err instanceof ApiError) return false
+      throw err
+    }
+  }
+
+  /**
+   * One transition: the pure `transition()`, a refusal thrown as the ApiError the machine names,
+   * then snapshot, status, patch, events and the transition's own writes (follow-up queue, webhook
+   * outbox) in one transaction, and only after the commit its effects.
+   */
+  private transit(id: string, event: SessionMachineEvent, patch: SessionPatch = {}, message?: { id: string; content: string }) {
     const stored = this.store.snapshotOf(id)
-    if (!stored) return false
+    if (!stored) return null
     const current = sessionMachine.resolveState(stored.snapshot as Parameters<typeof sessionMachine.resolveState>[0])
-    if (!current.can(event)) return false
+    if (!current.can(event)) return null
     const [next, actions] = transition(sessionMachine, current, event)
+    const refusal = refusalOf(actions)
+    if (refusal) throw new ApiError(refusal.status, refusal.message, refusal.code)
+    const from = statusOf(current)
     const status = statusOf(next)
-    const changed = status !== statusOf(current)
-    const turn = this.store.get(id)?.turnsCount ?? 0
-    const fields: SessionPatch = { ...patch, machineState: next.context.machineState, ...(next.context.error ? { error: next.context.error } : {}) }
-    this.store.commit(id, stored.version, sessionMachine.getPersistedSnapshot(next), status, fields, changed ? [statusEvent(turn, status, id)] : [])
+    const row = this.store.get(id)!
+    const turnsCount = patch.turnsCount ?? row.turnsCount
+    const fields: SessionPatch = { ...patch, machineState: next.context.machineState, error: next.context.error }
+    // A turn (or a run that never got to one) ended: the webhook outbox hears of it.
+    const turnEnded =
+      event.type === 'turn.ended' || (status !== from && (status === 'failed' || status === 'cancelled') && IN_FLIGHT.includes(from))
+    // A queued follow-up starts at once: report the ended turn as it ended, not as `running`.
+    const endedAs: SessionStatus =
+      event.type === 'turn.ended' && status === 'running'
+        ? event.error && !event.stopped
+          ? 'failed'
+          : row.outputSchema && !event.stopped && event.schemaValid !== true
+            ? 'needs_review'
+            : 'completed'
+        : status
+    const writes = () => {
+      for (const action of actions) {
+        if (action.type === 'enqueueMessage') this.store.insertMessage(id, message!.id, message!.content, 'queued', null)
+        if (action.type === 'deliverMessage') this.store.insertMessage(id, message!.id, message!.content, 'delivered', turnsCount + 1)
+        if (action.type === 'dequeueMessage') this.store.deliverOldest(id, turnsCount + 1)
+        if (action.type === 'dropQueue') this.store.dropQueued(id)
+      }
+      if (turnEnded && this.deps.onStatusChange) this.deps.onStatusChange({ row, from, to: endedAs, patch: fields })
+    }
+    const events = status !== from || event.type === 'turn.ended' ? [statusEvent(turnsCount, status, id)] : []
+    this.store.commit(id, stored.version, sessionMachine.getPersistedSnapshot(next), status, fields, events, writes)
     if (next.status === 'done') this.store.forget(id)
     this.runtime.carryOut(id, actions)
-    return true
+    return { next, actions }
+  }
+
+  /**
+   * A pin on another CLI version: npm must know it (422 otherwise). Its install starts now, in the
+   * background, so it is usually ready when the sandbox is; the turn waits for it either way.
+   */
+  private async resolvePin(plan: SessionPlan): Promise<void> {
+    const pkg = this.deps.catalog.harnesses.find((h) => h.id === plan.harness)!.package
+    plan.versionResolved = await this.installer.resolve(plan.agent, pkg, plan.versionResolved)
+    this.installer.modulesFor(pkg, plan.versionResolved).catch((err) => (this.deps.log ?? console.error)(`agentd: ${(err as Error).message}`))
   }
 
   /** Moves queued sessions of an org to allocating, oldest first, while the plan allows. */
@@ -202,8 +383,9 @@ export class SessionService {
   }
 
   private view(row: SessionRow) {
-    const user = row.startedByUserId ? this.deps.db.select().from(users).where(eq(users.id, row.startedByUserId)).get() : undefined
-    return cloudRunSession(row, user ? { name: user.name, avatar_url: user.avatarUrl } : null)
+    const user = row.startedByUserId ? this.userById.get({ id: row.startedByUserId }) : undefined
+    const firstArtifacts = row.artifactCount > 0 ? this.artifacts.list(row.id, EMBEDDED_ARTIFACTS) : []
+    return cloudRunSession(row, user ? { name: user.name, avatar_url: user.avatarUrl } : null, firstArtifacts)
   }
 }
 

@@ -1,45 +1,42 @@
-import { and, asc, desc, eq, inArray, max, sql } from 'drizzle-orm'
+import { and, asc, eq, inArray, sql } from 'drizzle-orm'
 import type { Db } from '../db/client'
-import { sessionEvents, sessions, sessionSnapshots, sessionTranscriptLines } from '../db/schema'
+import { sessionEvents, sessionMessages, sessions, sessionSnapshots, sessionTranscriptLines } from '../db/schema'
 import type { SessionStatus } from '../domain/status'
+import { EventLog, type NewEvent } from './event-log'
 
 export type SessionRow = typeof sessions.$inferSelect
 export type SessionInsert = typeof sessions.$inferInsert
 export type SessionPatch = Partial<Omit<SessionInsert, 'id' | 'status'>>
-
-export interface NewEvent {
-  turn: number
-  kind: 'status' | 'harness' | 'log'
-  type: string
-  data: Record<string, unknown>
-}
+export type MessageRow = typeof sessionMessages.$inferSelect
+export type { NewEvent }
 
 export class VersionConflict extends Error {}
 
-/** SQLite access for sessions, their snapshots and their events. Every method is synchronous. */
+/** SQLite access for sessions, their snapshots, events and messages. Every method is synchronous. */
 export class SessionStore {
-  private readonly seqs = new Map<string, number>()
-  private readonly lineNos = new Map<string, number>()
-
+  readonly events: EventLog
+  // Prepared once: every session route reads the row.
+  private readonly byId
   constructor(
     private readonly db: Db,
     private readonly now: () => number,
-  ) {}
-
-  transaction<T>(fn: () => T): T {
-    return this.db.transaction(() => fn())
+    flushMs?: number,
+  ) {
+    this.events = new EventLog(db.$client, { now, flushMs })
+    this.byId = db.select().from(sessions).where(eq(sessions.id, sql.placeholder('id'))).prepare()
   }
 
   insert(row: SessionInsert, snapshot: unknown, machineVersion: number, events: NewEvent[]): void {
-    this.db.transaction(() => {
+    const publish = this.db.transaction(() => {
       this.db.insert(sessions).values(row).run()
       this.db.insert(sessionSnapshots).values({ sessionId: row.id, machineVersion, snapshot, version: 1 }).run()
-      this.appendEventsRaw(row.id, events)
+      return this.events.inTransaction(row.id, events)
     })
+    publish()
   }
 
   get(id: string): SessionRow | null {
-    return this.db.select().from(sessions).where(eq(sessions.id, id)).get() ?? null
+    return this.byId.get({ id }) ?? null
   }
 
   snapshotOf(id: string): { snapshot: unknown; version: number; machineVersion: number } | null {
@@ -48,10 +45,11 @@ export class SessionStore {
 
   /**
    * Writes a transition: snapshot (optimistically locked on `version`), the derived status, any
-   * field patch and event rows, all in one transaction.
+   * field patch, event rows and the transition's own writes, all in one transaction. Listeners
+   * see the events once it committed.
    */
-  commit(id: string, version: number, snapshot: unknown, status: SessionStatus, patch: SessionPatch, events: NewEvent[]): void {
-    this.db.transaction(() => {
+  commit(id: string, version: number, snapshot: unknown, status: SessionStatus, patch: SessionPatch, events: NewEvent[], writes: () => void = () => {}): void {
+    const publish = this.db.transaction(() => {
       const updated = this.db
         .update(sessionSnapshots)
         .set({ snapshot, version: version + 1 })
@@ -60,58 +58,29 @@ export class SessionStore {
         .all()
       if (updated.length !== 1) throw new VersionConflict(`session ${id} changed under us`)
       this.db.update(sessions).set({ ...patch, status, updatedAt: this.now() }).where(eq(sessions.id, id)).run()
-      this.appendEventsRaw(id, events)
+      writes()
+      return this.events.inTransaction(id, events)
     })
+    publish()
   }
 
   update(id: string, patch: SessionPatch): void {
     this.db.update(sessions).set({ ...patch, updatedAt: this.now() }).where(eq(sessions.id, id)).run()
   }
 
-  /** Normalized events and the raw lines they came from, in one transaction. */
-  appendOutput(id: string, turn: number, events: NewEvent[], rawLines: string[]): void {
-    if (events.length === 0 && rawLines.length === 0) return
-    this.db.transaction(() => {
-      this.appendEventsRaw(id, events)
-      if (rawLines.length === 0) return
-      let lineNo = this.lineNos.get(id)
-      if (lineNo === undefined) {
-        const row = this.db
-          .select({ n: max(sessionTranscriptLines.lineNo) })
-          .from(sessionTranscriptLines)
-          .where(eq(sessionTranscriptLines.sessionId, id))
-          .get()
-        lineNo = row?.n ?? 0
-      }
-      this.db
-        .insert(sessionTranscriptLines)
-        .values(rawLines.map((line) => ({ sessionId: id, lineNo: ++lineNo!, turn, line })))
-        .run()
-      this.lineNos.set(id, lineNo)
-    })
-  }
-
-  /** Drops per-session counters once a session is no longer live. */
-  forget(id: string): void {
-    this.seqs.delete(id)
-    this.lineNos.delete(id)
-  }
-
-  private appendEventsRaw(id: string, events: NewEvent[]): void {
-    if (events.length === 0) return
-    let seq = this.seqs.get(id)
-    if (seq === undefined) {
-      const row = this.db.select({ seq: max(sessionEvents.seq) }).from(sessionEvents).where(eq(sessionEvents.sessionId, id)).get()
-      seq = row?.seq ?? 0
-    }
-    const createdAt = this.now()
-    const rows = events.map((e) => ({ sessionId: id, seq: ++seq!, turn: e.turn, kind: e.kind, type: e.type, data: e.data, createdAt }))
-    this.db.insert(sessionEvents).values(rows).run()
-    this.seqs.set(id, seq)
-  }
-
-  events(id: string) {
+  /** Every stored event of a session, logs included, in order. */
+  allEvents(id: string) {
     return this.db.select().from(sessionEvents).where(eq(sessionEvents.sessionId, id)).orderBy(asc(sessionEvents.seq)).all()
+  }
+
+  /** The harness's raw stdout lines, in order (the trajectory as the CLI wrote it). */
+  transcriptLines(id: string): { turn: number; line: string }[] {
+    return this.db
+      .select({ turn: sessionTranscriptLines.turn, line: sessionTranscriptLines.line })
+      .from(sessionTranscriptLines)
+      .where(eq(sessionTranscriptLines.sessionId, id))
+      .orderBy(asc(sessionTranscriptLines.lineNo))
+      .all()
   }
 
   /** Sessions in these states, oldest first. */
@@ -129,16 +98,48 @@ export class SessionStore {
     return row?.n ?? 0
   }
 
-  list(filter: { orgId: string; projectId?: string; status?: SessionStatus; limit: number }): SessionRow[] {
-    const conditions = [eq(sessions.orgId, filter.orgId)]
-    if (filter.projectId) conditions.push(eq(sessions.projectId, filter.projectId))
-    if (filter.status) conditions.push(eq(sessions.status, filter.status))
-    return this.db
-      .select()
-      .from(sessions)
-      .where(and(...conditions))
-      .orderBy(desc(sessions.createdAt), desc(sessions.id))
-      .limit(filter.limit)
-      .all()
+  // Follow-up messages. These run inside a transition's transaction (`commit`'s `writes`).
+
+  insertMessage(sessionId: string, id: string, content: string, status: 'queued' | 'delivered', turn: number | null): void {
+    const seq = (this.db.select({ n: sql<number>`coalesce(max(seq), 0)` }).from(sessionMessages).where(eq(sessionMessages.sessionId, sessionId)).get()?.n ?? 0) + 1
+    this.db
+      .insert(sessionMessages)
+      .values({ id, sessionId, seq, content, status, turn, createdAt: this.now(), deliveredAt: status === 'delivered' ? this.now() : null })
+      .run()
+  }
+
+  /** Marks the oldest queued message as the prompt of `turn`. */
+  deliverOldest(sessionId: string, turn: number): void {
+    const oldest = this.db
+      .select({ id: sessionMessages.id })
+      .from(sessionMessages)
+      .where(and(eq(sessionMessages.sessionId, sessionId), eq(sessionMessages.status, 'queued')))
+      .orderBy(asc(sessionMessages.seq))
+      .get()
+    if (!oldest) throw new Error(`session ${sessionId} has no queued message to deliver`)
+    this.db.update(sessionMessages).set({ status: 'delivered', turn, deliveredAt: this.now() }).where(eq(sessionMessages.id, oldest.id)).run()
+  }
+
+  dropQueued(sessionId: string): void {
+    this.db
+      .update(sessionMessages)
+      .set({ status: 'dropped' })
+      .where(and(eq(sessionMessages.sessionId, sessionId), eq(sessionMessages.status, 'queued')))
+      .run()
+  }
+
+  /** The message that is the prompt of `turn` (turns after the first start with a follow-up). */
+  messageForTurn(sessionId: string, turn: number): MessageRow | null {
+    return (
+      this.db
+        .select()
+        .from(sessionMessages)
+        .where(and(eq(sessionMessages.sessionId, sessionId), eq(sessionMessages.turn, turn)))
+        .get() ?? null
+    )
+  }
+
+  forget(id: string): void {
+    this.events.forget(id)
   }
 }

@@ -1,3 +1,4 @@
+import type { ArtifactFile } from './artifacts'
 import type { SessionRow } from './session-store'
 
 export interface StartedBy {
@@ -18,7 +19,7 @@ export function answerOf(row: SessionRow) {
 }
 
 /** CloudRunSession (spec 2.2). */
-export function cloudRunSession(row: SessionRow, startedBy: StartedBy | null) {
+export function cloudRunSession(row: SessionRow, startedBy: StartedBy | null, artifacts: ArtifactFile[] = []) {
   return {
     execution_id: row.id,
     kind: row.kind,
@@ -50,7 +51,7 @@ export function cloudRunSession(row: SessionRow, startedBy: StartedBy | null) {
     turns_count: row.turnsCount,
     files_produced: row.filesProduced,
     attachments: [],
-    artifacts: [],
+    artifacts,
     artifact_count: row.artifactCount,
     harness_version_requested: row.harnessVersionRequested,
     harness_version_resolved: row.harnessVersionResolved,

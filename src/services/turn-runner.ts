@@ -42,7 +42,7 @@ export async function startTurn(
     await Bun.write(`${handle.hostHome}/${path}`, content)
   }
   const proc = driver.exec(handle, command.argv, { env: command.env })
-  const parser = adapter.createParser()
+  const parser = adapter.createParser(spec)
   const stdout = forEachLine(proc.stdout, (lines) => {
     const raw = lines.filter((line) => line.trim() !== '')
     const events = raw.flatMap((line) => parser.push(line))

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { script } from '../helpers/http'
 import { admin, startServer } from '../helpers/server'
+import { openSse, type SseFrame } from '../helpers/sse'
 
 const dirs: string[] = []
 afterAll(() => {
@@ -74,3 +75,73 @@ for (const driver of ['default', 'process'] as const) {
     })
   })
 }
+
+describe('across a restart (default driver)', () => {
+  test('an event stream resumes after the restart with Last-Event-ID: no gap, no duplicate, then done', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agentd-restart-sse-'))
+    dirs.push(dir)
+    await admin(dir, 'org', 'create', 'acme')
+    const token = (await admin(dir, 'user', 'create', '--org', 'acme', '--email', 'ada@acme.test', '--role', 'admin')).json.token
+    let server = await startServer({ DATA_DIR: dir })
+    try {
+      const created = (await (
+        await fetch(`${server.url}/o/acme/p/_/sessions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ agent: 'harness_1', prompt: script([{ say: 'before' }, { sleep: 3000 }, { answer: 'after' }]) }),
+        })
+      ).json()) as { execution_id: string }
+      const url = (base: string) => `${base}/o/acme/p/_/sessions/${created.execution_id}/events`
+      const first = await openSse(url(server.url), token)
+      // Read up to the assistant's first words, then lose the server.
+      const head: SseFrame[] = []
+      while (!head.some((f) => f.data?.type === 'message' && f.data?.role === 'assistant')) head.push(...(await first.frames(1)))
+      first.close()
+      await server.stop('SIGKILL')
+      server = await startServer({ DATA_DIR: dir })
+      const last = head.at(-1)!.id!
+      const tail = await (await openSse(url(server.url), token, { 'last-event-id': String(last) })).frames()
+      const ids = [...head, ...tail].filter((f) => f.id !== undefined).map((f) => f.id!)
+      expect(new Set(ids).size).toBe(ids.length)
+      expect(ids).toEqual([...ids].sort((a, b) => a - b))
+      expect(ids).toEqual(Array.from({ length: ids.length }, (_, i) => i + 1))
+      expect(tail.at(-1)!.event).toBe('done')
+      expect(tail.at(-1)!.data.status).toBe('failed')
+    } finally {
+      await server.stop()
+    }
+  })
+
+  test('queued follow-ups survive the restart and run as the next turns', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agentd-restart-queue-'))
+    dirs.push(dir)
+    await admin(dir, 'org', 'create', 'acme')
+    const token = (await admin(dir, 'user', 'create', '--org', 'acme', '--email', 'ada@acme.test', '--role', 'admin')).json.token
+    let server = await startServer({ DATA_DIR: dir })
+    const call = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(`${server.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: body ? JSON.stringify(body) : undefined,
+      })
+      return { status: res.status, body: (await res.json()) as any }
+    }
+    try {
+      const id = (await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ sleep: 5000 }]) })).body.execution_id
+      while ((await call('GET', `/o/acme/p/_/sessions/${id}`)).body.status !== 'running') await Bun.sleep(20)
+      expect((await call('POST', `/o/acme/p/_/sessions/${id}/messages`, { content: 'first queued' })).body.position).toBe(1)
+      expect((await call('POST', `/o/acme/p/_/sessions/${id}/messages`, { content: 'second queued' })).body.position).toBe(2)
+      await server.stop('SIGKILL')
+      server = await startServer({ DATA_DIR: dir })
+      let session = (await call('GET', `/o/acme/p/_/sessions/${id}`)).body
+      const deadline = Date.now() + 30_000
+      while (!(session.status === 'completed' && session.turns_count === 3) && Date.now() < deadline) {
+        await Bun.sleep(100)
+        session = (await call('GET', `/o/acme/p/_/sessions/${id}`)).body
+      }
+      expect(session).toMatchObject({ status: 'completed', turns_count: 3, summary: 'Done: second queued' })
+    } finally {
+      await server.stop()
+    }
+  })
+})

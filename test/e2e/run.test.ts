@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { script } from '../helpers/http'
+import { script, waitFor } from '../helpers/http'
 import { admin, startServer, type RunningServer } from '../helpers/server'
 
 /**
@@ -99,6 +99,7 @@ describe('a harness_1 run end to end', () => {
     const { id, session } = await runToEnd({ prompt: 'hello', persistence: 'ephemeral' })
     expect(session.status).toBe('completed')
     expect(session.machine_state).toBe('stopped')
-    expect(existsSync(join(dir, 'sandboxes', id))).toBe(false)
+    // The sandbox goes right after the status is committed.
+    await waitFor(async () => existsSync(join(dir, 'sandboxes', id)), (exists) => !exists, 10_000)
   })
 })

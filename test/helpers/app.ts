@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ProcessDriver } from '../../sandbox/process'
 import { loadConfig } from '../../src/config'
-import { startServices } from '../../src/server'
+import { startServices, type ServerOptions } from '../../src/server'
 
 export type TestApp = Awaited<ReturnType<typeof makeTestApp>>
 
@@ -11,16 +11,23 @@ export type TestApp = Awaited<ReturnType<typeof makeTestApp>>
  * A whole agentd in-process on a temp DATA_DIR: real SQLite, real gateway, the process sandbox
  * driver, and an org `acme` with an admin and a member. Dispose it with `await using`.
  */
-export async function makeTestApp(env: Record<string, string> = {}) {
+export async function makeTestApp(env: Record<string, string> = {}, options: ServerOptions = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'agentd-test-'))
   const config = loadConfig({ DATA_DIR: dir, ...env })
-  const services = await startServices(config, { driver: new ProcessDriver(), log: () => {} })
+  const services = await startServices(config, { driver: new ProcessDriver(), log: () => {}, ...options })
   const org = services.identity.createOrg('acme')
   const admin = services.identity.createUser('acme', 'admin@acme.test', 'admin')
   const member = services.identity.createUser('acme', 'member@acme.test', 'member')
   const project = services.identity.createProject('acme', 'web', 'acme/web')
+  let listening: { stop(): unknown } | null = null
   return {
     ...services,
+    /** Starts a real listening server on a free port, for streams; stopped with the app. */
+    listen(): string {
+      const app = services.app.listen({ hostname: '127.0.0.1', port: 0 })
+      listening = app.server!
+      return `http://127.0.0.1:${app.server!.port}`
+    },
     dir,
     config,
     org,
@@ -28,6 +35,7 @@ export async function makeTestApp(env: Record<string, string> = {}) {
     member,
     project,
     async [Symbol.asyncDispose]() {
+      listening?.stop()
       await services.close()
       rmSync(dir, { recursive: true, force: true })
     },

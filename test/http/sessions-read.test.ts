@@ -69,7 +69,7 @@ describe('PATCH cancel', () => {
     const id = session.execution_id
     await waitFor(() => get(`/o/acme/p/_/sessions/${id}`).then(json), (s) => s.status === 'running')
     // Wait until the CLI is really in its turn (it has written its init line).
-    await waitFor(async () => t.sessions.store.events(id).some((e) => e.type === 'init'), Boolean)
+    await waitFor(async () => t.sessions.store.allEvents(id).some((e) => e.type === 'init'), Boolean)
     const patch = (body: unknown) => t.app.handle(req('PATCH', `/o/acme/p/_/sessions/${id}`, { token: t.admin.token, body }))
     const res = await patch({ status: 'cancelled' })
     expect(res.status).toBe(200)

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm'
-import { check, index, integer, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
+import { check, index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
 import { SESSION_STATUSES } from '../../domain/status'
 import { orgs, projects, users } from './identity'
 
@@ -114,4 +114,50 @@ export const sessionTranscriptLines = sqliteTable(
     line: text('line').notNull(),
   },
   (table) => [uniqueIndex('session_transcript_lines_idx').on(table.sessionId, table.lineNo)],
+)
+
+/**
+ * Follow-up messages: queued behind a running turn, or delivered as the prompt of turn `turn`.
+ * Durable, so a restart delivers what was queued.
+ */
+export const sessionMessages = sqliteTable(
+  'session_messages',
+  {
+    id: text('id').primaryKey(),
+    sessionId: text('session_id')
+      .notNull()
+      .references(() => sessions.id, { onDelete: 'cascade' }),
+    seq: integer('seq').notNull(),
+    content: text('content').notNull(),
+    status: text('status', { enum: ['queued', 'delivered', 'dropped'] }).notNull(),
+    turn: integer('turn'),
+    createdAt: integer('created_at').notNull(),
+    deliveredAt: integer('delivered_at'),
+  },
+  (table) => [
+    uniqueIndex('session_messages_seq_idx').on(table.sessionId, table.seq),
+    check('session_messages_status_check', sql`${table.status} in ('queued', 'delivered', 'dropped')`),
+  ],
+)
+
+/**
+ * Files a session produced under `/workspace/.agentd/artifacts/`, in first-seen (upload) order.
+ * The bytes live content-addressed under DATA_DIR/blobs by their SHA-256.
+ */
+export const artifacts = sqliteTable(
+  'artifacts',
+  {
+    sessionId: text('session_id')
+      .notNull()
+      .references(() => sessions.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    ordinal: integer('ordinal').notNull(),
+    size: integer('size').notNull(),
+    contentType: text('content_type').notNull(),
+    sha256: text('sha256').notNull(),
+    turn: integer('turn').notNull(),
+    createdAt: integer('created_at').notNull(),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (table) => [primaryKey({ columns: [table.sessionId, table.name] }), uniqueIndex('artifacts_ordinal_idx').on(table.sessionId, table.ordinal)],
 )

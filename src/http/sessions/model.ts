@@ -9,7 +9,7 @@ const NInt = Nullable(t.Integer())
 
 export const SessionStatusSchema = literals(SESSION_STATUSES)
 
-const ArtifactFile = t.Object({ name: t.String(), size: t.Integer(), content_type: t.String() })
+export const ArtifactFile = t.Object({ name: t.String(), size: t.Integer(), content_type: t.String() })
 
 export const CloudRunSession = t.Object({
   execution_id: t.String(),
@@ -88,6 +88,9 @@ export const CreateSessionBody = t.Object({
   base_branch: t.Optional(t.String({ minLength: 1 })),
   on_pr: t.Optional(t.Integer({ minimum: 1 })),
   output_schema: t.Optional(t.Record(t.String(), t.Unknown())),
+  // Shape B: a saved agent and sources. A key run gets 422 API_KEY_FIELD_UNSUPPORTED for them.
+  agent_id: t.Optional(t.String()),
+  resources: t.Optional(t.Array(t.Object({ url: t.String(), connection: t.Optional(t.String()) }))),
 })
 
 export const PatchSessionBody = t.Object(
@@ -108,3 +111,26 @@ export const ProjectParams = t.Object({ org: t.String(), project: t.String() })
 export const HarnessSchema = literals(HARNESSES)
 
 export type CreateSessionBody = Static<typeof CreateSessionBody>
+
+export const MAX_MESSAGE_BYTES = 256 * 1024
+
+export const PostMessageBody = t.Object({ content: t.String({ minLength: 1 }) })
+
+export const MessageSent = t.Object({ ok: t.Literal(true), status: t.Literal('message_sent') })
+export const MessageQueued = t.Object({
+  ok: t.Literal(true),
+  status: t.Literal('queued'),
+  message_id: t.String({ format: 'uuid' }),
+  position: t.Integer({ minimum: 1 }),
+})
+
+export const OperationAccepted = t.Object({ operation_id: t.String() })
+
+export const SessionLogs = t.Object({
+  logs: t.String(),
+  source: literals(['loki', 'stored'] as const),
+  status: t.String(),
+  truncated: t.Boolean(),
+})
+
+export const EventsQuery = t.Object({ cursor: t.Optional(t.String()) })

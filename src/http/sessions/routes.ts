@@ -6,6 +6,7 @@ import { errorResponses } from '../errors'
 import {
   CloudRunSession,
   CreateSessionBody,
+  OperationAccepted,
   PatchSessionBody,
   PatchSessionResponse,
   ProjectListQuery,
@@ -14,24 +15,23 @@ import {
   SessionResult,
 } from './model'
 import { t } from 'elysia'
-import { badRequest } from '../../domain/errors'
 
 const tags = ['sessions']
 
 export const sessionRoutes = (auth: AuthService, sessions: SessionService) =>
   new Elysia({ name: 'agentd/sessions' })
-    .use(authPlugin(auth))
+    .use(authPlugin(auth, { apiKeys: true }))
     .post(
       '/o/:org/p/:project/sessions',
-      ({ principal, params, body, set }) => {
-        const session = sessions.create(principal, auth.access(principal, params.org), params.project, body)
+      async ({ principal, params, body, set }) => {
+        const session = await sessions.create(principal, auth.access(principal, params.org), params.project, body)
         set.status = 202
         return session
       },
       {
         params: ProjectParams,
         body: CreateSessionBody,
-        response: { 202: CloudRunSession, ...errorResponses(400, 401, 404, 422) },
+        response: { 202: CloudRunSession, ...errorResponses(400, 401, 403, 404, 422, 429) },
         detail: { operationId: 'sessions.create', tags, summary: 'Start a session (shape A)' },
       },
     )
@@ -41,7 +41,7 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService) =>
       {
         params: ProjectParams,
         query: ProjectListQuery,
-        response: { 200: t.Object({ executions: t.Array(CloudRunSession) }), ...errorResponses(400, 401, 404) },
+        response: { 200: t.Object({ executions: t.Array(CloudRunSession) }), ...errorResponses(400, 401, 403, 404) },
         detail: { operationId: 'sessions.listInProject', tags, summary: 'List sessions in one Project, newest first' },
       },
     )
@@ -50,21 +50,21 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService) =>
       ({ principal, params }) => sessions.get(auth.access(principal, params.org), params.project, params.session),
       {
         params: SessionParams,
-        response: { 200: CloudRunSession, ...errorResponses(401, 404) },
+        response: { 200: CloudRunSession, ...errorResponses(401, 403, 404) },
         detail: { operationId: 'sessions.get', tags, summary: 'Get one session' },
       },
     )
     .patch(
       '/o/:org/p/:project/sessions/:session',
-      ({ principal, params, body }) => {
-        const access = auth.access(principal, params.org)
-        if (body.status !== 'cancelled') throw badRequest(`status "${body.status}" is not supported by this server yet`)
-        return sessions.cancel(access, params.project, params.session)
+      async ({ principal, params, body, set }) => {
+        const answer = await sessions.update(auth.access(principal, params.org), params.project, params.session, body.status)
+        if ('operation_id' in answer) set.status = 202
+        return answer
       },
       {
         params: SessionParams,
         body: PatchSessionBody,
-        response: { 200: PatchSessionResponse, ...errorResponses(400, 401, 404, 409) },
+        response: { 200: PatchSessionResponse, 202: OperationAccepted, ...errorResponses(400, 401, 403, 404, 409, 422) },
         detail: { operationId: 'sessions.update', tags, summary: 'Cancel, pause, resume or interrupt a session' },
       },
     )
@@ -73,7 +73,7 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService) =>
       ({ principal, params }) => sessions.result(auth.access(principal, params.org), params.project, params.session),
       {
         params: SessionParams,
-        response: { 200: SessionResult, ...errorResponses(401, 404) },
+        response: { 200: SessionResult, ...errorResponses(401, 403, 404) },
         detail: { operationId: 'sessions.result', tags, summary: 'The run’s status line and last answer' },
       },
     )

@@ -1,0 +1,35 @@
+import { Elysia, t } from 'elysia'
+import type { AuthService } from '../../services/auth'
+import type { SessionService } from '../../services/session-service'
+import { authPlugin } from '../auth'
+import { errorResponses } from '../errors'
+import { ArtifactFile, SessionParams } from './model'
+
+const tags = ['artifacts']
+
+/** The files a session produced (spec 4.4). */
+export const artifactRoutes = (auth: AuthService, sessions: SessionService) =>
+  new Elysia({ name: 'agentd/artifacts' })
+    .use(authPlugin(auth, { apiKeys: true }))
+    .get(
+      '/o/:org/p/:project/sessions/:session/artifacts',
+      ({ principal, params }) => sessions.artifactList(auth.access(principal, params.org), params.project, params.session),
+      {
+        params: SessionParams,
+        response: { 200: t.Object({ execution_id: t.String(), artifacts: t.Array(ArtifactFile) }), ...errorResponses(401, 403, 404) },
+        detail: { operationId: 'artifacts.list', tags, summary: 'A session’s artifacts in upload order' },
+      },
+    )
+    .get(
+      // Artifact names may hold folders (`reports/summary.md`), hence the wildcard.
+      '/o/:org/p/:project/sessions/:session/artifacts/*',
+      ({ principal, params }) => {
+        const { bytes, contentType } = sessions.artifact(auth.access(principal, params.org), params.project, params.session, decodeURIComponent(params['*']))
+        return new Response(bytes, { headers: { 'content-type': contentType } })
+      },
+      {
+        params: t.Object({ org: t.String(), project: t.String(), session: t.String(), '*': t.String() }),
+        response: { 200: t.String({ description: 'The file’s bytes, with the Content-Type it was stored with' }), ...errorResponses(401, 403, 404) },
+        detail: { operationId: 'artifacts.download', tags, summary: 'Download one artifact' },
+      },
+    )

@@ -1,0 +1,61 @@
+import { Elysia, t } from 'elysia'
+import { badRequest } from '../../domain/errors'
+import type { AuthService } from '../../services/auth'
+import type { SessionService } from '../../services/session-service'
+import { authPlugin } from '../auth'
+import { errorResponses } from '../errors'
+import { EventsQuery, MAX_MESSAGE_BYTES, MessageQueued, MessageSent, PostMessageBody, SessionLogs, SessionParams } from './model'
+
+const tags = ['sessions']
+
+/** Following and steering a run: the event stream, follow-up messages, the runtime log. */
+export const liveRoutes = (auth: AuthService, sessions: SessionService, keepaliveMs = 15_000) =>
+  new Elysia({ name: 'agentd/sessions-live' })
+    .use(authPlugin(auth, { apiKeys: true }))
+    .get(
+      '/o/:org/p/:project/sessions/:session/events',
+      ({ principal, params, query, headers }) => {
+        const cursor = headers['last-event-id'] ?? query.cursor ?? '0'
+        if (!/^\d+$/.test(cursor)) throw badRequest(`not an event id: "${cursor}"`)
+        const stream = sessions.eventStream(auth.access(principal, params.org), params.project, params.session, Number(cursor), keepaliveMs)
+        return new Response(stream, {
+          headers: {
+            'content-type': 'text/event-stream; charset=utf-8',
+            'cache-control': 'no-cache',
+            // Proxies must pass events through as they come.
+            'x-accel-buffering': 'no',
+          },
+        })
+      },
+      {
+        params: SessionParams,
+        query: EventsQuery,
+        headers: t.Object({ 'last-event-id': t.Optional(t.String()) }),
+        response: { 200: t.String({ description: 'text/event-stream: `status`, unnamed harness events, then `done` or `error`' }), ...errorResponses(400, 401, 403, 404) },
+        detail: { operationId: 'sessions.events', tags, summary: 'Follow a session live (server-sent events)' },
+      },
+    )
+    .post(
+      '/o/:org/p/:project/sessions/:session/messages',
+      ({ principal, params, body, set }) => {
+        if (new TextEncoder().encode(body.content).length > MAX_MESSAGE_BYTES) throw badRequest('content is larger than 256 KiB', 'CONTENT_TOO_LARGE')
+        const answer = sessions.message(auth.access(principal, params.org), params.project, params.session, body.content)
+        set.status = answer.status
+        return answer.body
+      },
+      {
+        params: SessionParams,
+        body: PostMessageBody,
+        response: { 200: MessageSent, 202: MessageQueued, ...errorResponses(400, 401, 402, 403, 404, 409, 429) },
+        detail: { operationId: 'sessions.sendMessage', tags, summary: 'Send a follow-up message' },
+      },
+    )
+    .get(
+      '/o/:org/p/:project/sessions/:session/logs',
+      ({ principal, params }) => sessions.logs(auth.access(principal, params.org), params.project, params.session),
+      {
+        params: SessionParams,
+        response: { 200: SessionLogs, ...errorResponses(401, 403, 404) },
+        detail: { operationId: 'sessions.logs', tags, summary: 'The runtime log of a session' },
+      },
+    )

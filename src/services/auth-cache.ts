@@ -1,0 +1,42 @@
+import type { Database } from 'bun:sqlite'
+
+const MAX_AGE_MS = 5_000
+const MAX_ENTRIES = 10_000
+
+/**
+ * Answers of identity lookups that run on every request (token → user, user + org → role),
+ * kept while nothing could have changed them: no write by another connection (the admin CLI;
+ * SQLite's `data_version` tells) and none through this process's IdentityService (`invalidate`),
+ * and for at most a few seconds either way.
+ */
+export class AuthCache<T> {
+  private readonly entries = new Map<string, { value: T; at: number }>()
+  private readonly dataVersion
+  private version = -1
+
+  constructor(
+    sqlite: Database,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.dataVersion = sqlite.prepare<{ data_version: number }, []>('PRAGMA data_version')
+  }
+
+  get(key: string, load: () => T): T {
+    const version = this.dataVersion.get()!.data_version
+    if (version !== this.version) {
+      this.entries.clear()
+      this.version = version
+    }
+    const now = this.now()
+    const hit = this.entries.get(key)
+    if (hit && now - hit.at < MAX_AGE_MS) return hit.value
+    const value = load()
+    if (this.entries.size >= MAX_ENTRIES) this.entries.clear()
+    this.entries.set(key, { value, at: now })
+    return value
+  }
+
+  invalidate(): void {
+    this.entries.clear()
+  }
+}

@@ -1,0 +1,199 @@
+import type { Database } from 'bun:sqlite'
+
+/** An event as stored and streamed: `seq` is its SSE id, unique and increasing per session. */
+export interface StoredEvent {
+  seq: number
+  turn: number
+  kind: 'status' | 'harness' | 'log'
+  type: string
+  data: Record<string, unknown>
+  createdAt: number
+  /** `data` as JSON, made once and shared by the row and every stream frame. */
+  json?: string
+}
+
+export type NewEvent = Omit<StoredEvent, 'seq' | 'createdAt' | 'json'>
+
+/** A live reader of one session's events. Returns false when it cannot keep up (it is dropped). */
+export type Listener = (events: StoredEvent[]) => boolean
+
+interface Pending {
+  sessionId: string
+  events: StoredEvent[]
+  rawLines: { turn: number; line: string }[]
+}
+
+export interface EventLogOptions {
+  /** How long an appended event may wait for its batch; one transaction per batch. */
+  flushMs?: number
+  /** Buffered events that make a batch go without waiting for flushMs. */
+  batchSize?: number
+  now?: () => number
+}
+
+/**
+ * Session events, group-committed: appends are buffered and written in one transaction per
+ * short batch, and listeners see an event only after its batch is durable. Status events written
+ * by a transition go through `inTransaction`, in the transition's own transaction, after whatever
+ * was buffered, so a session's events stay in seq order on disk and on the wire.
+ */
+export class EventLog {
+  private readonly seqs = new Map<string, number>()
+  private readonly lineNos = new Map<string, number>()
+  private readonly pending = new Map<string, Pending>()
+  private readonly listeners = new Map<string, Set<Listener>>()
+  private timer: ReturnType<typeof setTimeout> | null = null
+  private buffered = 0
+  private soon = false
+  private readonly flushMs: number
+  private readonly batchSize: number
+  private readonly now: () => number
+  /** Transactions written by `flush` (for the events benchmark). */
+  transactions = 0
+
+  private readonly insertEvent
+  private readonly insertLine
+  private readonly maxSeq
+  private readonly maxLine
+  private readonly selectAfter
+
+  constructor(
+    private readonly sqlite: Database,
+    options: EventLogOptions = {},
+  ) {
+    this.flushMs = options.flushMs ?? 10
+    this.batchSize = options.batchSize ?? 200
+    this.now = options.now ?? Date.now
+    this.insertEvent = sqlite.prepare(
+      'INSERT INTO session_events (session_id, seq, turn, kind, type, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    )
+    this.insertLine = sqlite.prepare('INSERT INTO session_transcript_lines (session_id, line_no, turn, line) VALUES (?, ?, ?, ?)')
+    this.maxSeq = sqlite.prepare<{ seq: number | null }, [string]>('SELECT max(seq) AS seq FROM session_events WHERE session_id = ?')
+    this.maxLine = sqlite.prepare<{ n: number | null }, [string]>('SELECT max(line_no) AS n FROM session_transcript_lines WHERE session_id = ?')
+    this.selectAfter = sqlite.prepare<{ seq: number; turn: number; kind: StoredEvent['kind']; type: string; data: string; created_at: number }, [string, number, string]>(
+      'SELECT seq, turn, kind, type, data, created_at FROM session_events WHERE session_id = ? AND seq > ? AND kind != ? ORDER BY seq',
+    )
+  }
+
+  private nextSeq(sessionId: string): number {
+    let seq = this.seqs.get(sessionId)
+    if (seq === undefined) seq = this.maxSeq.get(sessionId)?.seq ?? 0
+    this.seqs.set(sessionId, ++seq)
+    return seq
+  }
+
+  private nextLine(sessionId: string): number {
+    let n = this.lineNos.get(sessionId)
+    if (n === undefined) n = this.maxLine.get(sessionId)?.n ?? 0
+    this.lineNos.set(sessionId, ++n)
+    return n
+  }
+
+  /** Buffers a harness batch (normalized events and the raw lines they came from). */
+  append(sessionId: string, events: NewEvent[], rawLines: { turn: number; line: string }[] = []): void {
+    if (events.length === 0 && rawLines.length === 0) return
+    let pending = this.pending.get(sessionId)
+    if (!pending) {
+      pending = { sessionId, events: [], rawLines: [] }
+      this.pending.set(sessionId, pending)
+    }
+    const createdAt = this.now()
+    for (const event of events) pending.events.push({ ...event, seq: this.nextSeq(sessionId), createdAt })
+    pending.rawLines.push(...rawLines)
+    this.buffered += events.length + rawLines.length
+    // A full batch goes at once; a trickle waits at most flushMs. Under load that is about one
+    // transaction per `batchSize` events, which is what replicated SQLite sustains.
+    if (this.buffered >= this.batchSize && !this.soon) {
+      if (this.timer) clearTimeout(this.timer)
+      this.soon = true
+      this.timer = setTimeout(() => this.flush(), 0)
+    } else this.timer ??= setTimeout(() => this.flush(), this.flushMs)
+  }
+
+  /** Writes every buffered batch in one transaction, then hands the events to listeners. */
+  flush(): void {
+    if (this.timer) clearTimeout(this.timer)
+    this.timer = null
+    this.soon = false
+    if (this.pending.size === 0) return
+    const batches = [...this.pending.values()]
+    this.pending.clear()
+    this.buffered = 0
+    this.sqlite.transaction(() => this.write(batches))()
+    this.transactions++
+    for (const batch of batches) this.publish(batch.sessionId, batch.events)
+  }
+
+  /**
+   * For a transition's own transaction: writes what is buffered plus `events`, and returns the
+   * publish step to run after the commit.
+   */
+  inTransaction(sessionId: string, events: NewEvent[]): () => void {
+    if (this.timer) clearTimeout(this.timer)
+    this.timer = null
+    this.soon = false
+    const batches = [...this.pending.values()]
+    this.pending.clear()
+    this.buffered = 0
+    const createdAt = this.now()
+    const own: Pending = { sessionId, events: events.map((e) => ({ ...e, seq: this.nextSeq(sessionId), createdAt })), rawLines: [] }
+    this.write([...batches, own])
+    return () => {
+      for (const batch of batches) this.publish(batch.sessionId, batch.events)
+      this.publish(sessionId, own.events)
+    }
+  }
+
+  private write(batches: Pending[]): void {
+    for (const batch of batches) {
+      for (const e of batch.events) {
+        e.json ??= JSON.stringify(e.data)
+        this.insertEvent.run(batch.sessionId, e.seq, e.turn, e.kind, e.type, e.json, e.createdAt)
+      }
+      for (const { turn, line } of batch.rawLines) this.insertLine.run(batch.sessionId, this.nextLine(batch.sessionId), turn, line)
+    }
+  }
+
+  private publish(sessionId: string, events: StoredEvent[]): void {
+    const listeners = this.listeners.get(sessionId)
+    if (!listeners || events.length === 0) return
+    const visible = events.filter((e) => e.kind !== 'log')
+    if (visible.length === 0) return
+    for (const listener of listeners) if (!listener(visible)) listeners.delete(listener)
+  }
+
+  /** Durable events after `afterSeq`, logs excluded. */
+  replay(sessionId: string, afterSeq: number): StoredEvent[] {
+    return this.selectAfter.all(sessionId, afterSeq, 'log').map((row) => ({
+      seq: row.seq,
+      turn: row.turn,
+      kind: row.kind,
+      type: row.type,
+      data: JSON.parse(row.data) as Record<string, unknown>,
+      json: row.data,
+      createdAt: row.created_at,
+    }))
+  }
+
+  /** Live events of a session from now on; call the returned function to stop. */
+  subscribe(sessionId: string, listener: Listener): () => void {
+    let set = this.listeners.get(sessionId)
+    if (!set) {
+      set = new Set()
+      this.listeners.set(sessionId, set)
+    }
+    set.add(listener)
+    return () => {
+      set.delete(listener)
+      if (set.size === 0 && this.listeners.get(sessionId) === set) this.listeners.delete(sessionId)
+    }
+  }
+
+  /** Drops per-session counters once a session is no longer live. */
+  forget(sessionId: string): void {
+    // Buffered events were numbered from these counters: write them before the counters go.
+    if (this.pending.has(sessionId)) this.flush()
+    this.seqs.delete(sessionId)
+    this.lineNos.delete(sessionId)
+  }
+}
