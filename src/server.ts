@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { createDriver, type SandboxDriver } from '../sandbox'
 import { createApp } from './app'
 import type { Config } from './config'
@@ -15,6 +16,11 @@ import type { HarnessVersions } from './services/session-create'
 import { SessionService } from './services/session-service'
 import type { ResolveHost } from './services/webhook-url'
 import { WebhookService } from './services/webhooks'
+
+/** A short stable name for this DATA_DIR, used to scope cgroups and runtime files. */
+export function sandboxScope(dataDir: string): string {
+  return createHash('sha256').update(dataDir).digest('hex').slice(0, 12)
+}
 
 export interface ServerOptions {
   /** Overrides the driver picked from config (tests inject the process driver). */
@@ -50,7 +56,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
     onUsage: (usage) => gatewaySessions.record(usage),
     providers: loadProviders(config.configFile),
   })
-  const driver = options.driver ?? createDriver(config.sandbox, log)
+  // Sandboxes on this host are scoped to this DATA_DIR, so a sweep never touches another agentd's.
+  const driver = options.driver ?? createDriver(config.sandbox, log, { scope: sandboxScope(config.dataDir) })
   const identity = new IdentityService(database.db, now)
   const webhooks = new WebhookService({
     db: database.db,
@@ -80,7 +87,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     log,
     onStatusChange: (change) => webhooks.onStatusChange(change),
   })
-  sessions.rehydrate()
+  await sessions.rehydrate()
   // Parked sessions expire after the idle limit; look often enough for a scaled limit in tests.
   const sweeper = setInterval(() => sessions.expireIdle(), Math.min(60_000, Math.max(50, config.idleMs / 20)))
   webhooks.start()

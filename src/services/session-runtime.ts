@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { SessionMachineEvent } from '../../machines/session.machine'
 import type { Harness } from '../domain/harness'
@@ -173,19 +173,20 @@ export class SessionRuntime {
     const live = this.liveOf(id)
     try {
       const handle = await this.handleOf(id)
-      if (!live.parked) await this.deps.driver.park(handle)
-      live.parked = true
-      if (announce) this.deps.apply(id, { type: 'sandbox.parked' })
+      await this.deps.driver.park(handle)
     } catch (err) {
-      this.deps.apply(id, { type: 'sandbox.failed', error: `the sandbox could not be parked: ${(err as Error).message}` })
+      // A sandbox that could not be parked is still there: the next wake picks it up either way.
+      this.deps.log(`agentd: session ${id}: park failed, kept as it is: ${(err as Error).message}`)
     }
+    live.parked = true
+    if (announce) this.deps.apply(id, { type: 'sandbox.parked' })
   }
 
   private async wake(id: string): Promise<void> {
     const live = this.liveOf(id)
     try {
       const handle = await this.handleOf(id)
-      if (live.parked) await this.deps.driver.wake(handle)
+      await this.deps.driver.wake(handle)
       live.parked = false
       const row = this.deps.store.get(id)
       this.deps.apply(id, { type: 'sandbox.woken' }, { sandboxGeneration: (row?.sandboxGeneration ?? 0) + 1 })
@@ -209,6 +210,16 @@ export class SessionRuntime {
       this.deps.apply(id, { type: 'sandbox.failed', error: (err as Error).message })
       return
     }
+    // Drivers ask for a wake before every turn: a no-op on a running sandbox, a restart of a
+    // stopped one (gVisor after an out-of-memory kill).
+    let oomBefore = 0
+    try {
+      await this.deps.driver.wake(handle)
+      oomBefore = (await this.deps.driver.stats(handle)).oomKills
+    } catch (err) {
+      this.deps.apply(id, { type: 'sandbox.failed', error: `the sandbox could not be woken: ${(err as Error).message}` })
+      return
+    }
     const token = this.deps.gatewaySessions.open({ sessionId: id, workspace: handle.workspace })
     const summary = { last: null as string | null }
     const events = this.deps.store.events
@@ -221,13 +232,15 @@ export class SessionRuntime {
       }
       const current = live.turn
       live.turn = undefined
-      rmSync(join(this.sandboxDir(id), 'turn.pid'), { force: true })
       const metered = this.deps.gatewaySessions.close(token)
       // A turn killed by shutdown is left as it was; the next start ends it as "restarted".
       if (this.closing) return
       const fresh = this.deps.store.get(id)
       if (!fresh) return
       if (current?.timedOut) outcome = { ...outcome, error: `the turn ran longer than ${Math.round(this.deps.turnTimeoutMs / 1000)} s and was stopped` }
+      else if (outcome.error !== null && (await this.outOfMemory(handle, oomBefore))) {
+        outcome = { ...outcome, error: `the sandbox ran out of memory (limit ${Math.round(this.deps.limits.memoryBytes / 1024 / 1024)} MB) and the turn was killed` }
+      }
       const stopped = current?.stopped === true
       let artifactCount = fresh.artifactCount
       try {
@@ -279,7 +292,6 @@ export class SessionRuntime {
       live.turn = { ...running, stopped: false, timedOut: false }
       // Shutdown began while the CLI was starting: it must not outlive the server.
       if (this.closing) running.process.kill('SIGKILL')
-      writeFileSync(join(this.sandboxDir(id), 'turn.pid'), String(running.process.pid))
       const timer = setTimeout(() => {
         if (live.turn?.process !== running.process) return
         live.turn.timedOut = true
@@ -300,6 +312,14 @@ export class SessionRuntime {
     live.logBytes += text.length
     const data = live.logBytes >= LOG_CAP_BYTES ? { truncated: true } : { text }
     this.deps.store.events.append(id, [{ turn, kind: 'log', type: 'stderr', data }])
+  }
+
+  private async outOfMemory(handle: SandboxHandle, before: number): Promise<boolean> {
+    try {
+      return (await this.deps.driver.stats(handle)).oomKills > before
+    } catch {
+      return false
+    }
   }
 
   /** Interrupts the running turn: SIGINT first, as a user at the terminal would, then SIGKILL. */
@@ -347,17 +367,18 @@ export class SessionRuntime {
     this.deps.store.forget(id)
   }
 
-  /** After a crash: kills the process group of a turn that outlived the previous server process. */
-  reapOrphans(id: string): void {
-    const pidFile = join(this.sandboxDir(id), 'turn.pid')
-    if (!existsSync(pidFile)) return
-    const pid = Number(readFileSync(pidFile, 'utf8'))
-    try {
-      if (pid > 0) process.kill(-pid, 'SIGKILL')
-    } catch {
-      // already gone
-    }
-    rmSync(pidFile, { force: true })
+  /**
+   * After a restart: takes the session's sandbox over again. The driver kills what the previous
+   * server's turn left running in it and keeps the disk (and, on gVisor, background processes).
+   */
+  async adopt(id: string): Promise<void> {
+    const live = this.liveOf(id)
+    if (live.handle) return
+    const handle = await this.deps.driver.recover(this.spec(id)).catch((err) => {
+      this.deps.log(`agentd: session ${id}: sandbox not recovered: ${(err as Error).message}`)
+      return null
+    })
+    if (handle) Object.assign(live, { handle, parked: true })
   }
 
   /**
@@ -372,12 +393,15 @@ export class SessionRuntime {
       for (const live of this.live.values()) {
         if (!live.turn) continue
         live.turn.process.kill('SIGKILL')
-        if (thaw && live.parked && live.handle) {
-          live.parked = false
-          await this.deps.driver.wake(live.handle).catch(() => {})
-        }
+        if (thaw && live.handle) await this.deps.driver.wake(live.handle).catch(() => {})
       }
       await Promise.race([Promise.allSettled([...this.pending]), Bun.sleep(100)])
+    }
+    // Whatever still runs is parked: a gVisor sandbox is checkpointed and holds no process while
+    // the server is down; the next start takes it over.
+    for (const [id, live] of this.live) {
+      if (!live.handle || live.parked) continue
+      await this.deps.driver.park(live.handle).catch((err) => this.deps.log(`agentd: session ${id}: not parked at shutdown: ${(err as Error).message}`))
     }
     this.deps.store.events.flush()
   }

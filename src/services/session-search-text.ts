@@ -9,7 +9,7 @@ import { sql, type SQL, type SQLWrapper } from 'drizzle-orm'
  * intersection across rows is done here, on docs, never on whole transcripts.
  */
 
-/** Rows per read of the rarest phrase: the first read's, and at most any later one's. */
+/** Rows of each phrase read first (to find the rarest), and the most any later read of the rarest takes. */
 const FIRST_READ = 256
 const MAX_READ = 4096
 

@@ -267,15 +267,21 @@ export class SessionService {
     return expired
   }
 
-  /** At start: sessions that were mid-turn when the service died are ended; queued ones admitted. */
-  rehydrate(): void {
+  /**
+   * At start: sandboxes no live session owns are removed; sessions that were mid-turn when the
+   * service died get their sandbox back (the driver kills what the lost turn left running) and are
+   * told so; queued ones are admitted.
+   */
+  async rehydrate(): Promise<void> {
+    const owners = this.store.inStatus([...LIVE, ...PARKABLE]).map((row) => row.id)
+    await this.deps.driver.sweep(owners)
     const orgs = new Set<string>()
     // gVisor's checkpoints keep a paused turn's processes across a restart; other drivers do not.
     const statuses: SessionStatus[] = this.deps.driver.kind === 'gvisor' ? LIVE : [...LIVE, 'paused']
     for (const row of this.store.inStatus(statuses)) {
       orgs.add(row.orgId)
       if (row.status === 'queued') continue
-      this.runtime.reapOrphans(row.id)
+      await this.runtime.adopt(row.id)
       // The lost turn counts as a turn, so the next one takes the next prompt.
       const lostTurn = row.status === 'running' || row.status === 'paused'
       this.apply(row.id, { type: 'service.restarted' }, lostTurn ? { turnsCount: row.turnsCount + 1 } : {})

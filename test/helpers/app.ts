@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ProcessDriver } from '../../sandbox/process'
 import { loadConfig } from '../../src/config'
-import { startServices, type ServerOptions } from '../../src/server'
+import { sandboxScope, startServices, type ServerOptions } from '../../src/server'
 
 export type TestApp = Awaited<ReturnType<typeof makeTestApp>>
 
@@ -14,7 +14,8 @@ export type TestApp = Awaited<ReturnType<typeof makeTestApp>>
 export async function makeTestApp(env: Record<string, string> = {}, options: ServerOptions = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'agentd-test-'))
   const config = loadConfig({ DATA_DIR: dir, ...env })
-  const services = await startServices(config, { driver: new ProcessDriver(), log: () => {}, ...options })
+  const driver = new ProcessDriver({ scope: sandboxScope(dir) })
+  const services = await startServices(config, { driver, log: () => {}, ...options })
   const org = services.identity.createOrg('acme')
   const admin = services.identity.createUser('acme', 'admin@acme.test', 'admin')
   const member = services.identity.createUser('acme', 'member@acme.test', 'member')
@@ -37,6 +38,7 @@ export async function makeTestApp(env: Record<string, string> = {}, options: Ser
     async [Symbol.asyncDispose]() {
       listening?.stop()
       await services.close()
+      await driver.sweep([])
       rmSync(dir, { recursive: true, force: true })
     },
   }
