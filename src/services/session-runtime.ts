@@ -237,11 +237,13 @@ export class SessionRuntime {
       if (this.closing) return
       const fresh = this.deps.store.get(id)
       if (!fresh) return
-      if (current?.timedOut) outcome = { ...outcome, error: `the turn ran longer than ${Math.round(this.deps.turnTimeoutMs / 1000)} s and was stopped` }
-      else if (outcome.error !== null && (await this.outOfMemory(handle, oomBefore))) {
-        outcome = { ...outcome, error: `the sandbox ran out of memory (limit ${Math.round(this.deps.limits.memoryBytes / 1024 / 1024)} MB) and the turn was killed` }
-      }
       const stopped = current?.stopped === true
+      if (current?.timedOut) outcome = { ...outcome, error: `the turn ran longer than ${Math.round(this.deps.turnTimeoutMs / 1000)} s and was stopped` }
+      else if (!stopped && (await this.outOfMemory(handle, oomBefore))) {
+        // A process of the turn went over the sandbox's memory limit: the turn fails, saying so,
+        // even when the agent carried on after its tool call was killed.
+        outcome = { ...outcome, error: `the sandbox ran out of memory (limit ${Math.round(this.deps.limits.memoryBytes / 1024 / 1024)} MB): a process of this turn was killed` }
+      }
       let artifactCount = fresh.artifactCount
       try {
         artifactCount = this.deps.artifacts.collect(id, handle.hostWorkspace, turn)

@@ -1,0 +1,89 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { script } from '../helpers/http'
+import { admin, startServer, type RunningServer } from '../helpers/server'
+
+/**
+ * Sessions on the real isolating drivers, through a real server: what a turn leaves in its
+ * sandbox is there in the next turn after a park and a wake.
+ */
+for (const driver of ['gvisor', 'bwrap'] as const) {
+  describe(`a resumable session on ${driver}`, () => {
+    const dir = mkdtempSync(join(tmpdir(), `agentd-${driver}-`))
+    let server: RunningServer
+    let token: string
+    beforeAll(async () => {
+      await admin(dir, 'org', 'create', 'acme')
+      token = (await admin(dir, 'user', 'create', '--org', 'acme', '--email', 'ada@acme.test', '--role', 'admin')).json.token
+      server = await startServer({ DATA_DIR: dir, AGENTD_SANDBOX: driver })
+    })
+    afterAll(async () => {
+      await server.stop()
+      rmSync(dir, { recursive: true, force: true })
+    })
+
+    const call = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(`${server.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      })
+      return { status: res.status, body: (await res.json()) as any }
+    }
+    const session = (id: string) => call('GET', `/o/acme/p/_/sessions/${id}`).then((r) => r.body)
+    async function turnsDone(id: string, turns: number) {
+      const deadline = Date.now() + 40_000
+      for (;;) {
+        const s = await session(id)
+        if (s.turns_count >= turns && !['queued', 'allocating', 'running'].includes(s.status)) return s
+        if (Date.now() > deadline) throw new Error(`stuck: ${JSON.stringify(s).slice(0, 300)}`)
+        await Bun.sleep(100)
+      }
+    }
+    /** The output of the turn's shell calls, from the transcript. */
+    async function shellOutput(id: string, turn: number): Promise<string> {
+      const { body } = await call('GET', `/o/acme/p/_/sessions/${id}/messages?last=1`)
+      expect(turn).toBeGreaterThan(0)
+      return body.events
+        .filter((e: { type: string }) => e.type === 'tool_result')
+        .map((e: { output?: string }) => e.output ?? '')
+        .join('\n')
+    }
+
+    test('a file written in turn 1 is there in turn 2, after a park and a wake; the generation went up', async () => {
+      const background =
+        driver === 'gvisor'
+          ? " && (setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > count; sleep 0.1; done' </dev/null >/dev/null 2>&1 &) && sleep 1 && cat count"
+          : ''
+      const created = await call('POST', '/o/acme/p/_/sessions', {
+        agent: 'harness_1',
+        prompt: script([{ bash: `echo kept > kept.txt${background}` }, { answer: 'turn one' }]),
+      })
+      const id = created.body.execution_id as string
+      const first = await turnsDone(id, 1)
+      expect(first.status).toBe('completed')
+      expect(first.machine_state).toBe('paused')
+      const before = first.sandbox_generation as number
+      const counted = Number((await shellOutput(id, 1)).trim().split('\n').at(-1))
+
+      await Bun.sleep(1500)
+      const sent = await call('POST', `/o/acme/p/_/sessions/${id}/messages`, {
+        content: script([{ bash: driver === 'gvisor' ? 'cat kept.txt; cat count; sleep 1; cat count' : 'cat kept.txt' }, { answer: 'turn two' }]),
+      })
+      expect(sent.status).toBe(200)
+      const second = await turnsDone(id, 2)
+      expect(second.status).toBe('completed')
+      expect(second.sandbox_generation).toBe(before + 1)
+      const lines = (await shellOutput(id, 2)).trim().split('\n')
+      expect(lines[0]).toBe('kept')
+      if (driver === 'gvisor') {
+        // The counter started in turn 1 kept its memory through the checkpoint and counts on.
+        const [atWake, later] = [Number(lines[1]), Number(lines[2])]
+        expect(atWake).toBeGreaterThanOrEqual(counted)
+        expect(later).toBeGreaterThan(atWake)
+      }
+    })
+  })
+}
