@@ -12,6 +12,7 @@ import type { HarnessAdapter } from '../harness/harness'
 import type { SandboxDriver, SandboxLimits } from '../../sandbox/driver'
 import { assertKeySlot, refuseSources } from './api-keys'
 import { ArtifactStore, EMBEDDED_ARTIFACTS } from './artifacts'
+import { AuthCache } from './auth-cache'
 import type { Catalog } from './catalog'
 import type { GatewaySessions } from './gateway-sessions'
 import { HarnessInstaller } from './harness-install'
@@ -57,6 +58,9 @@ export interface StatusChange {
   patch: SessionPatch
 }
 
+/** Session views kept for repeated reads of unchanged sessions. */
+const VIEW_CACHE_SIZE = 1000
+
 /** How long stop_turn waits for the harness to exit before answering 422. */
 const STOP_TURN_TIMEOUT_MS = 10_000
 
@@ -83,9 +87,12 @@ export class SessionService {
   readonly artifacts: ArtifactStore
   private readonly now: () => number
   private readonly userById
+  private readonly views = new Map<string, { version: number; row: SessionRow; view: ReturnType<typeof cloudRunSession> }>()
+  private readonly startedBy: AuthCache<{ name: string | null; avatarUrl: string | null } | null>
 
   constructor(private readonly deps: SessionServiceDeps) {
     this.now = deps.now ?? Date.now
+    this.startedBy = new AuthCache(deps.db.$client, this.now)
     this.userById = deps.db.select({ name: users.name, avatarUrl: users.avatarUrl }).from(users).where(eq(users.id, sql.placeholder('id'))).prepare()
     this.store = new SessionStore(deps.db, this.now)
     this.search = new SessionSearch(deps.db, this.now)
@@ -173,8 +180,25 @@ export class SessionService {
     return this.find(access, projectRef, id)
   }
 
+  /**
+   * One session (spec 4.1). Polled hard by clients, so the view of an unchanged session is reused:
+   * a session's snapshot version moves with every write of its row.
+   */
   get(access: OrgAccess, projectRef: string, id: string) {
-    return this.view(this.find(access, projectRef, id))
+    const version = this.store.versionOf(id)
+    const hit = this.views.get(id)
+    if (hit && version !== null && hit.version === version) {
+      if (hit.row.orgId !== access.orgId) throw notFound('Session not found')
+      if (projectRef !== NO_PROJECT) this.find(access, projectRef, id)
+      return hit.view
+    }
+    const row = this.find(access, projectRef, id)
+    const view = this.view(row)
+    if (version !== null) {
+      if (this.views.size >= VIEW_CACHE_SIZE) this.views.delete(this.views.keys().next().value!)
+      this.views.set(id, { version, row, view })
+    }
+    return view
   }
 
   result(access: OrgAccess, projectRef: string, id: string) {
@@ -389,7 +413,8 @@ export class SessionService {
   }
 
   private view(row: SessionRow) {
-    const user = row.startedByUserId ? this.userById.get({ id: row.startedByUserId }) : undefined
+    const userId = row.startedByUserId
+    const user = userId ? this.startedBy.get(userId, () => this.userById.get({ id: userId }) ?? null) : null
     const firstArtifacts = row.artifactCount > 0 ? this.artifacts.list(row.id, EMBEDDED_ARTIFACTS) : []
     return cloudRunSession(row, user ? { name: user.name, avatar_url: user.avatarUrl } : null, firstArtifacts)
   }
