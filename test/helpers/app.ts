@@ -5,6 +5,14 @@ import { ProcessDriver } from '../../sandbox/process'
 import { loadConfig } from '../../src/config'
 import { sandboxScope, startServices, type ServerOptions } from '../../src/server'
 
+/**
+ * Removes every sandbox of a driver's scope, parked ones included, once its app is closed: a
+ * fresh driver on the same scope tracks none of them as live.
+ */
+export async function sweepScope(driver: { kind: string; scope?: string }): Promise<void> {
+  if (driver.kind === 'process' && driver.scope) await new ProcessDriver({ scope: driver.scope }).sweep([])
+}
+
 export type TestApp = Awaited<ReturnType<typeof makeTestApp>>
 
 /**
@@ -14,8 +22,8 @@ export type TestApp = Awaited<ReturnType<typeof makeTestApp>>
 export async function makeTestApp(env: Record<string, string> = {}, options: ServerOptions = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'agentd-test-'))
   const config = loadConfig({ DATA_DIR: dir, ...env })
-  const driver = new ProcessDriver({ scope: sandboxScope(dir) })
-  const services = await startServices(config, { driver, log: () => {}, ...options })
+  const driver = options.driver ?? new ProcessDriver({ scope: sandboxScope(dir) })
+  const services = await startServices(config, { log: () => {}, ...options, driver })
   const org = services.identity.createOrg('acme')
   const admin = services.identity.createUser('acme', 'admin@acme.test', 'admin')
   const member = services.identity.createUser('acme', 'member@acme.test', 'member')
@@ -38,7 +46,7 @@ export async function makeTestApp(env: Record<string, string> = {}, options: Ser
     async [Symbol.asyncDispose]() {
       listening?.stop()
       await services.close()
-      await driver.sweep([])
+      await sweepScope(driver)
       rmSync(dir, { recursive: true, force: true })
     },
   }

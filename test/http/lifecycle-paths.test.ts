@@ -6,6 +6,7 @@ import { join } from 'node:path'
 import { SESSION_STATUSES } from '../../src/domain/status'
 import { loadConfig } from '../../src/config'
 import { startServices } from '../../src/server'
+import { sweepScope } from '../helpers/app'
 import { makeTestApp } from '../helpers/app'
 import { generatePaths, planRuns, ROWS, unreachableRows, type Group, type Run } from '../helpers/lifecycle-model'
 import { eventLabel, HeldStartDriver, RunExecutor, World } from '../helpers/lifecycle-runner'
@@ -136,6 +137,9 @@ async function acrossRestart(group: 'restart' | 'crash'): Promise<Outcome> {
       secondDriver.openAll()
       await closing
     }
+    // Nothing the runs started may outlive them.
+    await sweepScope(driver)
+    await sweepScope(secondDriver)
     rmSync(first.dir, { recursive: true, force: true })
     rmSync(dir, { recursive: true, force: true })
   }
