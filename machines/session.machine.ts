@@ -251,7 +251,6 @@ export const sessionMachine = setup({
       description: 'Parked by the caller, mid-turn or between turns; disk and memory kept.',
       on: {
         'sandbox.parked': { actions: ['machineParked'] },
-        'sandbox.failed': { target: 'failed', actions: ['recordError', 'machineStopped', 'destroySandbox', 'dropQueue', 'clearQueue'] },
         resume: [
           { guard: 'midTurnOverConcurrency', actions: [overLimit] },
           { guard: 'turnActive', target: 'running', actions: ['machineResuming', 'wakeSandbox'] },

@@ -19,8 +19,6 @@ import { eventLabel, HeldStartDriver, RunExecutor, World } from '../helpers/life
 
 /** Transitions the running system cannot be made to take here, and why. */
 const NOT_CAUSABLE: Record<string, string> = {
-  'paused sandbox.failed #1':
-    'only a failed park fails a paused sandbox, and the process driver does not fail to park (a failed wake comes after the session left `paused`)',
   'paused turn.ended #2':
     'a parked turn is frozen and cannot reach its answer; it ends in `paused` only by racing the pause, which cannot be caused deterministically (the turn time limit, an error, is covered)',
   'paused turn.ended #3': 'as #2, for an interactive turn',
