@@ -17,6 +17,7 @@ import type { Catalog } from './catalog'
 import type { GatewaySessions } from './gateway-sessions'
 import { HarnessInstaller } from './harness-install'
 import type { OrgAccess, Principal } from './identity'
+import { assertPlanAllows } from './plan-check'
 import { findProject, NO_PROJECT } from './projects'
 import { planSession, type CreateBody, type HarnessVersions, type SessionPlan } from './session-create'
 import { sessionLogs } from './session-logs'
@@ -123,6 +124,7 @@ export class SessionService {
     if (!projectless && !project) throw notFound('Project not found')
     refuseSources(principal, body)
     const plan = planSession(body, this.deps.catalog, this.deps.versions, projectless)
+    assertPlanAllows(this.deps.db, access.orgId)
     if (plan.pinned) await this.resolvePin(plan)
     // Synchronous from here to the insert, so two creates cannot both take a key's last slot.
     if (principal.apiKey) assertKeySlot(this.deps.db, principal.apiKey)
@@ -264,6 +266,7 @@ export class SessionService {
   /** POST a follow-up (spec 4.3): delivered now (200), or queued behind the running turn (202). */
   message(access: OrgAccess, projectRef: string, id: string, content: string) {
     const row = this.find(access, projectRef, id)
+    assertPlanAllows(this.deps.db, row.orgId)
     const message = { id: newId(), content }
     const { next, actions } = this.command(row.id, { type: 'message', ...this.slots(row.orgId) }, message)
     if (actions.some((a) => a.type === 'deliverMessage')) return { status: 200, body: { ok: true as const, status: 'message_sent' as const } }

@@ -313,3 +313,27 @@ describe('GET …/logs', () => {
     expect((await call('GET', path('00000000-0000-0000-0000-000000000000', '/logs'))).status).toBe(404)
   })
 })
+
+describe('402 from the plan check', () => {
+  test('a used-up token limit or spend cap refuses follow-ups and new runs with the code and usage', async () => {
+    await using small = await makeTestApp()
+    const post = (url: string, body: unknown) => small.app.handle(req('POST', url, { token: small.admin.token, body }))
+    const id = (await json(await post('/o/acme/p/_/sessions', { agent: 'harness_1', prompt: 'hello' }))).execution_id
+    await waitFor(() => Promise.resolve(small.sessions.store.get(id)!.status), (s) => s === 'completed')
+    const tokens = small.sessions.store.get(id)!.totalTokens!
+    expect(tokens).toBeGreaterThan(0)
+
+    small.identity.setPlan('acme', { tokenLimit: tokens })
+    const followUp = await post(`/o/acme/p/_/sessions/${id}/messages`, { content: 'more' })
+    expect(followUp.status).toBe(402)
+    expect(await json(followUp)).toMatchObject({ code: 'TOKEN_LIMIT_REACHED', tokens_used: tokens, token_limit: tokens })
+    const create = await post('/o/acme/p/_/sessions', { agent: 'harness_1', prompt: 'again' })
+    expect(create.status).toBe(402)
+    expect(await json(create)).toMatchObject({ code: 'TOKEN_LIMIT_REACHED' })
+
+    small.identity.setPlan('acme', { tokenLimit: tokens * 100, spendCapUsd: 0 })
+    const capped = await post(`/o/acme/p/_/sessions/${id}/messages`, { content: 'more' })
+    expect(capped.status).toBe(402)
+    expect(await json(capped)).toMatchObject({ code: 'SPEND_CAP_REACHED', spend_cap_usd: 0 })
+  })
+})

@@ -31,7 +31,7 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService) =>
       {
         params: ProjectParams,
         body: CreateSessionBody,
-        response: { 202: CloudRunSession, ...errorResponses(400, 401, 403, 404, 422, 429) },
+        response: { 202: CloudRunSession, ...errorResponses(400, 401, 402, 403, 404, 422, 429) },
         detail: { operationId: 'sessions.create', tags, summary: 'Start a session (shape A)' },
       },
     )
