@@ -1,20 +1,6 @@
 import { randomBytes } from 'node:crypto'
+import type { GatewaySession as GatewayBinding, UsageRecord as MeteredUsage } from '../gateway/gateway'
 import type { TokenUsage } from '../harness/harness'
-
-export interface GatewayBinding {
-  sessionId: string
-  /** The workspace as the sandbox sees it (the scripted model writes files there). */
-  workspace: string
-}
-
-export interface MeteredUsage {
-  sessionId: string
-  model: string
-  input: number
-  output: number
-  cacheRead: number
-  cacheWrite: number
-}
 
 /**
  * Which gateway key belongs to which session, and the tokens metered for each session's turn in

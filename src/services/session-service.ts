@@ -356,14 +356,11 @@ export class SessionService {
     // A turn (or a run that never got to one) ended: the webhook outbox hears of it.
     const turnEnded =
       event.type === 'turn.ended' || (status !== from && (status === 'failed' || status === 'cancelled') && IN_FLIGHT.includes(from))
-    // A queued follow-up starts at once: report the ended turn as it ended, not as `running`.
+    // A queued follow-up starts at once: report the turn where it would have rested, as the
+    // machine says for the same event without a queue.
     const endedAs: SessionStatus =
       event.type === 'turn.ended' && status === 'running'
-        ? event.error && !event.stopped
-          ? 'failed'
-          : row.outputSchema && !event.stopped && event.schemaValid !== true
-            ? 'needs_review'
-            : 'completed'
+        ? statusOf(transition(sessionMachine, sessionMachine.resolveState({ value: current.value, context: { ...current.context, queued: 0 } }), event)[0])
         : status
     const writes = () => {
       for (const action of actions) {

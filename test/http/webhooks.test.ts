@@ -109,6 +109,17 @@ describe('runFinished through real runs', () => {
     expect(verified(hooksFor(sleeping)[0]!)).toMatchObject({ type: 'run.cancelled', data: { status: 'cancelled' } })
   }, 60_000)
 
+  test('a failed turn followed at once by a queued follow-up is still run.failed', async () => {
+    const id = await start({ prompt: script([{ sleep: 1500 }, { fail: 'broke before the queue ran' }]) })
+    await waitFor(() => t.call('GET', `/o/acme/p/_/sessions/${id}`, key.secret), (r) => r.body.status === 'running', 50_000)
+    const queued = await t.call('POST', `/o/acme/p/_/sessions/${id}/messages`, key.secret, { content: 'try again' })
+    expect(queued.status).toBe(202)
+    await waitFor(async () => hooksFor(id).length, (n) => n === 2, 50_000)
+    const [first, second] = hooksFor(id).map(verified)
+    expect(first).toMatchObject({ type: 'run.failed', data: { status: 'failed' } })
+    expect(second).toMatchObject({ type: 'run.completed', data: { status: 'completed' } })
+  }, 90_000)
+
   test('no delivery for a run started by a signed-in user', async () => {
     const id = await start({ prompt: script([{ answer: 'by hand' }]) }, t.admin.token)
     await waitFor(() => t.call('GET', `/o/acme/p/_/sessions/${id}`, t.admin.token), (r) => r.body.status === 'completed', 50_000)
