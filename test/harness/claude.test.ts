@@ -7,69 +7,19 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { SessionEvent } from '../../src/domain/session-event'
-import { startGateway, type Gateway } from '../../src/gateway/gateway'
 import { buildTurn, claudeAdapter, claudeBinPath } from '../../src/harness/claude'
 import type { TurnOutcome, TurnSpec } from '../../src/harness/harness'
+import { startLab, type LabSession } from '../helpers/harness'
 
-const root = mkdtempSync(join(tmpdir(), 'agentd-claude-'))
-const sessions = new Map<string, { sessionId: string; workspace: string }>()
-const requests: { token: string | null; body: any }[] = []
-let gateway: Gateway
-let proxy: ReturnType<typeof Bun.serve>
+const lab = startLab('claude')
+afterAll(() => lab.close())
 
-beforeAll(() => {
-  gateway = startGateway({ resolve: (token) => sessions.get(token) ?? null })
-  proxy = Bun.serve({
-    hostname: '127.0.0.1',
-    port: 0,
-    async fetch(req) {
-      const body = req.method === 'POST' ? await req.text() : undefined
-      if (body) requests.push({ token: req.headers.get('x-api-key'), body: JSON.parse(body) })
-      const url = new URL(req.url)
-      return fetch(gateway.url + url.pathname + url.search, { method: req.method, headers: req.headers, body })
-    },
-  })
-})
-afterAll(async () => {
-  proxy.stop(true)
-  await gateway.stop()
-  rmSync(root, { recursive: true, force: true })
-})
-
-interface Session {
-  token: string
-  workspace: string
-  home: string
-}
-
-function newSession(): Session {
-  const token = `tok-${crypto.randomUUID()}`
-  const workspace = mkdtempSync(join(root, 'ws-'))
-  sessions.set(token, { sessionId: token, workspace })
-  return { token, workspace, home: mkdtempSync(join(root, 'home-')) }
-}
-
-async function runTurn(session: Session, prompt: string, extra: Partial<TurnSpec> = {}) {
-  const command = claudeAdapter.buildTurn({
-    prompt,
-    workspace: session.workspace,
-    home: session.home,
-    gatewayUrl: `http://127.0.0.1:${proxy.port}`,
-    gatewayToken: session.token,
-    model: 'scripted',
-    ...extra,
-  })
-  const proc = Bun.spawn(command.argv, { cwd: session.workspace, env: command.env, stdout: 'pipe', stderr: 'pipe' })
-  const stdout = await new Response(proc.stdout).text()
-  const exitCode = await proc.exited
-  const lines = stdout.split('\n')
-  const parser = claudeAdapter.createParser()
-  const events: SessionEvent[] = lines.flatMap((line) => parser.push(line))
-  return { events, outcome: parser.finish(exitCode), exitCode, lines }
-}
+type Session = LabSession
+const newSession = () => lab.newSession()
+const runTurn = (session: Session, prompt: string, extra: Partial<TurnSpec> = {}) => lab.runTurn(claudeAdapter, session, prompt, extra)
+const requestsOf = (session: Session) => lab.requestsOf(session).map((r) => r.body)
 
 const script = (steps: unknown) => `Scripted task\n\`\`\`agentd-script\n${JSON.stringify(steps)}\n\`\`\``
-const requestsOf = (session: Session) => requests.filter((r) => r.token === session.token).map((r) => r.body)
 
 describe('buildTurn', () => {
   test('builds the headless command with the gateway env', () => {
@@ -164,6 +114,9 @@ describe('claude CLI against the scripted model', () => {
     )
     expect(readFileSync(join(session.workspace, 'src/a.txt'), 'utf8')).toBe('A')
     expect(readFileSync(join(session.workspace, '.agentd/artifacts/report.md'), 'utf8')).toBe('# Report')
+    // The turn's prompt is reported as the user's message right after init (the stream has no echo).
+    expect(events[1]).toMatchObject({ type: 'message', role: 'user' })
+    events.splice(1, 1)
     expect(events.map((e) => e.type)).toEqual([
       'init',
       'thinking',
