@@ -3,10 +3,8 @@
  * recording proxy in front of the gateway lets tests see what the CLI sent.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import type { SessionEvent } from '../../src/domain/session-event'
 import { buildTurn, claudeAdapter, claudeBinPath } from '../../src/harness/claude'
 import type { TurnOutcome, TurnSpec } from '../../src/harness/harness'
 import { startLab, type LabSession } from '../helpers/harness'
