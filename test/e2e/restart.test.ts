@@ -1,9 +1,8 @@
 import { afterAll, describe, expect, test } from 'bun:test'
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { script } from '../helpers/http'
-import { admin, startServer } from '../helpers/server'
+import { client, seededDataDir, startServer } from '../helpers/server'
 import { openSse, type SseFrame } from '../helpers/sse'
 
 const dirs: string[] = []
@@ -31,20 +30,12 @@ function processesMentioning(needle: string): number[] {
 for (const driver of ['default', 'process'] as const) {
   describe(`kill -9 during a turn (${driver} driver)`, () => {
     test('after a restart the session is failed with a restart error, its processes are gone, and no row is lost', async () => {
-      const dir = mkdtempSync(join(tmpdir(), 'agentd-restart-'))
+      const { dir, token } = await seededDataDir('agentd-restart')
       dirs.push(dir)
-      await admin(dir, 'org', 'create', 'acme')
-      const token = (await admin(dir, 'user', 'create', '--org', 'acme', '--email', 'ada@acme.test', '--role', 'admin')).json.token
       const env = { DATA_DIR: dir, ...(driver === 'process' ? { AGENTD_SANDBOX: 'process' } : {}) }
       let server = await startServer(env)
-      const call = async (method: string, path: string, body?: unknown) => {
-        const res = await fetch(`${server.url}${path}`, {
-          method,
-          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-          body: body ? JSON.stringify(body) : undefined,
-        })
-        return (await res.json()) as any
-      }
+      const request = client(() => server, token)
+      const call = async (method: string, path: string, body?: unknown) => (await request(method, path, body)).body
       const finished = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: 'first' })
       while ((await call('GET', `/o/acme/p/_/sessions/${finished.execution_id}`)).status !== 'completed') await Bun.sleep(50)
 
@@ -79,19 +70,13 @@ for (const driver of ['default', 'process'] as const) {
 
 describe('across a restart (bwrap driver)', () => {
   test('an event stream resumes after the restart with Last-Event-ID: no gap, no duplicate, then done', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'agentd-restart-sse-'))
+    const { dir, token } = await seededDataDir('agentd-restart-sse')
     dirs.push(dir)
-    await admin(dir, 'org', 'create', 'acme')
-    const token = (await admin(dir, 'user', 'create', '--org', 'acme', '--email', 'ada@acme.test', '--role', 'admin')).json.token
     let server = await startServer({ DATA_DIR: dir, AGENTD_SANDBOX: 'bwrap' })
     try {
-      const created = (await (
-        await fetch(`${server.url}/o/acme/p/_/sessions`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ agent: 'harness_1', prompt: script([{ say: 'before' }, { sleep: 3000 }, { answer: 'after' }]) }),
-        })
-      ).json()) as { execution_id: string }
+      const created = (
+        await client(() => server, token)('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ say: 'before' }, { sleep: 3000 }, { answer: 'after' }]) })
+      ).body as { execution_id: string }
       const url = (base: string) => `${base}/o/acme/p/_/sessions/${created.execution_id}/events`
       const first = await openSse(url(server.url), token)
       // Read up to the assistant's first words, then lose the server.
@@ -114,19 +99,10 @@ describe('across a restart (bwrap driver)', () => {
   })
 
   test('queued follow-ups survive the restart and run as the next turns', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'agentd-restart-queue-'))
+    const { dir, token } = await seededDataDir('agentd-restart-queue')
     dirs.push(dir)
-    await admin(dir, 'org', 'create', 'acme')
-    const token = (await admin(dir, 'user', 'create', '--org', 'acme', '--email', 'ada@acme.test', '--role', 'admin')).json.token
     let server = await startServer({ DATA_DIR: dir, AGENTD_SANDBOX: 'bwrap' })
-    const call = async (method: string, path: string, body?: unknown) => {
-      const res = await fetch(`${server.url}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        body: body ? JSON.stringify(body) : undefined,
-      })
-      return { status: res.status, body: (await res.json()) as any }
-    }
+    const call = client(() => server, token)
     try {
       const id = (await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ sleep: 5000 }]) })).body.execution_id
       while ((await call('GET', `/o/acme/p/_/sessions/${id}`)).body.status !== 'running') await Bun.sleep(20)

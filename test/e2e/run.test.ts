@@ -1,37 +1,28 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { script, waitFor } from '../helpers/http'
-import { admin, startServer, type RunningServer } from '../helpers/server'
+import { client, seededDataDir, startServer, type RunningServer } from '../helpers/server'
 
 /**
  * The newcomer's path, on real parts: the admin CLI as a process, the server as a process with
  * the default (strongest available) sandbox driver, and the real Claude Code CLI against the
  * scripted model.
  */
-const dir = mkdtempSync(join(tmpdir(), 'agentd-e2e-'))
+let dir: string
 let server: RunningServer
-let token: string
+let call: ReturnType<typeof client>
 
 beforeAll(async () => {
-  await admin(dir, 'org', 'create', 'acme')
-  token = (await admin(dir, 'user', 'create', '--org', 'acme', '--email', 'ada@acme.test', '--role', 'admin')).json.token
+  const seeded = await seededDataDir('agentd-e2e')
+  dir = seeded.dir
   server = await startServer({ DATA_DIR: dir })
+  call = client(() => server, seeded.token)
 })
 afterAll(async () => {
   await server.stop()
   rmSync(dir, { recursive: true, force: true })
 })
-
-async function call(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${server.url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
-  })
-  return { status: res.status, body: (await res.json()) as any }
-}
 
 async function runToEnd(body: Record<string, unknown>) {
   const created = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', ...body })

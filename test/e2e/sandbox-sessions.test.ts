@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { script } from '../helpers/http'
-import { admin, startServer, type RunningServer } from '../helpers/server'
+import { client, seededDataDir, startServer, type RunningServer } from '../helpers/server'
 
 /**
  * Sessions on the real isolating drivers, through a real server: what a turn leaves in its
@@ -11,27 +10,20 @@ import { admin, startServer, type RunningServer } from '../helpers/server'
  */
 for (const driver of ['gvisor', 'bwrap'] as const) {
   describe(`a resumable session on ${driver}`, () => {
-    const dir = mkdtempSync(join(tmpdir(), `agentd-${driver}-`))
+    let dir: string
     let server: RunningServer
-    let token: string
+    let call: ReturnType<typeof client>
     beforeAll(async () => {
-      await admin(dir, 'org', 'create', 'acme')
-      token = (await admin(dir, 'user', 'create', '--org', 'acme', '--email', 'ada@acme.test', '--role', 'admin')).json.token
+      const seeded = await seededDataDir(`agentd-${driver}`)
+      dir = seeded.dir
       server = await startServer({ DATA_DIR: dir, AGENTD_SANDBOX: driver })
+      call = client(() => server, seeded.token)
     })
     afterAll(async () => {
       await server.stop()
       rmSync(dir, { recursive: true, force: true })
     })
 
-    const call = async (method: string, path: string, body?: unknown) => {
-      const res = await fetch(`${server.url}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      })
-      return { status: res.status, body: (await res.json()) as any }
-    }
     const session = (id: string) => call('GET', `/o/acme/p/_/sessions/${id}`).then((r) => r.body)
     async function turnsDone(id: string, turns: number) {
       const deadline = Date.now() + 40_000

@@ -1,3 +1,5 @@
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Subprocess } from 'bun'
 
@@ -59,4 +61,24 @@ export async function admin(dataDir: string, ...args: string[]): Promise<{ code:
   })
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
   return { code, json: code === 0 ? JSON.parse(stdout) : null, stderr }
+}
+
+/** A fresh DATA_DIR with org `acme` and its admin, made with the admin CLI as an operator would. */
+export async function seededDataDir(prefix: string): Promise<{ dir: string; token: string }> {
+  const dir = mkdtempSync(join(tmpdir(), `${prefix}-`))
+  await admin(dir, 'org', 'create', 'acme')
+  const token = (await admin(dir, 'user', 'create', '--org', 'acme', '--email', 'ada@acme.test', '--role', 'admin')).json.token as string
+  return { dir, token }
+}
+
+/** JSON calls as `token` to whatever server `current()` returns, so a test can restart it. */
+export function client(current: () => RunningServer, token: string) {
+  return async (method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> => {
+    const res = await fetch(`${current().url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    })
+    return { status: res.status, body: await res.json() }
+  }
 }
