@@ -1,6 +1,5 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import { readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs'
-import { join } from 'node:path'
 import { script } from '../helpers/http'
 import { client, seededDataDir, startServer } from '../helpers/server'
 import { openSse, type SseFrame } from '../helpers/sse'
