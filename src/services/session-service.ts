@@ -288,8 +288,8 @@ export class SessionService {
   expireIdle(): number {
     let expired = 0
     const cutoff = this.now() - this.deps.idleMs
-    for (const row of this.store.inStatus(PARKABLE)) {
-      if (row.persistenceMode === 'resumable' && row.updatedAt <= cutoff && this.apply(row.id, { type: 'idle.timeout' })) expired++
+    for (const id of this.store.idleSince(PARKABLE, cutoff)) {
+      if (this.apply(id, { type: 'idle.timeout' })) expired++
     }
     return expired
   }

@@ -1,4 +1,4 @@
-import { and, asc, eq, getTableColumns, inArray, sql } from 'drizzle-orm'
+import { and, asc, eq, getTableColumns, inArray, lte, sql } from 'drizzle-orm'
 import type { Db } from '../db/client'
 import { sessionEvents, sessionMessages, sessions, sessionSnapshots, sessionTranscriptLines } from '../db/schema'
 import type { SessionStatus } from '../domain/status'
@@ -106,6 +106,16 @@ export class SessionStore {
   inStatus(statuses: SessionStatus[], orgId?: string): SessionRow[] {
     const where = orgId ? and(inArray(sessions.status, statuses), eq(sessions.orgId, orgId)) : inArray(sessions.status, statuses)
     return this.db.select().from(sessions).where(where).orderBy(asc(sessions.createdAt), asc(sessions.id)).all()
+  }
+
+  /** Resumable sessions in these states untouched since `cutoff`: the sweeper reads only these. */
+  idleSince(statuses: SessionStatus[], cutoff: number): string[] {
+    return this.db
+      .select({ id: sessions.id })
+      .from(sessions)
+      .where(and(inArray(sessions.status, statuses), eq(sessions.persistenceMode, 'resumable'), lte(sessions.updatedAt, cutoff)))
+      .all()
+      .map((row) => row.id)
   }
 
   countInStatus(orgId: string, statuses: SessionStatus[]): number {
