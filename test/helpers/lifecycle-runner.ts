@@ -23,14 +23,28 @@ export const OCCUPIER_PROMPT = 'occupies the run slot'
 const SCHEMA = { type: 'object', properties: { verdict: { type: 'string' } }, required: ['verdict'], additionalProperties: false }
 const WAIT_MS = 30_000
 
+interface Gate {
+  waiting: boolean
+  open: () => void
+  opened: Promise<void>
+}
+
+function newGate(): Gate {
+  let open!: () => void
+  const opened = new Promise<void>((resolve) => (open = resolve))
+  return { waiting: false, open, opened }
+}
+
 /**
- * The process driver, except that a sandbox start can be held until the test lets it go: the
- * session then really is in `allocating` for as long as the test needs. What happens when the
- * start is released is the driver's own (a sandbox folder that cannot be made fails it).
+ * The process driver, except that a sandbox start or a park can be held until the test lets it
+ * go: the session then really is in `allocating`, or `paused` with its park still landing, for as
+ * long as the test needs. What happens when the start is released is the driver's own (a sandbox
+ * folder that cannot be made fails it).
  */
-export class HeldStartDriver extends ProcessDriver {
+export class HeldDriver extends ProcessDriver {
   shouldHold: (id: string) => boolean = () => false
-  private readonly gates = new Map<string, { waiting: boolean; open: () => void; opened: Promise<void> }>()
+  private readonly gates = new Map<string, Gate>()
+  private readonly parks = new Map<string, Gate>()
   private readonly recovering = new Set<string>()
 
   constructor(options: HostDriverOptions = {}) {
@@ -56,6 +70,30 @@ export class HeldStartDriver extends ProcessDriver {
     }
   }
 
+  /** Until `openPark`, the sandbox's processes are not stopped: a turn can still reach its end. */
+  override async park(handle: SandboxHandle): Promise<void> {
+    const gate = this.parks.get(handle.id)
+    if (gate) {
+      gate.waiting = true
+      await gate.opened
+    }
+    return super.park(handle)
+  }
+
+  /** The next park of this sandbox waits for `openPark`. */
+  holdPark(id: string): void {
+    this.parks.set(id, newGate())
+  }
+
+  parkWaiting(id: string): boolean {
+    return this.parks.get(id)?.waiting === true
+  }
+
+  openPark(id: string): void {
+    this.parks.get(id)?.open()
+    this.parks.delete(id)
+  }
+
   waiting(id: string): boolean {
     return this.gates.get(id)?.waiting === true
   }
@@ -67,14 +105,13 @@ export class HeldStartDriver extends ProcessDriver {
 
   openAll(): void {
     for (const gate of this.gates.values()) gate.open()
+    for (const id of [...this.parks.keys()]) this.openPark(id)
   }
 
-  private gate(id: string) {
+  private gate(id: string): Gate {
     let gate = this.gates.get(id)
     if (!gate) {
-      let open!: () => void
-      const opened = new Promise<void>((resolve) => (open = resolve))
-      gate = { waiting: false, open, opened }
+      gate = newGate()
       this.gates.set(id, gate)
     }
     return gate
@@ -93,13 +130,13 @@ export class World {
   readonly holdStart = new Map<string, boolean>()
   constructor(
     public services: Services,
-    public driver: HeldStartDriver,
+    public driver: HeldDriver,
     public dir: string,
   ) {
     this.attach(services, driver, dir)
   }
 
-  attach(services: Services, driver: HeldStartDriver, dir: string): void {
+  attach(services: Services, driver: HeldDriver, dir: string): void {
     Object.assign(this, { services, driver, dir })
     driver.shouldHold = (id) => {
       const row = services.sessions.store.get(id)
@@ -252,6 +289,7 @@ export class RunExecutor {
     for (;;) {
       const natural = this.naturalNext()
       if (!natural) break
+      if (natural.type === 'sandbox.parked') this.world.driver.openPark(this.id)
       this.apply(natural)
       await this.observe(true)
     }
@@ -313,6 +351,11 @@ export class RunExecutor {
 
   private mustHoldAllocating(index: number): boolean {
     return (this.run.probes[index]?.length ?? 0) > 0 || this.run.events[index]?.type !== 'sandbox.ready'
+  }
+
+  /** After a mid-turn pause: the park waits when the test has something to do before it lands. */
+  private mustHoldPark(index: number): boolean {
+    return (this.run.probes[index]?.length ?? 0) > 0 || this.run.events[index]?.type === 'turn.ended'
   }
 
   /** Another run takes the org's only slot (its sandbox start held, so it stays in `allocating`). */
@@ -417,25 +460,32 @@ export class RunExecutor {
         }
         // In `running`, the wake of a sandbox whose disk was lost fails on its own.
         break
-      case 'turn.ended':
-        // A running turn reaches the end of its script once its gate opens; a parked one meets the turn time limit.
-        if (before.value === 'running') {
-          if (this.tracker.current === null) this.fail('a turn ends but no prompt is running')
-          writeFileSync(join(this.world.dir, 'sandboxes', this.id, 'workspace', `.gate-${this.tracker.current}`), '')
-        }
+      case 'turn.ended': {
+        // A running turn reaches the end of its script once its gate opens, and so does a paused
+        // one whose park is held (nothing stopped it yet); a parked one meets the turn time limit.
+        const parkLanding = before.value === 'paused' && before.context.machineState === 'pausing'
+        if (before.value !== 'running' && !parkLanding) break
+        if (parkLanding) await this.waitFor('the park to be held', () => this.world.driver.parkWaiting(this.id), Boolean)
+        if (this.tracker.current === null) this.fail('a turn ends but no prompt is running')
+        writeFileSync(join(this.world.dir, 'sandboxes', this.id, 'workspace', `.gate-${this.tracker.current}`), '')
+        break
+      }
+      case 'sandbox.parked':
+        this.world.driver.openPark(this.id)
         break
       case 'cancel':
       case 'pause':
       case 'resume':
       case 'stop_turn':
       case 'message': {
+        if (event.type === 'pause' && next.context.machineState === 'pausing' && this.mustHoldPark(this.cursor + 1)) this.world.driver.holdPark(this.id)
         await this.slots(event)
         const content = event.type === 'message' ? this.promptFor(this.tracker.sent + 1) : ''
         const res = await this.command(event, content)
         await this.expectAnswer(event, res, types, next)
         break
       }
-      // sandbox.parked, sandbox.woken, idle.timeout, service.restarted: they happen.
+      // sandbox.woken, idle.timeout, service.restarted: they happen.
     }
     this.apply(event)
     await this.observe(this.heldAt(this.cursor + 1))

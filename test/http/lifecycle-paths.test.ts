@@ -9,7 +9,7 @@ import { startServices } from '../../src/server'
 import { sweepScope } from '../helpers/app'
 import { makeTestApp } from '../helpers/app'
 import { generatePaths, planRuns, ROWS, unreachableRows, type Group, type Run } from '../helpers/lifecycle-model'
-import { eventLabel, HeldStartDriver, RunExecutor, World } from '../helpers/lifecycle-runner'
+import { eventLabel, HeldDriver, RunExecutor, World } from '../helpers/lifecycle-runner'
 
 /**
  * Model-based tests of the session lifecycle: shortest paths to every state and every transition
@@ -66,7 +66,7 @@ async function settle(executors: RunExecutor[], work: (e: RunExecutor) => Promis
 }
 
 /** Runs in one agentd with the given environment, `width` at a time. */
-async function inOneApp(group: Group, env: Record<string, string>, driver: HeldStartDriver, width: number): Promise<Outcome> {
+async function inOneApp(group: Group, env: Record<string, string>, driver: HeldDriver, width: number): Promise<Outcome> {
   const started = Date.now()
   const mine = runs.filter((r) => r.group === group)
   const errors: string[] = []
@@ -97,14 +97,14 @@ async function acrossRestart(group: 'restart' | 'crash'): Promise<Outcome> {
   const started = Date.now()
   const mine = runs.filter((r) => r.group === group)
   const errors: string[] = []
-  const driver = new HeldStartDriver()
+  const driver = new HeldDriver()
   const first = await makeTestApp({}, { driver })
   const world = new World(first, driver, first.dir)
   const executors = mine.map((run, i) => new RunExecutor(world, run, `${group}-${i}`))
   const points = new Map(executors.map((e) => [e, restartPoint(e.run)]))
   let dir = first.dir
   let second: Awaited<ReturnType<typeof startServices>> | null = null
-  const secondDriver = new HeldStartDriver()
+  const secondDriver = new HeldDriver()
   try {
     for (const e of executors) e.setUp()
     let alive = await settle(executors, (e) => e.walk(points.get(e)), errors)
@@ -155,12 +155,12 @@ describe('the session lifecycle, path by path', () => {
   test('each path driven through the HTTP API takes the machine’s transitions and answers', async () => {
     const started = Date.now()
     const outcomes = await Promise.all([
-      inOneApp('main', {}, new HeldStartDriver(), 8),
+      inOneApp('main', {}, new HeldDriver(), 8),
       acrossRestart('restart'),
       acrossRestart('crash'),
-      inOneApp('idle', { AGENTD_TIME_SCALE: IDLE_SCALE }, new HeldStartDriver(), 8),
+      inOneApp('idle', { AGENTD_TIME_SCALE: IDLE_SCALE }, new HeldDriver(), 8),
       // Parking by signal (no cgroup freezer), so the turn time limit can kill a parked turn.
-      inOneApp('timeout', { AGENTD_TURN_TIMEOUT_S: '4' }, new HeldStartDriver({ cgroups: false }), 8),
+      inOneApp('timeout', { AGENTD_TURN_TIMEOUT_S: '4' }, new HeldDriver({ cgroups: false }), 8),
     ])
     const executors = outcomes.flatMap((o) => o.executors)
     const errors = outcomes.flatMap((o) => o.errors)
