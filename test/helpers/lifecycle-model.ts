@@ -37,6 +37,8 @@ export function consequenceOf(before: SessionSnapshot, event: SessionMachineEven
  * The events the running system can produce in a state, as the test can cause them:
  * - a pause mid-turn is followed by `sandbox.parked`, a wake by `sandbox.woken` (or, when the
  *   sandbox's disk is gone, `sandbox.failed`), before anything else can happen;
+ * - while a mid-turn park is still landing, the turn can reach its answer (the test holds the
+ *   park); its error ending is left to the time limit below, so that limit keeps a path;
  * - `stop_turn` on a running turn is followed by the turn's end (`consequenceOf`);
  * - a parked turn cannot end by itself: the only end it meets is the turn time limit (`TIMED_OUT`);
  * - past two waiting follow-ups, only more follow-ups are sent (to reach the queue limit).
@@ -74,7 +76,10 @@ export function environmentEvents(snapshot: SessionSnapshot): SessionMachineEven
       break
     case 'paused':
       if (context.machineState === 'pausing') {
-        events = [{ type: 'sandbox.parked' }]
+        events = [
+          { type: 'sandbox.parked' },
+          ...(context.turnActive ? [ended(null, context.hasSchema ? true : null), ...(context.hasSchema ? [ended(null, false)] : [])] : []),
+        ]
         break
       }
       events = [
@@ -217,7 +222,9 @@ export function groupOf(path: ModelPath): Group {
     if (event.type === 'service.restarted') group = snapshot.value === 'allocating' ? 'crash' : 'restart'
     // A wake that fails: the sandbox's disk was lost while agentd was down.
     if (event.type === 'sandbox.failed' && snapshot.value === 'running') group = 'restart'
-    const special: Group | null = event.type === 'idle.timeout' ? 'idle' : event.type === 'turn.ended' && snapshot.value === 'paused' ? 'timeout' : null
+    // A turn ending once parked is the time limit's; one ending while its park lands is not.
+    const parkedEnd = event.type === 'turn.ended' && snapshot.value === 'paused' && snapshot.context.machineState === 'paused'
+    const special: Group | null = event.type === 'idle.timeout' ? 'idle' : parkedEnd ? 'timeout' : null
     if (special) {
       if (group !== 'main') throw new Error(`a path needs two environments: ${group} and ${special}`)
       group = special
