@@ -13,8 +13,9 @@ const scopeFor = (method: string) => (method === 'GET' || method === 'HEAD' ? 'r
 
 /** Resolves `principal` from the bearer token on every route registered after it. */
 export const authPlugin = (auth: AuthService, options: AuthOptions = {}) =>
-  new Elysia({ name: 'agentd/auth', seed: options.apiKeys === true }).resolve({ as: 'scoped' }, async ({ headers, request }) => {
-    const principal = await auth.authenticate(headers.authorization)
+  new Elysia({ name: 'agentd/auth', seed: options.apiKeys === true }).resolve({ as: 'scoped' }, async ({ request }) => {
+    // One header read from the request, not `headers`: naming that would copy them all on each request.
+    const principal = await auth.authenticate(request.headers.get('authorization') ?? undefined)
     auth.authorizeKey(principal, options.apiKeys ? scopeFor(request.method) : null)
     return { principal }
   })

@@ -111,9 +111,11 @@ interface ErrorContext {
  * unknown routes (404); anything else is a bug, logged and answered with a bare 500. Routes marked
  * with `messageEnvelope()` get `{code, message}` instead of `{error, code?}`.
  */
-export const errorPlugin = new Elysia({ name: 'agentd/errors' }).onError({ as: 'global' }, (context) => {
-  context.set.headers['content-type'] = 'application/json'
-  const body = errorBody(context)
+// The handler names what it reads: Elysia looks at a hook's parameters to decide what to prepare
+// for every request, and a whole `context` would make each one parse cookies and copy headers.
+export const errorPlugin = new Elysia({ name: 'agentd/errors' }).onError({ as: 'global' }, ({ code, error, set, request, ...context }) => {
+  set.headers['content-type'] = 'application/json'
+  const body = errorBody({ code, error, set, request })
   const marked = (context as { errorEnvelope?: unknown }).errorEnvelope === 'message'
-  return marked ? asMessageEnvelope(Number(context.set.status), body) : body
+  return marked ? asMessageEnvelope(Number(set.status), body) : body
 })
