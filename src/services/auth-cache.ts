@@ -1,4 +1,5 @@
 import type { Database } from 'bun:sqlite'
+import { DataVersion } from '../db/data-version'
 
 const MAX_AGE_MS = 5_000
 const MAX_ENTRIES = 10_000
@@ -18,11 +19,11 @@ export class AuthCache<T> {
     sqlite: Database,
     private readonly now: () => number = Date.now,
   ) {
-    this.dataVersion = sqlite.prepare<{ data_version: number }, []>('PRAGMA data_version')
+    this.dataVersion = DataVersion.of(sqlite)
   }
 
   get(key: string, load: () => T): T {
-    const version = this.dataVersion.get()!.data_version
+    const version = this.dataVersion.read()
     if (version !== this.version) {
       this.entries.clear()
       this.version = version

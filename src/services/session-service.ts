@@ -3,6 +3,7 @@ import { eq, sql } from 'drizzle-orm'
 import { initialTransition, transition } from 'xstate'
 import { refusalOf, SESSION_MACHINE_VERSION, sessionMachine, statusOf, type SessionMachineEvent } from '../../machines/session.machine'
 import type { Db } from '../db/client'
+import { DataVersion } from '../db/data-version'
 import { plans, users } from '../db/schema'
 import { ApiError, notFound } from '../domain/errors'
 import type { Harness } from '../domain/harness'
@@ -88,14 +89,17 @@ export class SessionService {
   readonly artifacts: ArtifactStore
   private readonly now: () => number
   private readonly userById
-  private readonly views = new Map<string, { version: number; row: SessionRow; view: ReturnType<typeof cloudRunSession> }>()
+  /** Kept until the row is written here (the store tells) or another connection commits. */
+  private readonly views = new Map<string, { dataVersion: number; row: SessionRow; view: ReturnType<typeof cloudRunSession> }>()
+  private readonly dataVersion: DataVersion
   private readonly startedBy: AuthCache<{ name: string | null; avatarUrl: string | null } | null>
 
   constructor(private readonly deps: SessionServiceDeps) {
     this.now = deps.now ?? Date.now
     this.startedBy = new AuthCache(deps.db.$client, this.now)
     this.userById = deps.db.select({ name: users.name, avatarUrl: users.avatarUrl }).from(users).where(eq(users.id, sql.placeholder('id'))).prepare()
-    this.store = new SessionStore(deps.db, this.now)
+    this.dataVersion = DataVersion.of(deps.db.$client)
+    this.store = new SessionStore(deps.db, this.now, undefined, (id) => this.views.delete(id))
     this.search = new SessionSearch(deps.db, this.now)
     this.installer = new HarnessInstaller(join(deps.dataDir, 'harnesses'))
     this.artifacts = new ArtifactStore(deps.db, deps.dataDir, this.now)
@@ -183,23 +187,21 @@ export class SessionService {
   }
 
   /**
-   * One session (spec 4.1). Polled hard by clients, so the view of an unchanged session is reused:
-   * a session's snapshot version moves with every write of its row.
+   * One session (spec 4.1). Polled hard by clients, so the view of an unchanged session is reused
+   * (every write of the row goes through the store's `insert` or `commit`, which drop it).
    */
   get(access: OrgAccess, projectRef: string, id: string) {
-    const version = this.store.versionOf(id)
+    // Read before the row, so a commit by another connection in between makes the copy stale.
+    const dataVersion = this.dataVersion.read()
     const hit = this.views.get(id)
-    if (hit && version !== null && hit.version === version) {
-      if (hit.row.orgId !== access.orgId) throw notFound('Session not found')
-      if (projectRef !== NO_PROJECT) this.find(access, projectRef, id)
+    if (hit && hit.dataVersion === dataVersion) {
+      this.assertReadable(access, projectRef, hit.row)
       return hit.view
     }
     const row = this.find(access, projectRef, id)
     const view = this.view(row)
-    if (version !== null) {
-      if (this.views.size >= VIEW_CACHE_SIZE) this.views.delete(this.views.keys().next().value!)
-      this.views.set(id, { version, row, view })
-    }
+    if (this.views.size >= VIEW_CACHE_SIZE) this.views.delete(this.views.keys().next().value!)
+    this.views.set(id, { dataVersion, row, view })
     return view
   }
 
@@ -404,12 +406,18 @@ export class SessionService {
 
   private find(access: OrgAccess, projectRef: string, id: string): SessionRow {
     const row = this.store.get(id)
-    if (!row || row.orgId !== access.orgId) throw notFound('Session not found')
+    if (!row) throw notFound('Session not found')
+    this.assertReadable(access, projectRef, row)
+    return row
+  }
+
+  /** Another org's session, or one outside the named Project, is answered as not found. */
+  private assertReadable(access: OrgAccess, projectRef: string, row: SessionRow): void {
+    if (row.orgId !== access.orgId) throw notFound('Session not found')
     if (projectRef !== NO_PROJECT) {
       const project = findProject(this.deps.db, access.orgId, projectRef)
       if (!project || project.id !== row.projectId) throw notFound('Session not found')
     }
-    return row
   }
 
   private view(row: SessionRow) {

@@ -18,17 +18,17 @@ export class SessionStore {
   // Prepared once: every session route reads the row.
   private readonly byId
   private readonly mapRow: (raw: Record<string, unknown>) => SessionRow
-  private readonly versionById
   constructor(
     private readonly db: Db,
     private readonly now: () => number,
     flushMs?: number,
+    /** Told after each write of a session's row, so caches of it can drop their copy. */
+    private readonly written: (id: string) => void = () => {},
   ) {
     this.events = new EventLog(db.$client, { now, flushMs })
     // The hottest read of all, so plain bun:sqlite and a mapper built once from the table's
     // columns: drizzle's per-call query machinery cost more than the query itself.
     this.byId = db.$client.prepare<Record<string, unknown>, [string]>('SELECT * FROM sessions WHERE id = ?')
-    this.versionById = db.$client.prepare<{ version: number }, [string]>('SELECT version FROM session_snapshots WHERE session_id = ?')
     const columns = Object.entries(getTableColumns(sessions)).map(([key, column]) => ({ key, name: column.name, column }))
     this.mapRow = (raw) => {
       const row: Record<string, unknown> = {}
@@ -47,6 +47,7 @@ export class SessionStore {
       return this.events.inTransaction(row.id, events)
     })
     publish()
+    this.written(row.id)
   }
 
   get(id: string): SessionRow | null {
@@ -76,15 +77,11 @@ export class SessionStore {
       writes()
       return this.events.inTransaction(id, events)
     })
-    publish()
-  }
-
-  /**
-   * The session's write version: every write of the row goes through `insert` or `commit`, which
-   * set or bump it, so an unchanged version means an unchanged row. Null for an unknown session.
-   */
-  versionOf(id: string): number | null {
-    return this.versionById.get(id)?.version ?? null
+    try {
+      publish()
+    } finally {
+      this.written(id)
+    }
   }
 
   /** Every stored event of a session, logs included, in order. */
