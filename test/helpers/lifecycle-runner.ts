@@ -85,6 +85,11 @@ export class HeldDriver extends ProcessDriver {
     this.parks.set(id, newGate())
   }
 
+  /** The next park of this sandbox, or the one under way, lands only at `openPark`. */
+  parkHeld(id: string): boolean {
+    return this.parks.has(id)
+  }
+
   parkWaiting(id: string): boolean {
     return this.parks.get(id)?.waiting === true
   }
@@ -315,8 +320,11 @@ export class RunExecutor {
   /** Whether the state after `index` events must stay put until the test acts. */
   private heldAt(index: number): boolean {
     if ((this.run.probes[index]?.length ?? 0) > 0) return true
+    // A park the driver holds lands only once the test lets it (sandbox.parked, or finish).
+    const parkHeld = this.world.driver.parkHeld(this.id)
     // Where the run ends, the state is held unless something follows by itself (see finish).
-    if (index === this.run.events.length) return this.naturalNext() === null
+    if (index === this.run.events.length) return this.naturalNext() === null || parkHeld
+    if (this.run.events[index]?.type === 'sandbox.parked' && parkHeld) return true
     return !isImmediate(this.run.events[index], this.model)
   }
 
