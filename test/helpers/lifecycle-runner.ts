@@ -2,11 +2,12 @@
  * Drives one run of the lifecycle model (test/helpers/lifecycle-model.ts) through the real HTTP
  * API of an in-process agentd: every event is caused the way it happens in production (a request,
  * a turn's script reaching its end, a sandbox that cannot start, the idle limit, a restart), and
- * after each one the persisted status history, `status`, `machine_state`, `error` and the HTTP
- * answers are compared with the machine's.
+ * after each one the persisted status history, `status`, `machine_state`, `error`, the HTTP
+ * answers and the persisted machine snapshot are compared with the machine's.
  */
 import { existsSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { isDeepStrictEqual } from 'node:util'
 import { initialTransition, transition } from 'xstate'
 import { transitionTaken } from '../../machines/chart'
 import { refusalOf, sessionMachine, statusOf, type SessionMachineEvent, type SessionSnapshot } from '../../machines/session.machine'
@@ -83,6 +84,11 @@ export class HeldDriver extends ProcessDriver {
   /** The next park of this sandbox waits for `openPark`. */
   holdPark(id: string): void {
     this.parks.set(id, newGate())
+  }
+
+  /** The next park of this sandbox, or the one under way, lands only at `openPark`. */
+  parkHeld(id: string): boolean {
+    return this.parks.has(id)
   }
 
   parkWaiting(id: string): boolean {
@@ -181,11 +187,26 @@ export interface RunResult {
   states: Set<string>
 }
 
+/**
+ * A persisted snapshot as far as the machine decides it: all of it, except the error's text, which
+ * is the runtime's own (the driver's or the CLI's message); whether there is one is the machine's.
+ */
+function decided(persisted: unknown): unknown {
+  const { context, ...rest } = JSON.parse(JSON.stringify(persisted)) as { context: { error: string | null } }
+  return { ...rest, context: { ...context, error: context.error !== null } }
+}
+
 /** One session walking one run's events, with the probes (refused commands) at each state. */
 export class RunExecutor {
   readonly rows = new Set<string>()
   readonly states = new Set<string>()
+  /** Rows whose resulting snapshot was compared with the persisted one. */
+  readonly snapshotRows = new Set<string>()
   private model: SessionSnapshot
+  /** The persisted snapshot's version the model is at: the create writes 1, each transition one more. */
+  private version = 1
+  /** Rows taken since the last snapshot comparison whose snapshot is the current one. */
+  private uncompared: string[] = []
   private readonly tracker = new PromptTracker()
   private readonly endings: Ending[] = []
   private readonly expectedStatuses: string[] = []
@@ -315,8 +336,11 @@ export class RunExecutor {
   /** Whether the state after `index` events must stay put until the test acts. */
   private heldAt(index: number): boolean {
     if ((this.run.probes[index]?.length ?? 0) > 0) return true
+    // A park the driver holds lands only once the test lets it (sandbox.parked, or finish).
+    const parkHeld = this.world.driver.parkHeld(this.id)
     // Where the run ends, the state is held unless something follows by itself (see finish).
-    if (index === this.run.events.length) return this.naturalNext() === null
+    if (index === this.run.events.length) return this.naturalNext() === null || parkHeld
+    if (this.run.events[index]?.type === 'sandbox.parked' && parkHeld) return true
     return !isImmediate(this.run.events[index], this.model)
   }
 
@@ -402,6 +426,7 @@ export class RunExecutor {
         this.fail(`${eventLabel(event)} in ${statusOf(this.model)}: answered ${res.status} ${JSON.stringify(body)}, the machine refuses with ${JSON.stringify(refusal)}`)
       }
       this.rows.add(row.key)
+      this.uncompared.push(row.key)
       this.trail.push(`(${eventLabel(event)} → ${refusal.status})`)
     }
     if ((this.run.probes[index]?.length ?? 0) === 0) return
@@ -520,6 +545,8 @@ export class RunExecutor {
       const status = statusOf(next)
       if (status !== statusOf(before) || e.type === 'turn.ended') this.expectedStatuses.push(status)
       this.model = next
+      this.version++
+      this.uncompared = [row.key]
       this.states.add(status)
       this.rows.add(row.key)
       this.trail.push(`${eventLabel(e)} → ${status}`)
@@ -543,8 +570,8 @@ export class RunExecutor {
   }
 
   /**
-   * Compares the persisted status events with the machine's, and when the session stays in this
-   * state (`held`), its status, machine_state and error too.
+   * Compares the persisted status events and snapshot with the machine's, and when the session
+   * stays in this state (`held`), its status, machine_state and error too.
    */
   private async observe(held: boolean): Promise<void> {
     const expected = this.expectedStatuses
@@ -564,6 +591,7 @@ export class RunExecutor {
         return real.length >= expected.length
       },
     )
+    await this.expectSnapshot(held)
     if (!held) return
     const want = { status: statusOf(this.model), machine_state: this.model.context.machineState, error: this.model.context.error !== null }
     await this.waitFor(
@@ -574,6 +602,30 @@ export class RunExecutor {
       },
       (got) => JSON.stringify(got) === JSON.stringify(want),
     )
+  }
+
+  /**
+   * The snapshot shows what HTTP cannot: where a paused session will rest, what is queued, whether
+   * a turn is still on. It is compared once the session has committed as many transitions as the
+   * model took; a session that does not stay put may be past that already, and is compared at
+   * its next held state instead.
+   */
+  private async expectSnapshot(held: boolean): Promise<void> {
+    const stored = (await this.waitFor(
+      `snapshot version ${this.version}`,
+      () => this.world.services.sessions.store.snapshotOf(this.id),
+      (s) => s !== null && s.version >= this.version,
+    ))!
+    if (stored.version > this.version) {
+      if (held) this.fail(`snapshot version ${stored.version} went past the machine's ${this.version}: ${JSON.stringify(stored.snapshot)}`)
+      this.uncompared = []
+      return
+    }
+    const want = decided(sessionMachine.getPersistedSnapshot(this.model))
+    const got = decided(stored.snapshot)
+    if (!isDeepStrictEqual(got, want)) this.fail(`persisted snapshot ${JSON.stringify(got)}, the machine says ${JSON.stringify(want)}`)
+    for (const key of this.uncompared) this.snapshotRows.add(key)
+    this.uncompared = []
   }
 
   /** The run's session folder is gone, as if its disk was lost while agentd was down. */
