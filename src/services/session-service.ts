@@ -99,7 +99,7 @@ export class SessionService {
     this.startedBy = new AuthCache(deps.db.$client, this.now)
     this.userById = deps.db.select({ name: users.name, avatarUrl: users.avatarUrl }).from(users).where(eq(users.id, sql.placeholder('id'))).prepare()
     this.dataVersion = DataVersion.of(deps.db.$client)
-    this.store = new SessionStore(deps.db, this.now, undefined, (id) => this.views.delete(id))
+    this.store = new SessionStore(deps.db, this.now, (id) => this.views.delete(id))
     this.search = new SessionSearch(deps.db, this.now)
     this.installer = new HarnessInstaller(join(deps.dataDir, 'harnesses'))
     this.artifacts = new ArtifactStore(deps.db, deps.dataDir, this.now)

@@ -21,11 +21,10 @@ export class SessionStore {
   constructor(
     private readonly db: Db,
     private readonly now: () => number,
-    flushMs?: number,
     /** Told after each write of a session's row, so caches of it can drop their copy. */
     private readonly written: (id: string) => void = () => {},
   ) {
-    this.events = new EventLog(db.$client, { now, flushMs })
+    this.events = new EventLog(db.$client, { now })
     // The hottest read of all, so plain bun:sqlite and a mapper built once from the table's
     // columns: drizzle's per-call query machinery cost more than the query itself.
     this.byId = db.$client.prepare<Record<string, unknown>, [string]>('SELECT * FROM sessions WHERE id = ?')
