@@ -1,14 +1,15 @@
 import type { Database } from 'bun:sqlite'
 
 /**
- * SQLite's `data_version` for one connection: it moves when another connection commits (the admin
- * CLI, LiteFS applying the primary's transactions on a replica), never for this connection's own
- * writes. The caches of the request path compare it to decide whether what they hold can still be
- * trusted.
+ * When the caches of the request path must forget: a generation that moves with SQLite's
+ * `data_version` (another connection committed: the admin CLI, LiteFS applying the primary's
+ * transactions on a replica; it never moves for this connection's own writes) and with `bump`,
+ * which this process's writers of cached things (identities, keys) call.
  *
- * Reading it takes a read lock, a few microseconds, and several caches ask on every request; so
- * one reading serves the rest of the event-loop turn it was taken in. A commit by another process
- * is therefore seen from the next turn on, as if the request had arrived a moment earlier.
+ * Reading `data_version` takes a read lock, a few microseconds, and several caches ask on every
+ * request; so one reading serves the rest of the event-loop turn it was taken in. A commit by
+ * another process is therefore seen from the next turn on, as if the request had arrived a moment
+ * earlier.
  */
 export class DataVersion {
   private static readonly byConnection = new WeakMap<Database, DataVersion>()
@@ -24,7 +25,8 @@ export class DataVersion {
   }
 
   private readonly pragma
-  private value = 0
+  private seen = -1
+  private generation = 0
   private fresh = false
   private readonly expire = () => {
     this.fresh = false
@@ -36,10 +38,19 @@ export class DataVersion {
 
   read(): number {
     if (!this.fresh) {
-      this.value = this.pragma.get()!.data_version
+      const version = this.pragma.get()!.data_version
+      if (version !== this.seen) {
+        this.seen = version
+        this.generation++
+      }
       this.fresh = true
       setImmediate(this.expire)
     }
-    return this.value
+    return this.generation
+  }
+
+  /** This process changed something a cache may hold; every cache of the connection forgets. */
+  bump(): void {
+    this.generation++
   }
 }

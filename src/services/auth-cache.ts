@@ -6,9 +6,8 @@ const MAX_ENTRIES = 10_000
 
 /**
  * Answers of identity lookups that run on every request (token → user, user + org → role),
- * kept while nothing could have changed them: no write by another connection (the admin CLI;
- * SQLite's `data_version` tells) and none through this process's IdentityService (`invalidate`),
- * and for at most a few seconds either way.
+ * kept while nothing could have changed them (see DataVersion: no commit by another connection,
+ * no write of identities here), and for at most a few seconds either way.
  */
 export class AuthCache<T> {
   private readonly entries = new Map<string, { value: T; at: number }>()
@@ -35,9 +34,5 @@ export class AuthCache<T> {
     if (this.entries.size >= MAX_ENTRIES) this.entries.clear()
     this.entries.set(key, { value, at: now })
     return value
-  }
-
-  invalidate(): void {
-    this.entries.clear()
   }
 }

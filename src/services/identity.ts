@@ -1,5 +1,6 @@
 import { and, eq, isNull, or, sql } from 'drizzle-orm'
 import type { Db } from '../db/client'
+import { DataVersion } from '../db/data-version'
 import { memberships, orgs, plans, projects, users, userTokens, type ApiKeyScope, type Role } from '../db/schema'
 import { newId, newUserToken, sha256 } from '../domain/ids'
 import { AuthCache } from './auth-cache'
@@ -65,8 +66,7 @@ export class IdentityService {
 
   /** Every write here may change who a token is or what a role allows. */
   private changed(): void {
-    this.tokenCache.invalidate()
-    this.accessCache.invalidate()
+    DataVersion.of(this.db.$client).bump()
   }
 
   createOrg(slug: string) {
