@@ -1,6 +1,7 @@
 import { randomBytes, timingSafeEqual, createHash } from 'node:crypto'
 import { and, desc, eq, gt, inArray, isNull, or, sql } from 'drizzle-orm'
 import type { Db } from '../db/client'
+import { DataVersion } from '../db/data-version'
 import { apiKeys, memberships, sessions, users, type ApiKeyScope } from '../db/schema'
 import { ApiError, badRequest, notFound } from '../domain/errors'
 import type { SessionStatus } from '../domain/status'
@@ -21,6 +22,15 @@ const KEY_UNSUPPORTED_FIELDS = ['agent_id', 'resources']
 const TOUCH_EVERY_MS = 1_000
 
 type KeyRow = typeof apiKeys.$inferSelect
+
+interface FoundKey {
+  keyId: string
+  principal: Principal
+  expiresAt: number | null
+  /** Kept current here, so the touch is written once per TOUCH_EVERY_MS, not on every request. */
+  lastUsedAt: number | null
+}
+const MAX_FOUND = 10_000
 
 export interface CreateKeyBody {
   name: string
@@ -74,6 +84,14 @@ export function assertKeySlot(db: Db, key: KeyPrincipal): void {
  */
 export class ApiKeyService {
   private readonly now: () => number
+  /**
+   * Keys by their secret's digest, as the identity caches keep tokens: a server holding a key
+   * polls with it. Dropped when anything that decides a key's Principal may have changed (see
+   * DataVersion); expiry is checked on each use.
+   */
+  private readonly found = new Map<string, FoundKey>()
+  private foundAt = -1
+  private readonly dataVersion: DataVersion
 
   constructor(
     private readonly db: Db,
@@ -81,6 +99,7 @@ export class ApiKeyService {
     now?: () => number,
   ) {
     this.now = now ?? Date.now
+    this.dataVersion = DataVersion.of(db.$client)
   }
 
   /**
@@ -91,6 +110,29 @@ export class ApiKeyService {
   authenticate(secret: string): Principal | null {
     const now = this.now()
     const given = digest(secret)
+    const generation = this.dataVersion.read()
+    if (generation !== this.foundAt) {
+      this.found.clear()
+      this.foundAt = generation
+    }
+    const cacheKey = given.toString('hex')
+    let entry = this.found.get(cacheKey)
+    if (!entry) {
+      const looked = this.lookup(secret, given)
+      if (!looked) return null
+      if (this.found.size >= MAX_FOUND) this.found.clear()
+      this.found.set(cacheKey, (entry = looked))
+    }
+    if (entry.expiresAt !== null && entry.expiresAt <= now) return null
+    if (entry.lastUsedAt === null || now - entry.lastUsedAt >= TOUCH_EVERY_MS) {
+      this.db.update(apiKeys).set({ lastUsedAt: now }).where(eq(apiKeys.id, entry.keyId)).run()
+      entry.lastUsedAt = now
+    }
+    return entry.principal
+  }
+
+  /** The live key behind a secret, with its creator still in its org; null when there is none. */
+  private lookup(secret: string, given: Buffer): FoundKey | null {
     const candidates = this.db
       .select({ key: apiKeys, user: users })
       .from(apiKeys)
@@ -101,17 +143,18 @@ export class ApiKeyService {
     const found = candidates.find(({ key }) => timingSafeEqual(Buffer.from(key.secretHash, 'hex'), given))
     if (!found) return null
     const { key, user } = found
-    if (key.expiresAt !== null && key.expiresAt <= now) return null
-    if (key.lastUsedAt === null || now - key.lastUsedAt >= TOUCH_EVERY_MS) {
-      this.db.update(apiKeys).set({ lastUsedAt: now }).where(eq(apiKeys.id, key.id)).run()
-    }
     return {
-      userId: user.id,
-      email: user.email,
-      name: user.name,
-      avatarUrl: user.avatarUrl,
-      via: 'api_key',
-      apiKey: { id: key.id, orgId: key.orgId, scopes: key.scopes, maxConcurrent: key.maxConcurrent },
+      keyId: key.id,
+      expiresAt: key.expiresAt,
+      lastUsedAt: key.lastUsedAt,
+      principal: {
+        userId: user.id,
+        email: user.email,
+        name: user.name,
+        avatarUrl: user.avatarUrl,
+        via: 'api_key',
+        apiKey: { id: key.id, orgId: key.orgId, scopes: key.scopes, maxConcurrent: key.maxConcurrent },
+      },
     }
   }
 
@@ -203,6 +246,7 @@ export class ApiKeyService {
       this.db.update(apiKeys).set({ revokedAt: this.now() }).where(eq(apiKeys.id, key.id)).run()
       this.webhooks.dropPending(key.id, 'key revoked')
     })
+    this.dataVersion.bump()
   }
 
   /** A new secret for the key (creator only); the old one stops working at once, expiry is kept. */
@@ -216,6 +260,7 @@ export class ApiKeyService {
       .where(eq(apiKeys.id, key.id))
       .returning()
       .get()!
+    this.dataVersion.bump()
     return { ...this.view(updated), secret }
   }
 

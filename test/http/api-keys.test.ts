@@ -246,6 +246,7 @@ describe('DELETE and rotate', () => {
   test('rotate (creator only): a new secret, the old one stops at once, expiry kept', async () => {
     const expires = inDays(10)
     const key = (await t.createKey({ name: 'rotating', expires_at: expires })).body
+    expect((await t.call('GET', '/o/acme/p/_/sessions', key.secret)).status).toBe(200)
     expect((await t.call('POST', `${keysPath}/${key.id}/rotate`, t.admin2.token)).status).toBe(403)
     const res = await t.call('POST', `${keysPath}/${key.id}/rotate`, t.admin.token)
     expect(res.status).toBe(200)

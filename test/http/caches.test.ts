@@ -59,6 +59,27 @@ describe('caches of the request path follow commits by other connections', () =>
     expect((await get('/o/acme/p/_/sessions', token)).status).toBe(404)
   })
 
+  test('an API key revoked elsewhere, or whose creator left the org, is refused on the next request', async () => {
+    const keys = `/o/acme/api-keys`
+    const mint = async () => {
+      const res = await fetch(`${base}${keys}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${creator.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'poller' }),
+      })
+      return (await res.json()) as { id: string; secret: string }
+    }
+    const creator = t.identity.createUser('acme', 'keeper@acme.test', 'admin')
+    const revoked = await mint()
+    const orphaned = await mint()
+    for (const key of [revoked, orphaned]) expect((await getTwice('/o/acme/p/_/sessions', key.secret)).status).toBe(200)
+    other.run('UPDATE api_keys SET revoked_at = ? WHERE id = ?', [Date.now(), revoked.id])
+    expect((await get('/o/acme/p/_/sessions', revoked.secret)).status).toBe(401)
+    expect((await get('/o/acme/p/_/sessions', orphaned.secret)).status).toBe(200)
+    other.run('DELETE FROM memberships WHERE user_id = (SELECT id FROM users WHERE email = ?)', ['keeper@acme.test'])
+    expect((await get('/o/acme/p/_/sessions', orphaned.secret)).status).toBe(401)
+  })
+
   test('a Project the admin CLI creates after a 404 is found on the next request', async () => {
     expect((await getTwice('/o/acme/p/docs/sessions')).status).toBe(404)
     const made = await admin(t.dir, 'project', 'create', '--org', 'acme', '--name', 'docs')
