@@ -119,6 +119,14 @@ const base = `http://127.0.0.1:${agentd.server!.port}`
 const hello = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: () => new Response('Hello, World!') })
 const helloUrl = `http://127.0.0.1:${hello.port}/`
 const auth = { authorization: `Bearer ${token}` }
+const apiKey = await (async () => {
+  const res = await services.app.handle(
+    new Request('http://localhost/o/bench/api-keys', { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bench' }) }),
+  )
+  const body = (await res.json()) as { secret?: string }
+  if (res.status !== 201 || !body.secret) throw new Error(`API key create answered ${res.status}: ${JSON.stringify(body)}`)
+  return body.secret
+})()
 
 async function createSession(prompt: string) {
   const res = await fetch(`${base}/o/bench/p/web/sessions`, {
@@ -181,6 +189,8 @@ try {
     const targets = [
       { name: 'Bun.serve hello-world', url: helloUrl, headers: {} },
       { name: 'agentd GET session (auth)', url: sessionUrl, headers: auth },
+      // As a server holding an API key polls; not part of the goal.
+      { name: 'agentd GET session (API key)', url: sessionUrl, headers: { authorization: `Bearer ${apiKey}` } },
     ]
     // Alternate the two targets for several rounds: each round's ratio compares measurements taken
     // seconds apart, so background load on a shared machine skews it less. Medians are reported.
@@ -194,7 +204,10 @@ try {
         perTarget[i]!.push(result.rps)
       }
       ratios.push(perTarget[1]![round]! / perTarget[0]![round]!)
-      console.log(`  round ${round + 1}: hello-world ${fmt(perTarget[0]![round]!)} req/s, agentd ${fmt(perTarget[1]![round]!)} req/s, ratio ${fmt(ratios[round]!, 3)}`)
+      console.log(
+        `  round ${round + 1}: hello-world ${fmt(perTarget[0]![round]!)} req/s, agentd ${fmt(perTarget[1]![round]!)} req/s, ratio ${fmt(ratios[round]!, 3)}` +
+          ` (with an API key ${fmt(perTarget[2]![round]!)} req/s)`,
+      )
     }
     for (const [i, target] of targets.entries()) rpsRows.push([target.name, fmt(median(perTarget[i]!))])
     const ratio = median(ratios)
