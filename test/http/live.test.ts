@@ -283,11 +283,12 @@ describe('PATCH pause, resume, stop_turn', () => {
   })
 
   test('cancel during a turn kills the harness: no process of the sandbox survives', async () => {
-    const id = await start(script([{ bash: 'sleep 30 & echo started' }, { sleep: 10_000 }]))
+    // A duration nothing else on the machine sleeps for, matched exactly: `sleep 30` also matched `sleep 300`.
+    const id = await start(script([{ bash: 'sleep 29.75 & echo started' }, { sleep: 10_000 }]))
     await waitFor(async () => t.sessions.store.allEvents(id).some((e) => e.type === 'tool_result'), Boolean)
     expect((await call('PATCH', path(id), { status: 'cancelled' })).status).toBe(200)
     await Bun.sleep(300)
-    const survivors = Bun.spawnSync(['pgrep', '-f', 'sleep 30']).stdout.toString().trim()
+    const survivors = Bun.spawnSync(['pgrep', '-x', '-f', 'sleep 29.75']).stdout.toString().trim()
     expect(survivors).toBe('')
     expect(existsSync(join(t.dir, 'sandboxes', id))).toBe(false)
   })
