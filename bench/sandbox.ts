@@ -16,6 +16,7 @@ import type { SandboxDriver, SandboxKind, SandboxSpec } from '../sandbox/driver'
 import { GvisorDriver, gvisorWorks } from '../sandbox/gvisor'
 import { bwrapWorks } from '../sandbox/index'
 import { ProcessDriver } from '../sandbox/process'
+import { specFor } from '../test/sandbox/helpers'
 
 const RUNS = Number(process.env.BENCH_SANDBOX_RUNS ?? 30)
 const WANTED = (process.env.BENCH_SANDBOX_DRIVERS ?? 'gvisor,bwrap,process').split(',') as SandboxKind[]
@@ -25,16 +26,7 @@ const gateway = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Res
 let seq = 0
 
 function spec(memoryBytes = 1024 * 1024 * 1024): SandboxSpec {
-  const id = `b${++seq}`
-  return {
-    id,
-    hostWorkspace: join(root, id, 'workspace'),
-    hostHome: join(root, id, 'home'),
-    stateDir: join(root, id, 'sandbox'),
-    readOnlyPaths: [],
-    gateway: { host: '127.0.0.1', port: gateway.port! },
-    limits: { memoryBytes, maxProcesses: 512 },
-  }
+  return specFor(root, `b${++seq}`, gateway.port!, { limits: { memoryBytes, maxProcesses: 512 } })
 }
 
 function quantile(samples: number[], q: number): number {

@@ -3,7 +3,7 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { SandboxHandle, SandboxProcess } from '../../sandbox/driver'
 import { GvisorDriver, gvisorWorks } from '../../sandbox/gvisor'
-import { fakeGateway, hostSandboxSkipReason, removeScope, specFor, tempRoot, testScope, text, waitFor } from './helpers'
+import { alive, fakeGateway, hostSandboxSkipReason, readNumber, removeScope, specFor, tempRoot, testScope, text, waitFor } from './helpers'
 
 /**
  * The gvisor driver on the real runsc: a park is a checkpoint with nothing left running, a wake a
@@ -37,22 +37,6 @@ function runscProcesses(stateDir: string): number[] {
     }
   }
   return found
-}
-
-function alive(pid: number): boolean {
-  try {
-    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] !== 'Z'
-  } catch {
-    return false
-  }
-}
-
-function readNumber(path: string): number {
-  try {
-    return Number(readFileSync(path, 'utf8').trim()) || 0
-  } catch {
-    return 0
-  }
 }
 
 describe.skipIf(skip !== null)('gvisor driver', () => {

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmdirSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { SandboxSpec } from '../../sandbox/driver'
@@ -72,4 +72,22 @@ export function removeScope(scope: string, runRoot = process.getuid?.() === 0 ? 
     }
   }
   if (runRoot) rmSync(join(runRoot, scope), { recursive: true, force: true })
+}
+
+/** A live process (a zombie waiting for its parent to reap it is dead). */
+export function alive(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] !== 'Z'
+  } catch {
+    return false
+  }
+}
+
+/** A number from a one-line file (a cgroup counter), 0 when it is missing or empty. */
+export function readNumber(path: string): number {
+  try {
+    return Number(readFileSync(path, 'utf8').trim()) || 0
+  } catch {
+    return 0
+  }
 }

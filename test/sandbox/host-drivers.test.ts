@@ -6,7 +6,7 @@ import { CGROUP_ROOT } from '../../sandbox/cgroup'
 import type { SandboxHandle } from '../../sandbox/driver'
 import type { HostDriver } from '../../sandbox/host-driver'
 import { ProcessDriver } from '../../sandbox/process'
-import { fakeGateway, hostSandboxSkipReason, removeScope, specFor, tempRoot, testScope, text, waitFor } from './helpers'
+import { alive, fakeGateway, hostSandboxSkipReason, readNumber, removeScope, specFor, tempRoot, testScope, text, waitFor } from './helpers'
 
 /**
  * The process and bwrap drivers on real processes: park freezes every process of the sandbox and
@@ -26,23 +26,6 @@ const makers: [string, (scope: string) => HostDriver][] = [
   ['process', (scope) => new ProcessDriver({ scope })],
   ['bwrap', (scope) => new BwrapDriver({ scope })],
 ]
-
-/** A live process (a zombie waiting for its parent to reap it is dead). */
-function alive(pid: number): boolean {
-  try {
-    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] !== 'Z'
-  } catch {
-    return false
-  }
-}
-
-function readNumber(path: string): number {
-  try {
-    return Number(readFileSync(path, 'utf8').trim()) || 0
-  } catch {
-    return 0
-  }
-}
 
 for (const [kind, make] of makers) {
   describe.skipIf(skip !== null)(`${kind} driver`, () => {
