@@ -54,3 +54,40 @@ export class DataVersion {
     this.generation++
   }
 }
+
+/**
+ * A map of what was read from one connection, forgotten all at once when its DataVersion
+ * generation moves. Bounded: past `max` entries the oldest goes.
+ */
+export class DataCache<V> {
+  private readonly entries = new Map<string, V>()
+  private generation = -1
+
+  constructor(
+    private readonly version: DataVersion,
+    private readonly max = 10_000,
+  ) {}
+
+  get(key: string): V | undefined {
+    this.sync()
+    return this.entries.get(key)
+  }
+
+  set(key: string, value: V): void {
+    this.sync()
+    if (this.entries.size >= this.max && !this.entries.has(key)) this.entries.delete(this.entries.keys().next().value!)
+    this.entries.set(key, value)
+  }
+
+  delete(key: string): void {
+    this.entries.delete(key)
+  }
+
+  private sync(): void {
+    const generation = this.version.read()
+    if (generation !== this.generation) {
+      this.entries.clear()
+      this.generation = generation
+    }
+  }
+}

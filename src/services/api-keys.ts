@@ -1,7 +1,7 @@
 import { randomBytes, timingSafeEqual, createHash } from 'node:crypto'
 import { and, desc, eq, gt, inArray, isNull, or, sql } from 'drizzle-orm'
 import type { Db } from '../db/client'
-import { DataVersion } from '../db/data-version'
+import { DataCache, DataVersion } from '../db/data-version'
 import { apiKeys, memberships, sessions, users, type ApiKeyScope } from '../db/schema'
 import { ApiError, badRequest, notFound } from '../domain/errors'
 import type { SessionStatus } from '../domain/status'
@@ -30,7 +30,6 @@ interface FoundKey {
   /** Kept current here, so the touch is written once per TOUCH_EVERY_MS, not on every request. */
   lastUsedAt: number | null
 }
-const MAX_FOUND = 10_000
 
 export interface CreateKeyBody {
   name: string
@@ -89,8 +88,7 @@ export class ApiKeyService {
    * polls with it. Dropped when anything that decides a key's Principal may have changed (see
    * DataVersion); expiry is checked on each use.
    */
-  private readonly found = new Map<string, FoundKey>()
-  private foundAt = -1
+  private readonly found: DataCache<FoundKey>
   private readonly dataVersion: DataVersion
 
   constructor(
@@ -100,6 +98,7 @@ export class ApiKeyService {
   ) {
     this.now = now ?? Date.now
     this.dataVersion = DataVersion.of(db.$client)
+    this.found = new DataCache(this.dataVersion)
   }
 
   /**
@@ -110,17 +109,11 @@ export class ApiKeyService {
   authenticate(secret: string): Principal | null {
     const now = this.now()
     const given = digest(secret)
-    const generation = this.dataVersion.read()
-    if (generation !== this.foundAt) {
-      this.found.clear()
-      this.foundAt = generation
-    }
     const cacheKey = given.toString('hex')
     let entry = this.found.get(cacheKey)
     if (!entry) {
       const looked = this.lookup(secret, given)
       if (!looked) return null
-      if (this.found.size >= MAX_FOUND) this.found.clear()
       this.found.set(cacheKey, (entry = looked))
     }
     if (entry.expiresAt !== null && entry.expiresAt <= now) return null

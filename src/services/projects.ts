@@ -1,14 +1,12 @@
 import { and, eq, or, sql } from 'drizzle-orm'
 import type { Db } from '../db/client'
-import { DataVersion } from '../db/data-version'
+import { DataCache, DataVersion } from '../db/data-version'
 import { projects } from '../db/schema'
 
 export type ProjectRow = typeof projects.$inferSelect
 
 /** `_` means no Project; any other reference is a handle or an id inside the org. */
 export const NO_PROJECT = '_'
-
-const MAX_ENTRIES = 10_000
 
 /**
  * Every session route resolves its Project, so found ones are kept. This process only ever adds
@@ -17,9 +15,7 @@ const MAX_ENTRIES = 10_000
  */
 class ProjectLookup {
   private readonly query
-  private readonly dataVersion
-  private readonly found = new Map<string, ProjectRow>()
-  private version = -1
+  private readonly found: DataCache<ProjectRow>
 
   constructor(db: Db) {
     this.query = db
@@ -27,23 +23,15 @@ class ProjectLookup {
       .from(projects)
       .where(and(eq(projects.orgId, sql.placeholder('orgId')), or(eq(projects.name, sql.placeholder('ref')), eq(projects.id, sql.placeholder('ref')))))
       .prepare()
-    this.dataVersion = DataVersion.of(db.$client)
+    this.found = new DataCache(DataVersion.of(db.$client))
   }
 
   find(orgId: string, ref: string): ProjectRow | null {
-    const version = this.dataVersion.read()
-    if (version !== this.version) {
-      this.found.clear()
-      this.version = version
-    }
     const key = `${orgId} ${ref}`
     const hit = this.found.get(key)
     if (hit) return hit
     const row = this.query.get({ orgId, ref }) ?? null
-    if (row) {
-      if (this.found.size >= MAX_ENTRIES) this.found.clear()
-      this.found.set(key, row)
-    }
+    if (row) this.found.set(key, row)
     return row
   }
 }

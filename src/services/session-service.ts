@@ -3,7 +3,7 @@ import { eq, sql } from 'drizzle-orm'
 import { initialTransition, transition } from 'xstate'
 import { refusalOf, SESSION_MACHINE_VERSION, sessionMachine, statusOf, type SessionMachineEvent } from '../../machines/session.machine'
 import type { Db } from '../db/client'
-import { DataVersion } from '../db/data-version'
+import { DataCache, DataVersion } from '../db/data-version'
 import { plans, users } from '../db/schema'
 import { ApiError, notFound } from '../domain/errors'
 import type { Harness } from '../domain/harness'
@@ -90,15 +90,14 @@ export class SessionService {
   private readonly now: () => number
   private readonly userById
   /** Kept until the row is written here (the store tells) or another connection commits. */
-  private readonly views = new Map<string, { dataVersion: number; row: SessionRow; view: ReturnType<typeof cloudRunSession> }>()
-  private readonly dataVersion: DataVersion
+  private readonly views: DataCache<{ row: SessionRow; view: ReturnType<typeof cloudRunSession> }>
   private readonly startedBy: AuthCache<{ name: string | null; avatarUrl: string | null } | null>
 
   constructor(private readonly deps: SessionServiceDeps) {
     this.now = deps.now ?? Date.now
     this.startedBy = new AuthCache(deps.db.$client, this.now)
     this.userById = deps.db.select({ name: users.name, avatarUrl: users.avatarUrl }).from(users).where(eq(users.id, sql.placeholder('id'))).prepare()
-    this.dataVersion = DataVersion.of(deps.db.$client)
+    this.views = new DataCache(DataVersion.of(deps.db.$client), VIEW_CACHE_SIZE)
     this.store = new SessionStore(deps.db, this.now, (id) => this.views.delete(id))
     this.search = new SessionSearch(deps.db, this.now)
     this.installer = new HarnessInstaller(join(deps.dataDir, 'harnesses'))
@@ -191,17 +190,14 @@ export class SessionService {
    * (every write of the row goes through the store's `insert` or `commit`, which drop it).
    */
   get(access: OrgAccess, projectRef: string, id: string) {
-    // Read before the row, so a commit by another connection in between makes the copy stale.
-    const dataVersion = this.dataVersion.read()
     const hit = this.views.get(id)
-    if (hit && hit.dataVersion === dataVersion) {
+    if (hit) {
       this.assertReadable(access, projectRef, hit.row)
       return hit.view
     }
     const row = this.find(access, projectRef, id)
     const view = this.view(row)
-    if (this.views.size >= VIEW_CACHE_SIZE) this.views.delete(this.views.keys().next().value!)
-    this.views.set(id, { dataVersion, row, view })
+    this.views.set(id, { row, view })
     return view
   }
 
