@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { createDriver } from '../../sandbox'
 import { ProcessDriver } from '../../sandbox/process'
 import { loadConfig } from '../../src/config'
 import { sandboxScope, startServices, type ServerOptions } from '../../src/server'
@@ -9,8 +10,9 @@ import { sandboxScope, startServices, type ServerOptions } from '../../src/serve
  * Removes every sandbox of a driver's scope, parked ones included, once its app is closed: a
  * fresh driver on the same scope tracks none of them as live.
  */
-export async function sweepScope(driver: { kind: string; scope?: string }): Promise<void> {
+export async function sweepScope(driver: { kind: string; scope?: string; sweep?(live: string[]): Promise<string[]> }): Promise<void> {
   if (driver.kind === 'process' && driver.scope) await new ProcessDriver({ scope: driver.scope }).sweep([])
+  else await driver.sweep?.([])
 }
 
 export type TestApp = Awaited<ReturnType<typeof makeTestApp>>
@@ -22,7 +24,12 @@ export type TestApp = Awaited<ReturnType<typeof makeTestApp>>
 export async function makeTestApp(env: Record<string, string> = {}, options: ServerOptions = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'agentd-test-'))
   const config = loadConfig({ DATA_DIR: dir, ...env })
-  const driver = options.driver ?? new ProcessDriver({ scope: sandboxScope(dir) })
+  // AGENTD_SANDBOX=gvisor|bwrap gives the app that real driver; otherwise the process driver.
+  const driver =
+    options.driver ??
+    (config.sandbox && config.sandbox !== 'process'
+      ? createDriver(config.sandbox, () => {}, { scope: sandboxScope(dir) })
+      : new ProcessDriver({ scope: sandboxScope(dir) }))
   const services = await startServices(config, { log: () => {}, ...options, driver })
   const org = services.identity.createOrg('acme')
   const admin = services.identity.createUser('acme', 'admin@acme.test', 'admin')

@@ -1,0 +1,96 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { makeTestApp, type TestApp } from '../helpers/app'
+import { json, req, script } from '../helpers/http'
+
+/** The isolating drivers every attack is tried on; CI has both (never skipped). */
+export const ISOLATING = ['gvisor', 'bwrap'] as const
+export type IsolatingKind = (typeof ISOLATING)[number]
+
+export { script }
+
+/** A whole agentd in-process on the real sandbox driver `kind` (dispose with `await using`). */
+export function securityApp(kind: IsolatingKind, env: Record<string, string> = {}): Promise<TestApp> {
+  return makeTestApp({ AGENTD_SANDBOX: kind, ...env })
+}
+
+/** Calls the app as its admin. */
+export function caller(t: TestApp, token = t.admin.token) {
+  return async (method: string, path: string, body?: unknown) => {
+    const res = await t.app.handle(req(method, path, { token, body }))
+    return { status: res.status, body: await json(res), headers: res.headers }
+  }
+}
+
+const ACTIVE = ['queued', 'allocating', 'running']
+
+/** Waits until session `id` has `turns` turns and is not running; returns its view. */
+export async function turnEnded(t: TestApp, id: string, turns = 1, timeoutMs = 50_000): Promise<any> {
+  const call = caller(t)
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const { body } = await call('GET', `/o/acme/p/_/sessions/${id}`)
+    if (body.turns_count >= turns && !ACTIVE.includes(body.status)) return body
+    if (Date.now() > deadline) throw new Error(`turn ${turns} of ${id} did not end: ${JSON.stringify(body).slice(0, 400)}`)
+    await Bun.sleep(100)
+  }
+}
+
+/** Starts a session running `steps` (the scripted model's steps) and waits for its first turn to end. */
+export async function runSession(t: TestApp, steps: unknown[], extra: Record<string, unknown> = {}): Promise<any> {
+  const created = await caller(t)('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script(steps), ...extra })
+  if (created.status !== 200 && created.status !== 201) throw new Error(`create failed: ${created.status} ${JSON.stringify(created.body)}`)
+  return turnEnded(t, created.body.execution_id, 1)
+}
+
+/** Sends a follow-up running `steps` and waits for turn `turn` to end. */
+export async function followUp(t: TestApp, id: string, steps: unknown[], turn: number): Promise<any> {
+  const sent = await caller(t)('POST', `/o/acme/p/_/sessions/${id}/messages`, { content: script(steps) })
+  if (sent.status !== 200) throw new Error(`follow-up failed: ${sent.status} ${JSON.stringify(sent.body)}`)
+  return turnEnded(t, id, turn)
+}
+
+/** A file only the host has, whose content must never reach a tenant. */
+export function hostCanary(): { dir: string; path: string; secret: string; [Symbol.dispose](): void } {
+  const dir = mkdtempSync(join(tmpdir(), 'agentd-canary-'))
+  const secret = `host-canary-${crypto.randomUUID()}`
+  const path = join(dir, 'canary.txt')
+  writeFileSync(path, `${secret}\n`)
+  return { dir, path, secret, [Symbol.dispose]: () => rmSync(dir, { recursive: true, force: true }) }
+}
+
+/**
+ * Polls `url/healthz` from a separate process every 10 ms (so the poller never shares the server's
+ * event loop), at a raised priority so a busy sandbox cannot starve the measurement itself.
+ * `stop()` returns every latency in ms and the requests that failed.
+ */
+export function watchHealth(url: string): { stop(): Promise<{ latencies: number[]; max: number; failures: number }> } {
+  const code = `
+    const url = ${JSON.stringify(`${url}/healthz`)}
+    const latencies = []; let failures = 0; let stopping = false
+    process.stdin.on('data', () => { stopping = true })
+    while (!stopping) {
+      const t0 = performance.now()
+      try {
+        const res = await fetch(url, { signal: AbortSignal.timeout(5000) })
+        await res.text()
+        if (!res.ok) failures++
+      } catch { failures++ }
+      latencies.push(performance.now() - t0)
+      await new Promise((r) => setTimeout(r, 10))
+    }
+    process.stdout.write(JSON.stringify({ latencies, failures }))
+    process.exit(0)
+  `
+  const proc = Bun.spawn(['nice', '-n', '-10', process.execPath, '-e', code], { stdin: 'pipe', stdout: 'pipe', stderr: 'inherit' })
+  return {
+    async stop() {
+      proc.stdin.write('stop\n')
+      await proc.stdin.flush()
+      const out = JSON.parse(await new Response(proc.stdout).text()) as { latencies: number[]; failures: number }
+      await proc.exited
+      return { ...out, max: Math.max(0, ...out.latencies) }
+    },
+  }
+}
