@@ -20,6 +20,8 @@ export interface Config {
   sandboxMemoryBytes: number
   sandboxMaxProcesses: number
   turnTimeoutMs: number
+  /** Raw stdout a turn may store in its transcript; past it the capture is `partial` (256 MB). */
+  transcriptMaxBytes: number
   /** A resumable session parked longer than this expires (7 days, scaled by AGENTD_TIME_SCALE). */
   idleMs: number
 }
@@ -66,6 +68,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     sandboxMemoryBytes: positiveNumber('AGENTD_SANDBOX_MEMORY_MB', env.AGENTD_SANDBOX_MEMORY_MB, 2048) * 1024 * 1024,
     sandboxMaxProcesses: positiveNumber('AGENTD_SANDBOX_PROCESSES', env.AGENTD_SANDBOX_PROCESSES, 512),
     turnTimeoutMs: positiveNumber('AGENTD_TURN_TIMEOUT_S', env.AGENTD_TURN_TIMEOUT_S, 3600) * 1000,
+    transcriptMaxBytes: positiveNumber('AGENTD_TRANSCRIPT_MAX_MB', env.AGENTD_TRANSCRIPT_MAX_MB, 256) * 1024 * 1024,
     idleMs: 7 * 24 * 3600 * 1000 * timeScale,
   }
 }
