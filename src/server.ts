@@ -69,7 +69,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     ...(options.resolveHost ? { resolve: options.resolveHost } : {}),
   })
   const apiKeys = new ApiKeyService(database.db, webhooks, now)
-  const auth = new AuthService(identity, config.oidcIssuer ? new OidcVerifier(config.oidcIssuer, config.oidcAudience) : null, apiKeys)
+  const auth = new AuthService(identity, config.oidc ? new OidcVerifier(config.oidc.issuer, config.oidc.audience) : null, apiKeys)
   const sessions = new SessionService({
     db: database.db,
     catalog,
@@ -82,6 +82,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     defaultMaxConcurrent: config.defaultMaxConcurrent,
     limits: { memoryBytes: config.sandboxMemoryBytes, maxProcesses: config.sandboxMaxProcesses },
     turnTimeoutMs: config.turnTimeoutMs,
+    transcriptMaxBytes: config.transcriptMaxBytes,
     idleMs: config.idleMs,
     now,
     log,

@@ -26,6 +26,8 @@ export interface RuntimeDeps {
   limits: SandboxLimits
   /** A turn running longer than this is killed and fails. */
   turnTimeoutMs: number
+  /** Raw stdout one turn may store (AGENTD_TRANSCRIPT_MAX_MB); the turn runner's default otherwise. */
+  transcriptMaxBytes?: number
   now: () => number
   log: (line: string) => void
   apply: (id: string, event: SessionMachineEvent, patch?: SessionPatch) => boolean
@@ -290,6 +292,7 @@ export class SessionRuntime {
           },
           onStderr: (text) => this.log(id, turn, text),
         },
+        { transcriptMaxBytes: this.deps.transcriptMaxBytes },
       )
       live.turn = { ...running, stopped: false, timedOut: false }
       // Shutdown began while the CLI was starting: it must not outlive the server.

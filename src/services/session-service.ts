@@ -41,6 +41,8 @@ export interface SessionServiceDeps {
   defaultMaxConcurrent: number
   limits: SandboxLimits
   turnTimeoutMs: number
+  /** Raw stdout one turn may store (AGENTD_TRANSCRIPT_MAX_MB). */
+  transcriptMaxBytes?: number
   /** A parked session idle longer than this expires. */
   idleMs: number
   now?: () => number
@@ -114,6 +116,7 @@ export class SessionService {
       dataDir: deps.dataDir,
       limits: deps.limits,
       turnTimeoutMs: deps.turnTimeoutMs,
+      ...(deps.transcriptMaxBytes ? { transcriptMaxBytes: deps.transcriptMaxBytes } : {}),
       now: this.now,
       log: deps.log ?? console.error,
       apply: (id, event, patch) => this.apply(id, event, patch),

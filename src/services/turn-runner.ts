@@ -1,5 +1,7 @@
 import type { SessionEvent } from '../domain/session-event'
+import { event } from '../harness/common'
 import type { HarnessAdapter, TurnOutcome, TurnSpec } from '../harness/harness'
+import { LineSplitter, MAX_LINE_BYTES, type Line } from './line-splitter'
 import type { SandboxDriver, SandboxHandle, SandboxProcess } from '../../sandbox'
 
 export interface TurnCallbacks {
@@ -14,19 +16,45 @@ export interface RunningTurn {
   readonly outcome: Promise<TurnOutcome>
 }
 
-/** Splits a byte stream into lines, calling `onLine` for each complete one and the tail at the end. */
-async function forEachLine(stream: ReadableStream<Uint8Array>, onLines: (lines: string[]) => void): Promise<void> {
-  const decoder = new TextDecoder()
-  let buffer = ''
+export interface TurnOptions {
+  /** Raw stdout the turn may store; past it lines are parsed but no longer stored (capture `partial`). */
+  transcriptMaxBytes?: number
+}
+
+/** AGENTD_TRANSCRIPT_MAX_MB's default. */
+const TRANSCRIPT_MAX_BYTES = 256 * 1024 * 1024
+/** Bytes drained between two pauses that let HTTP and other turns run. */
+const YIELD_EVERY_BYTES = 1024 * 1024
+
+/**
+ * Lets timers and I/O run. A stream whose data is always ready resolves its reads as microtasks,
+ * so without this a CLI printing as fast as it can would hold the event loop for as long as it
+ * prints.
+ */
+const macrotask = () => new Promise<void>((resolve) => setTimeout(resolve, 0))
+
+/** Reads a byte stream to its end, pausing for a macrotask every YIELD_EVERY_BYTES; `onChunk` sees each chunk. */
+async function drain(stream: ReadableStream<Uint8Array>, onChunk: (chunk: Uint8Array) => void): Promise<void> {
+  let sinceYield = 0
   for await (const chunk of stream) {
-    buffer += decoder.decode(chunk, { stream: true })
-    const cut = buffer.lastIndexOf('\n')
-    if (cut < 0) continue
-    onLines(buffer.slice(0, cut).split('\n'))
-    buffer = buffer.slice(cut + 1)
+    onChunk(chunk)
+    sinceYield += chunk.byteLength
+    if (sinceYield >= YIELD_EVERY_BYTES) {
+      sinceYield = 0
+      await macrotask()
+    }
   }
-  buffer += decoder.decode()
-  if (buffer) onLines([buffer])
+}
+
+/** Splits a byte stream into lines (each cut at MAX_LINE_BYTES), calling `onLines` per chunk that completed some, and for the tail. */
+async function forEachLine(stream: ReadableStream<Uint8Array>, onLines: (lines: Line[]) => void): Promise<void> {
+  const splitter = new LineSplitter()
+  await drain(stream, (chunk) => {
+    const lines = splitter.push(chunk)
+    if (lines.length > 0) onLines(lines)
+  })
+  const tail = splitter.end()
+  if (tail) onLines([tail])
 }
 
 /** Writes the CLI's config files into its home, then starts the CLI in the sandbox. */
@@ -36,6 +64,7 @@ export async function startTurn(
   adapter: HarnessAdapter,
   spec: TurnSpec,
   callbacks: TurnCallbacks,
+  options: TurnOptions = {},
 ): Promise<RunningTurn> {
   const command = adapter.buildTurn(spec)
   for (const [path, content] of Object.entries(command.files ?? {})) {
@@ -43,19 +72,41 @@ export async function startTurn(
   }
   const proc = driver.exec(handle, command.argv, { env: command.env })
   const parser = adapter.createParser(spec)
+  const maxStored = options.transcriptMaxBytes ?? TRANSCRIPT_MAX_BYTES
+  let stored = 0
+  // The raw transcript lost bytes: a line was cut, or the turn went over its transcript cap.
+  let partial = false
+  let full = false
   const stdout = forEachLine(proc.stdout, (lines) => {
-    const raw = lines.filter((line) => line.trim() !== '')
-    const events = raw.flatMap((line) => parser.push(line))
-    if (raw.length > 0) callbacks.onOutput(events, raw)
+    const raw: string[] = []
+    const events: SessionEvent[] = []
+    for (const line of lines) {
+      const blank = line.text.trim() === ''
+      if (!blank) events.push(...parser.push(line.text))
+      if (line.cut) {
+        partial = true
+        events.push(event(adapter.id, 'error', { content: `agentd: a line of ${line.bytes} bytes of the CLI's output was cut to its first ${MAX_LINE_BYTES} bytes` }))
+      }
+      if (blank) continue
+      // Kept bytes plus the newline (a cut line is stored cut). Past the cap nothing more is
+      // stored, so the raw transcript stays a prefix of what the CLI printed.
+      const size = Math.min(line.bytes, MAX_LINE_BYTES) + 1
+      if (!full && stored + size <= maxStored) {
+        stored += size
+        raw.push(line.text)
+      } else full = partial = true
+    }
+    if (events.length > 0 || raw.length > 0) callbacks.onOutput(events, raw)
   })
   const stderr = (async () => {
     const decoder = new TextDecoder()
-    for await (const chunk of proc.stderr) callbacks.onStderr(decoder.decode(chunk, { stream: true }))
+    await drain(proc.stderr, (chunk) => callbacks.onStderr(decoder.decode(chunk, { stream: true })))
   })()
   const outcome = (async () => {
     const exitCode = await proc.exited
     await Promise.allSettled([stdout, stderr])
-    return parser.finish(exitCode)
+    const outcome = parser.finish(exitCode)
+    return partial && outcome.capture === 'complete' ? { ...outcome, capture: 'partial' as const } : outcome
   })()
   return { process: proc, outcome }
 }
