@@ -1,19 +1,25 @@
 #!/bin/sh
 # Installs what agentd's sandboxes need from Debian's packages when it is missing: gVisor's runsc,
-# bubblewrap, and socat (the gateway relay inside an isolated sandbox). Only as root on Debian;
-# otherwise it says what to install and goes on, because agentd falls back to a weaker driver.
+# bubblewrap, and socat (the gateway relay inside an isolated sandbox). With `--test` it also
+# installs Chromium, which the state chart's browser test drives. Only as root on Debian;
+# otherwise it says what to install and goes on (the server then refuses to start without an
+# isolating driver, and says why).
 set -u
 missing=""
 command -v bwrap >/dev/null 2>&1 || missing="$missing bubblewrap"
 command -v runsc >/dev/null 2>&1 || missing="$missing runsc"
 command -v socat >/dev/null 2>&1 || missing="$missing socat"
+if [ "${1:-}" = "--test" ]; then
+  [ -x /usr/bin/chromium ] || missing="$missing chromium"
+fi
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
   echo "agentd: installing$missing from Debian's packages" >&2
   export DEBIAN_FRONTEND=noninteractive
-  { apt-get install -y -qq $missing || { apt-get update -qq && apt-get install -y -qq $missing; }; } >/dev/null 2>&1 \
-    || echo "agentd: could not install$missing; sandboxes fall back to a weaker driver" >&2
+  # A fresh machine has no package lists yet: update only when the first try cannot find them.
+  { apt-get install -y -qq --no-install-recommends $missing || { apt-get update -qq && apt-get install -y -qq --no-install-recommends $missing; }; } >/dev/null 2>&1 \
+    || echo "agentd: could not install$missing" >&2
 else
-  echo "agentd: please install$missing (apt-get install -y$missing); falling back to a weaker sandbox driver" >&2
+  echo "agentd: please install$missing (apt-get install -y$missing)" >&2
 fi
 exit 0
