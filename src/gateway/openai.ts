@@ -7,8 +7,8 @@
  * become shell commands. A `text.format` of type json_schema is enforced as a real provider does:
  * the final text must be JSON that conforms, otherwise the request fails.
  */
-import Ajv from 'ajv'
 import { posix } from 'node:path'
+import { schemaCompiler } from '../domain/json-schema'
 import type { ProtocolContext, ProtocolHandler } from './gateway'
 import { isInjectedText, nextReply, replyUsage, type ConversationEntry, type Reply, type ReplyPart, type TokenCounts } from './script'
 import type { Metered } from './upstream'
@@ -148,14 +148,16 @@ function schemaProblem(output: Item[], format: NonNullable<ResponsesRequest['tex
   const last = output.filter((item) => item.type === 'message').at(-1)
   const text = last ? contentTexts(last.content).join('') : ''
   const value = parseJson(text)
+  // The schema comes from the sandbox: its patterns must not backtrack on the server's thread.
+  const ajv = schemaCompiler()
   let validate
   try {
-    validate = new Ajv({ strict: false }).compile(format.schema)
+    validate = ajv.compile(format.schema)
   } catch (err) {
     return `text.format.schema is not a valid JSON Schema: ${(err as Error).message}`
   }
   if (value === undefined) return `the scripted reply is not JSON, but text.format requires the schema "${format.name ?? 'schema'}"`
-  if (!validate(value)) return `the scripted reply does not match text.format schema "${format.name ?? 'schema'}": ${new Ajv().errorsText(validate.errors)}`
+  if (!validate(value)) return `the scripted reply does not match text.format schema "${format.name ?? 'schema'}": ${ajv.errorsText(validate.errors)}`
   return null
 }
 

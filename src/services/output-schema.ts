@@ -1,4 +1,5 @@
-import Ajv, { type ValidateFunction } from 'ajv'
+import type { ValidateFunction } from 'ajv'
+import { schemaCompiler, UnsupportedPattern } from '../domain/json-schema'
 
 const MAX_BYTES = 64 * 1024
 const MAX_DEPTH = 10
@@ -6,7 +7,8 @@ const MAX_DEPTH = 10
 /**
  * Checks the spec's `output_schema` rules (4.1): root type object; every object lists all its
  * properties in `required` and sets `additionalProperties: false`; `$ref` stays inside the
- * document; at most 10 levels deep and 64 KiB; and it must compile as a JSON Schema.
+ * document; at most 10 levels deep and 64 KiB; and it must compile as a JSON Schema whose patterns
+ * the linear-time engine accepts (domain/json-schema.ts), so answers are checked without backtracking.
  * Returns the first broken rule as a sentence, or null when the schema is acceptable.
  */
 export function outputSchemaProblem(schema: unknown): string | null {
@@ -17,8 +19,9 @@ export function outputSchemaProblem(schema: unknown): string | null {
   const problem = walk(root, '#', 1)
   if (problem) return problem
   try {
-    new Ajv({ strict: false }).compile(root)
+    schemaCompiler().compile(root)
   } catch (err) {
+    if (err instanceof UnsupportedPattern) return `output_schema ${err.message}`
     return `output_schema is not a valid JSON Schema: ${(err as Error).message}`
   }
   return null
@@ -61,5 +64,5 @@ function walk(node: unknown, path: string, depth: number): string | null {
 
 /** Compiles an accepted schema for checking answers. */
 export function compileOutputSchema(schema: Record<string, unknown>): ValidateFunction {
-  return new Ajv({ strict: false, allErrors: false }).compile(schema)
+  return schemaCompiler({ allErrors: false }).compile(schema)
 }

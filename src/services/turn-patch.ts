@@ -18,9 +18,7 @@ export function turnPatch(
   now: number,
 ): SessionPatch {
   let schemaValid: boolean | null = null
-  if (row.outputSchema && !stopped) {
-    schemaValid = outcome.structured !== null && compileOutputSchema(row.outputSchema)(outcome.structured) === true
-  }
+  if (row.outputSchema && !stopped) schemaValid = outcome.structured !== null && conforms(row.outputSchema, outcome.structured)
   const add = (a: number | null, b: number | undefined) => (b === undefined ? a : (a ?? 0) + b)
   const input = add(row.inputTokens, usage?.input)
   const output = add(row.outputTokens, usage?.output)
@@ -59,4 +57,16 @@ function lastLine(text: string): string {
     .map((l) => l.trim())
     .filter(Boolean)
   return (lines.at(-1) ?? '').slice(0, 200)
+}
+
+/**
+ * A schema stored before patterns ran on the linear-time engine may hold one it refuses
+ * (lookaround); the answer then cannot be shown to conform, and the turn still ends.
+ */
+function conforms(schema: Record<string, unknown>, value: Record<string, unknown>): boolean {
+  try {
+    return compileOutputSchema(schema)(value) === true
+  } catch {
+    return false
+  }
 }
