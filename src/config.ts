@@ -11,8 +11,8 @@ export interface Config {
   sandbox: SandboxKind | null
   configFile: string | null
   publicUrl: string
-  oidcIssuer: string | null
-  oidcAudience: string | null
+  /** Identity-provider JWTs are accepted only with both an issuer and the audience they are for. */
+  oidc: { issuer: string; audience: string } | null
   webhookAllowPrivate: boolean
   timeScale: number
   /** Concurrent runs per org when its plan sets none. */
@@ -43,6 +43,19 @@ function port(raw: string | undefined): number {
   return value
 }
 
+/**
+ * An issuer without an audience would accept any token the provider mints for any application, so
+ * that is a start error rather than a silent default.
+ */
+function oidc(issuer: string | undefined, audience: string | undefined): Config['oidc'] {
+  if (!issuer) {
+    if (audience) throw new ConfigError('AGENTD_OIDC_AUDIENCE is set but AGENTD_OIDC_ISSUER is not')
+    return null
+  }
+  if (!audience) throw new ConfigError('AGENTD_OIDC_ISSUER needs AGENTD_OIDC_AUDIENCE: the client id that tokens for agentd carry in `aud`')
+  return { issuer, audience }
+}
+
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const host = env.HOST || '127.0.0.1'
   const dataDir = resolve(env.DATA_DIR || './data')
@@ -60,8 +73,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     sandbox: sandbox as SandboxKind | null,
     configFile: env.AGENTD_CONFIG || null,
     publicUrl: (env.AGENTD_PUBLIC_URL || `http://${host}:${listenPort}`).replace(/\/+$/, ''),
-    oidcIssuer: env.AGENTD_OIDC_ISSUER || null,
-    oidcAudience: env.AGENTD_OIDC_AUDIENCE || null,
+    oidc: oidc(env.AGENTD_OIDC_ISSUER, env.AGENTD_OIDC_AUDIENCE),
     webhookAllowPrivate: env.AGENTD_WEBHOOK_ALLOW_PRIVATE === '1',
     timeScale,
     defaultMaxConcurrent: 4,

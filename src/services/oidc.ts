@@ -7,15 +7,26 @@ export interface OidcClaims {
 }
 
 /**
+ * Signatures an identity provider signs ID tokens with. Naming them keeps a symmetric or `none`
+ * algorithm out even if a key set ever offered one.
+ */
+const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']
+
+/**
  * Verifies identity-provider JWTs against the issuer's JWKS, found through its discovery document.
  * The key set is fetched lazily and cached by jose (with its own refresh on unknown `kid`).
+ *
+ * A token is accepted only when it is for this audience (a token the same provider minted for
+ * another application must not open agentd), carries an expiry, and vouches for its email: the
+ * caller is matched to a user by email, so an unverified address would let anyone who can sign up
+ * at the provider claim a member's identity.
  */
 export class OidcVerifier {
   private keys: Promise<JWTVerifyGetKey> | null = null
 
   constructor(
     private readonly issuer: string,
-    private readonly audience: string | null,
+    private readonly audience: string,
   ) {}
 
   private jwks(): Promise<JWTVerifyGetKey> {
@@ -33,14 +44,19 @@ export class OidcVerifier {
     return this.keys
   }
 
-  /** The token's identity, or null when it is not a valid JWT from this issuer for this audience. */
+  /**
+   * The token's identity, or null when it is not a valid JWT from this issuer for this audience,
+   * has no expiry, or does not say its email is verified.
+   */
   async verify(token: string): Promise<OidcClaims | null> {
     try {
       const { payload } = await jwtVerify(token, await this.jwks(), {
         issuer: this.issuer,
-        ...(this.audience ? { audience: this.audience } : {}),
+        audience: this.audience,
+        algorithms: ALGORITHMS,
+        requiredClaims: ['exp'],
       })
-      if (typeof payload.email !== 'string') return null
+      if (typeof payload.email !== 'string' || payload.email_verified !== true) return null
       return {
         email: payload.email,
         name: typeof payload.name === 'string' ? payload.name : null,

@@ -1,36 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { exportJWK, generateKeyPair, SignJWT } from 'jose'
+import { generateKeyPair } from 'jose'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { json, req } from '../helpers/http'
+import { startIssuer, type LocalIssuer } from '../helpers/oidc'
 
-/** A local identity provider: OIDC discovery and a JWKS, and a signer for its tokens. */
-async function startIssuer() {
-  const { publicKey, privateKey } = await generateKeyPair('RS256')
-  const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' }
-  let url = ''
-  const server = Bun.serve({
-    hostname: '127.0.0.1',
-    port: 0,
-    fetch(request): Response {
-      const { pathname } = new URL(request.url)
-      if (pathname === '/.well-known/openid-configuration') return Response.json({ issuer: url, jwks_uri: `${url}/jwks` })
-      if (pathname === '/jwks') return Response.json({ keys: [jwk] })
-      return new Response('not found', { status: 404 })
-    },
-  })
-  url = `http://127.0.0.1:${server.port}`
-  const sign = (claims: Record<string, unknown>, options: { issuer?: string; audience?: string; expiresIn?: string; key?: CryptoKey } = {}) =>
-    new SignJWT(claims)
-      .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
-      .setIssuer(options.issuer ?? url)
-      .setAudience(options.audience ?? 'agentd')
-      .setIssuedAt()
-      .setExpirationTime(options.expiresIn ?? '5m')
-      .sign(options.key ?? privateKey)
-  return { url, sign, stop: () => server.stop(true) }
-}
-
-let issuer: Awaited<ReturnType<typeof startIssuer>>
+let issuer: LocalIssuer
 let t: TestApp
 beforeAll(async () => {
   issuer = await startIssuer()
@@ -91,21 +65,21 @@ describe('bearer authentication', () => {
 
 describe('identity-provider JWTs (AGENTD_OIDC_ISSUER)', () => {
   test('a valid JWT for a member’s email is accepted', async () => {
-    const jwt = await issuer.sign({ email: 'member@acme.test', name: 'Mem Ber' })
+    const jwt = await issuer.sign({ email: 'member@acme.test', email_verified: true, name: 'Mem Ber' })
     expect((await list(bearer(jwt))).status).toBe(200)
   })
 
   test('a valid JWT for someone with no role in the org is 404, not 401', async () => {
-    const jwt = await issuer.sign({ email: 'nobody@elsewhere.test' })
+    const jwt = await issuer.sign({ email: 'nobody@elsewhere.test', email_verified: true })
     expect((await list(bearer(jwt))).status).toBe(404)
   })
 
   test('401 for a wrong audience, a wrong issuer, an expired token, a foreign key or no email', async () => {
-    await expect401(await list(bearer(await issuer.sign({ email: 'member@acme.test' }, { audience: 'someone-else' }))))
-    await expect401(await list(bearer(await issuer.sign({ email: 'member@acme.test' }, { issuer: 'https://evil.test' }))))
-    await expect401(await list(bearer(await issuer.sign({ email: 'member@acme.test' }, { expiresIn: '-1m' }))))
+    await expect401(await list(bearer(await issuer.sign({ email: 'member@acme.test', email_verified: true }, { audience: 'someone-else' }))))
+    await expect401(await list(bearer(await issuer.sign({ email: 'member@acme.test', email_verified: true }, { issuer: 'https://evil.test' }))))
+    await expect401(await list(bearer(await issuer.sign({ email: 'member@acme.test', email_verified: true }, { expiresIn: '-1m' }))))
     const { privateKey: foreign } = await generateKeyPair('RS256')
-    await expect401(await list(bearer(await issuer.sign({ email: 'member@acme.test' }, { key: foreign }))))
+    await expect401(await list(bearer(await issuer.sign({ email: 'member@acme.test', email_verified: true }, { key: foreign }))))
     await expect401(await list(bearer(await issuer.sign({ sub: 'no-email' }))))
   })
 })
