@@ -3,13 +3,13 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { SandboxHandle, SandboxProcess } from '../../sandbox/driver'
 import { GvisorDriver, gvisorWorks } from '../../sandbox/gvisor'
-import { alive, fakeGateway, hostSandboxSkipReason, readNumber, removeScope, specFor, tempRoot, testScope, text, waitFor } from './helpers'
+import { alive, fakeGateway, hostSandboxSkipReason, skipAllowed, readNumber, removeScope, specFor, tempRoot, testScope, text, waitFor } from './helpers'
 
 /**
  * The gvisor driver on the real runsc: a park is a checkpoint with nothing left running, a wake a
  * restore where every process goes on from where it stopped, output included.
  */
-const skip = hostSandboxSkipReason() ?? (gvisorWorks() ? null : 'runsc does not work here (needs root, runsc, socat, cgroup v1)')
+const skip = hostSandboxSkipReason() ?? skipAllowed(gvisorWorks() ? null : 'runsc does not work here (needs root, runsc, socat, cgroup v1)')
 if (skip) console.warn(`test/sandbox/gvisor: skipped (${skip})`)
 
 const root = tempRoot()

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { BwrapDriver } from '../../sandbox/bwrap'
 import type { SandboxDriver, SandboxHandle } from '../../sandbox/driver'
 import { GvisorDriver, gvisorWorks } from '../../sandbox/gvisor'
-import { fakeGateway, hostSandboxSkipReason, removeScope, specFor, tempRoot, testScope, text } from './helpers'
+import { fakeGateway, hostSandboxSkipReason, skipAllowed, removeScope, specFor, tempRoot, testScope, text } from './helpers'
 
 /**
  * What a process in an isolated sandbox can reach: the model gateway, its own workspace and home,
@@ -13,7 +13,7 @@ import { fakeGateway, hostSandboxSkipReason, removeScope, specFor, tempRoot, tes
  */
 const skip = hostSandboxSkipReason()
 if (skip) console.warn(`test/sandbox/isolation: skipped (${skip})`)
-const gvisorSkip = skip ?? (gvisorWorks() ? null : 'runsc does not work here')
+const gvisorSkip = skip ?? skipAllowed(gvisorWorks() ? null : 'runsc does not work here')
 if (!skip && gvisorSkip) console.warn(`test/sandbox/isolation: gvisor skipped (${gvisorSkip})`)
 
 const root = tempRoot()

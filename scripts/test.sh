@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The README's test line runs this: the whole suite, then the 10 slowest tests and one summary line.
+# Test files run in AGENTD_TEST_WORKERS processes at once (default 2, one per core here): most of a
+# test's time is spent waiting on sandboxes and CLIs, so two files overlap well.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+workers=${AGENTD_TEST_WORKERS:-2}
+start=$(date +%s)
+if [ "$workers" -gt 1 ]; then
+  bun test --timeout 60000 --parallel="$workers" "$@" 2>&1 | tee "$log"
+else
+  bun test --timeout 60000 "$@" 2>&1 | tee "$log"
+fi
+status=${PIPESTATUS[0]}
+echo
+echo "slowest tests:"
+grep -E '^\((pass|fail)\) .*\[[0-9.]+ms\]$' "$log" | sed -E 's/^(.*) \[([0-9.]+)ms\]$/\2\t\1/' | sort -rn | head -10 \
+  | awk -F '\t' '{ printf "  %8.1f s  %s\n", $1 / 1000, $2 }'
+passed=$(grep -cE '^\(pass\)' "$log")
+failed=$(grep -cE '^\(fail\)' "$log")
+echo "npm test: $passed passed, $failed failed, $(( $(date +%s) - start )) s of bun test ($workers workers)"
+exit "$status"
