@@ -9,6 +9,21 @@ import { sql, type SQL, type SQLWrapper } from 'drizzle-orm'
  * intersection across rows is done here, on docs, never on whole transcripts.
  */
 
+/**
+ * The FTS5 query for `phrase` within org `orgId`'s rows only. Every row of `session_fts` holds its
+ * session's org as one token of its `org` column (migration 0007_search_org), so FTS5 intersects
+ * the phrase's doclist with the org's while it walks the index: another org's rows never leave the
+ * index, whatever the SQL around the MATCH does. `phrase` is an FTS5 phrase (`ftsPhrase`).
+ */
+export function inOrg(orgId: string, phrase: string): string {
+  return `org : ${orgToken(orgId)} AND body : ${phrase}`
+}
+
+/** An org's token in `session_fts.org`: 'o' and its id's UTF-8 bytes in hex (as the triggers write it), one unicode61 token whatever the id holds. */
+export function orgToken(orgId: string): string {
+  return `o${Buffer.from(orgId, 'utf8').toString('hex')}`
+}
+
 /** Rows of each phrase read first (to find the rarest), and the most any later read of the rarest takes. */
 const FIRST_READ = 256
 const MAX_READ = 4096

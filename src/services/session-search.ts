@@ -7,7 +7,7 @@ import type { RunMode, SessionStatus } from '../domain/status'
 import type { OrgAccess } from './identity'
 import { findProject } from './projects'
 import { SearchRows } from './session-search-rows'
-import { docsMatchingAllSql, RarestRuns } from './session-search-text'
+import { docsMatchingAllSql, inOrg, RarestRuns } from './session-search-text'
 import type { SessionRow } from './session-store'
 
 /** Which sessions to read. Only `orgId` is required; every other field narrows. */
@@ -94,10 +94,15 @@ export class SessionSearch {
    * newest first and the query stops at the page size, however many sessions match.
    */
   rows(filter: SessionFilter, page: Page): KeyedRow[] {
+    // One snapshot: the org bound chosen for the phrases holds for every read of the index.
+    return filter.phrases?.length ? this.db.$client.transaction(() => this.readRows(filter, page))() : this.readRows(filter, page)
+  }
+
+  private readRows(filter: SessionFilter, page: Page): KeyedRow[] {
     const sort = page.sort ?? 'recent'
     if (filter.phrases?.length && sort === 'recent') return this.newestMatches(filter, filter.phrases, page)
     const where = this.conditions(filter)
-    if (filter.phrases?.length) where.push(matchingAll(filter.phrases, fromKey(filter)))
+    if (filter.phrases?.length) where.push(matchingAll(this.orgPhrases(filter.orgId, filter.phrases), fromKey(filter)))
     let order: SQL[]
     if (sort === 'recent') {
       order = [desc(sessions.createdAt), desc(docs.key)]
@@ -125,7 +130,13 @@ export class SessionSearch {
     if (!filter.phrases?.length) {
       return this.db.select({ n }).from(sessions).where(and(...this.conditions(filter))).get()?.n ?? 0
     }
-    const matching = sql`${docs.doc} IN (${docsMatchingAllSql(filter.phrases, fromKey(filter))})`
+    const phrases = filter.phrases
+    // One snapshot: the org bound chosen for the phrases holds for the read of the index.
+    return this.db.$client.transaction(() => this.countMatches(filter, phrases, n))()
+  }
+
+  private countMatches(filter: SessionFilter, phrases: string[], n: SQL.Aliased<number> | SQL<number>): number {
+    const matching = sql`${docs.doc} IN (${docsMatchingAllSql(this.orgPhrases(filter.orgId, phrases), fromKey(filter))})`
     // The org alone is on the docs row: no need to read the (wide) session rows.
     const orgOnly = Object.entries(filter).every(([name, value]) => name === 'orgId' || name === 'phrases' || value === undefined)
     const row = orgOnly
@@ -159,7 +170,7 @@ export class SessionSearch {
     const from = fromKey(filter)
     const oldest = from === undefined ? 1 : sqlite.query<Doc, [number]>('SELECT doc FROM session_search_docs WHERE key >= ? ORDER BY key LIMIT 1').get(from)?.doc
     if (newest == null || oldest == null) return []
-    const runs = new RarestRuns(sqlite, phrases, oldest, newest + 1)
+    const runs = new RarestRuns(sqlite, this.orgPhrases(filter.orgId, phrases), oldest, newest + 1)
     const found: KeyedRow[] = []
     let docsSeen = 0
     let rowsSeen = 0
@@ -213,6 +224,20 @@ export class SessionSearch {
     throw new ApiError(409, `"${selector}" matches ${how} sessions; use a longer id prefix or the full id`, 'AMBIGUOUS_SELECTOR', {
       candidates: this.present.sessions(matches.slice(0, MAX_CANDIDATES)),
     })
+  }
+
+  /**
+   * The phrases as the FTS5 queries a search of org `orgId` runs: every full-text read goes through
+   * here, so the org bounds the index's own walk, never a filter applied to what it returned. When
+   * another org has sessions, each phrase is ANDed with the org's token (`inOrg`); when none has,
+   * every row of the index is this org's and the bare phrase is already bounded to it, at the cost
+   * of the phrase alone (the token's doclist spans every row then, and walking it in step with a
+   * common phrase costs several times the phrase's own read). Callers hold one read transaction
+   * across this check and the reads, so an org created in between cannot slip in.
+   */
+  private orgPhrases(orgId: string, phrases: string[]): string[] {
+    const others = this.db.$client.query<{ found: number }, [string, string]>('SELECT EXISTS (SELECT 1 FROM sessions WHERE org_id < ? OR org_id > ?) AS found').get(orgId, orgId)
+    return others?.found ? phrases.map((phrase) => inOrg(orgId, phrase)) : phrases
   }
 
   private candidates(where: SQL[]): KeyedRow[] {

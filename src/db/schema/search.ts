@@ -2,7 +2,7 @@ import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core'
 import { sessions } from './sessions'
 
 /**
- * One row per session, written by triggers (migrations `0003_search` and `0006_search_rows`),
+ * One row per session, written by triggers (migrations `0003_search`, `0006_search_rows` and `0007_search_org`),
  * never by application code.
  *
  * `key` orders sessions: `created_at * 2048` plus the creation order among sessions created in the
@@ -27,7 +27,10 @@ import { sessions } from './sessions'
  * a time inside the writing transaction, one row per message event, so a message costs the same
  * however long the transcript already is. A session's rows are the rowid range
  * [doc * 2^32, (doc + 1) * 2^32) and rowid order is creation order, so matches stream newest first
- * and "does session d hold this phrase" is a rowid-bounded MATCH. The same migrations add indexes
+ * and "does session d hold this phrase" is a rowid-bounded MATCH. Each row's second column, `org`,
+ * holds one token naming the session's org ('o' and the org id's UTF-8 bytes in hex, migration
+ * `0007_search_org`), so a search bounds the org inside the FTS5 query (`org : <token> AND body :
+ * <phrase>`, see `inOrg`) rather than filtering what the index returned. The same migrations add indexes
  * on `sessions` for filters and counts, the title selector and the `cost` / `duration` sorts. A
  * migration that rebuilds `sessions` or `session_events` drops those triggers and indexes and must
  * recreate them (test/services/session-search.test.ts checks the objects).
