@@ -1,8 +1,9 @@
-import { existsSync, readdirSync, readFileSync, rmSync, type FSWatcher } from 'node:fs'
+import type { FSWatcher } from 'node:fs'
 import { constants } from 'node:os'
 import { join } from 'node:path'
 import type { ExecOptions, SandboxHandle, SandboxProcess, SandboxSpec } from './driver'
 import { gvisorExecArgs, gvisorKillArgs, READY_FILE } from './gvisor-spec'
+import { HostDir } from './host-fs'
 import type { GatewayRelay } from './relay'
 import { alive, firstLine, type Runsc } from './runsc'
 import { runHelper, spawnHelper } from './spawn'
@@ -122,13 +123,20 @@ export class GvisorExecs {
 
   /** Kills the process groups of execs an earlier server started and never saw end; removes their files. */
   async endOrphans(sandbox: Gsandbox): Promise<void> {
-    for (const file of readdirSync(sandbox.io)) {
-      const prefix = join(sandbox.io, file.replace(/\.[a-z]+$/, ''))
-      if (file.endsWith('.pid') && !existsSync(`${prefix}.exit`)) {
-        const group = Number.parseInt(readFileSync(join(sandbox.io, file), 'utf8'), 10)
+    // The io folder is the sandbox's to write: its entries are read without following links or
+    // blocking on a FIFO, and unlinked (a folder planted there stays, harmlessly).
+    const io = HostDir.open(sandbox.io)
+    if (!io) return
+    try {
+      for (const entry of io.entries()) {
+        const prefix = entry.name.replace(/\.[a-z]+$/, '')
+        if (!entry.name.endsWith('.pid') || io.read(`${prefix}.exit`, 0) !== null) continue
+        const group = Number.parseInt(new TextDecoder().decode(io.read(entry.name, 64) ?? new Uint8Array()), 10)
         if (group > 0) await runHelper(gvisorKillArgs(this.runsc.root, sandbox.cid, group, 'SIGKILL'))
       }
+      for (const entry of io.entries()) if (entry.name !== READY_FILE) io.remove(entry.name)
+    } finally {
+      io.close()
     }
-    for (const file of readdirSync(sandbox.io)) if (file !== READY_FILE) rmSync(join(sandbox.io, file), { force: true })
   }
 }

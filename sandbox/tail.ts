@@ -1,11 +1,23 @@
-import { closeSync, existsSync, openSync, readFileSync, readSync, rmSync } from 'node:fs'
+import { closeSync, readSync } from 'node:fs'
+import { basename, dirname } from 'node:path'
 import type { SandboxProcess } from './driver'
+import { HostDir } from './host-fs'
+
+/**
+ * Bytes read from one output file per loop turn: a process writing as fast as it can must not
+ * hold the event loop (the loop comes back at once while it is behind).
+ */
+export const STREAM_BUDGET = 512 * 1024
 
 /**
  * A process whose stdout and stderr are files on the host that it appends to (`<prefix>.out`,
  * `<prefix>.err`) and whose end is a file holding its exit code (`<prefix>.exit`). The host tails
  * them into streams. Nothing holds a pipe into the sandbox, so the process can be checkpointed
  * and restored in the middle of its output; its streams just stall meanwhile.
+ *
+ * The folder is writable by the sandbox, which may put links, FIFOs or folders in place of these
+ * files: each is opened through the folder's fd without following links and without blocking,
+ * and read only when it is a regular file (otherwise it reads as absent).
  */
 export class TailedProcess implements SandboxProcess {
   readonly stdout: ReadableStream<Uint8Array>
@@ -16,6 +28,10 @@ export class TailedProcess implements SandboxProcess {
   private resolveExit!: (code: number) => void
   private done = false
   private poke: (() => void) | null = null
+  /** The io folder (agentd made it), opened once and closed when the process ends; null while it is missing. */
+  private dir: HostDir | null = null
+  private released = false
+  private readonly name: string
 
   /** The host pid of the process that started it (`runsc exec`); 0 until it started. */
   pid = 0
@@ -24,8 +40,9 @@ export class TailedProcess implements SandboxProcess {
     readonly prefix: string,
     private readonly onKill: (signal: NodeJS.Signals) => void,
   ) {
-    this.out = new FileTail(`${prefix}.out`)
-    this.err = new FileTail(`${prefix}.err`)
+    this.name = basename(prefix)
+    this.out = new FileTail(() => this.folder(), `${this.name}.out`)
+    this.err = new FileTail(() => this.folder(), `${this.name}.err`)
     this.stdout = this.out.stream
     this.stderr = this.err.stream
     this.exited = new Promise((resolve) => (this.resolveExit = resolve))
@@ -49,48 +66,65 @@ export class TailedProcess implements SandboxProcess {
   finish(code: number, note?: string): void {
     if (this.done) return
     this.done = true
-    this.out.drain()
-    this.err.drain()
+    // What was written last, up to one budget more (a sandbox that died mid-flood is not read to its end).
+    this.out.drain(STREAM_BUDGET)
+    this.err.drain(STREAM_BUDGET)
     if (note) this.err.push(new TextEncoder().encode(note.endsWith('\n') ? note : `${note}\n`))
     this.out.close()
     this.err.close()
     // Read to the end: the files go (a background process still writing keeps its own copy open).
-    for (const suffix of ['.out', '.err', '.pid', '.exit', '.code']) rmSync(`${this.prefix}${suffix}`, { force: true })
+    // Unlinked through the folder's fd: a planted link goes itself, never its target.
+    for (const suffix of ['.out', '.err', '.pid', '.exit', '.code']) this.dir?.remove(`${this.name}${suffix}`)
+    this.dir?.close()
+    this.dir = null
+    this.released = true
     this.poke?.()
     this.resolveExit(code)
   }
 
-  /** The exit code, once `<prefix>.exit` is there. */
+  /** The exit code, once `<prefix>.exit` is there (as a regular file). */
   exitCode(): number | null {
-    const file = `${this.prefix}.exit`
-    if (!existsSync(file)) return null
-    const code = Number.parseInt(readFileSync(file, 'utf8'), 10)
+    const text = this.small('.exit')
+    if (text === null) return null
+    const code = Number.parseInt(text, 10)
     return Number.isFinite(code) ? code : 1
   }
 
   /** The in-sandbox pid of the command (its process group), once the wrapper wrote it. */
   groupId(): number | null {
-    try {
-      const pid = Number.parseInt(readFileSync(`${this.prefix}.pid`, 'utf8'), 10)
-      return pid > 0 ? pid : null
-    } catch {
-      return null
-    }
+    const pid = Number.parseInt(this.small('.pid') ?? '', 10)
+    return pid > 0 ? pid : null
+  }
+
+  /** The first bytes of `<prefix><suffix>` when it is a regular file; null otherwise. */
+  private small(suffix: string): string | null {
+    const bytes = this.folder()?.read(`${this.name}${suffix}`, 64)
+    return bytes ? new TextDecoder().decode(bytes) : null
+  }
+
+  private folder(): HostDir | null {
+    if (this.released) return null
+    this.dir ??= HostDir.open(dirname(this.prefix))
+    return this.dir
   }
 
   private async loop(): Promise<void> {
     let quiet = 0
     while (!this.done) {
-      const got = this.out.drain() + this.err.drain()
+      // The exit file first: once it is there, the drains below reach everything written before it.
       const code = this.exitCode()
-      if (code !== null) {
+      const out = this.out.drain(STREAM_BUDGET)
+      const err = this.err.drain(STREAM_BUDGET)
+      const behind = out >= STREAM_BUDGET || err >= STREAM_BUDGET
+      if (code !== null && !behind) {
         this.finish(code)
         return
       }
-      quiet = got > 0 ? 0 : quiet + 1
+      quiet = out + err > 0 ? 0 : quiet + 1
       // Folder changes poke the loop at once; the timer is the fallback (for missed events).
+      // Behind a fast writer, the next turn comes at once, after whatever else is waiting to run.
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, Math.min(250, 10 * 2 ** Math.min(quiet, 5)))
+        const timer = setTimeout(resolve, behind ? 0 : Math.min(250, 10 * 2 ** Math.min(quiet, 5)))
         this.poke = () => {
           clearTimeout(timer)
           resolve()
@@ -109,26 +143,32 @@ class FileTail {
   private offset = 0
   private closed = false
 
-  constructor(private readonly path: string) {
+  constructor(
+    private readonly folder: () => HostDir | null,
+    private readonly name: string,
+  ) {
     this.stream = new ReadableStream<Uint8Array>({ start: (controller) => void (this.controller = controller) })
   }
 
-  /** Pushes whatever was appended since the last call; returns the bytes read. */
-  drain(): number {
+  /** Pushes up to `budget` bytes of what was appended since the last call; returns the bytes read. */
+  drain(budget: number): number {
     if (this.closed) return 0
     if (this.fd === null) {
-      if (!existsSync(this.path)) return 0
-      this.fd = openSync(this.path, 'r')
+      // Only ever a regular file: a link or a FIFO in its place is never opened (an empty stream).
+      const file = this.folder()?.openFile(this.name)
+      if (!file) return 0
+      this.fd = file.fd
     }
     let total = 0
     const buffer = Buffer.allocUnsafe(64 * 1024)
-    for (;;) {
-      const n = readSync(this.fd, buffer, 0, buffer.length, this.offset)
+    while (total < budget) {
+      const n = readSync(this.fd, buffer, 0, Math.min(buffer.length, budget - total), this.offset)
       if (n <= 0) return total
       this.offset += n
       total += n
       this.push(new Uint8Array(buffer.subarray(0, n)))
     }
+    return total
   }
 
   push(bytes: Uint8Array): void {

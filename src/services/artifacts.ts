@@ -1,9 +1,9 @@
-import { createHash } from 'node:crypto'
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs'
-import { join, relative } from 'node:path'
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, writeSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import { and, asc, eq, sql } from 'drizzle-orm'
 import type { Db } from '../db/client'
 import { artifacts } from '../db/schema'
+import { walkFiles } from '../../sandbox/host-fs'
 
 export interface ArtifactFile {
   name: string
@@ -22,6 +22,8 @@ export const EMBEDDED_ARTIFACTS = 6
  */
 export class ArtifactStore {
   private readonly blobs: string
+  /** Reused for hashing and copying: artifacts are read in chunks, never whole into memory. */
+  private readonly buffer = Buffer.allocUnsafe(1024 * 1024)
 
   constructor(
     private readonly db: Db,
@@ -33,24 +35,27 @@ export class ArtifactStore {
 
   /**
    * Records what is under the workspace's artifacts folder at the end of a turn: new names are
-   * appended in the order they were written, changed ones get their new bytes.
+   * appended in the order they were written, changed ones get their new bytes. The folder is the
+   * sandbox's: it is walked without following any link, and only regular files are taken.
    * Returns the session's artifact count.
    */
   collect(sessionId: string, hostWorkspace: string, turn: number): number {
-    const root = join(hostWorkspace, ARTIFACTS_DIR)
-    const files = existsSync(root) ? listFiles(root) : []
     const stored = new Map(this.db.select().from(artifacts).where(eq(artifacts.sessionId, sessionId)).all().map((a) => [a.name, a]))
+    const found: { name: string; mtimeMs: number; sha256: string; size: number }[] = []
+    walkFiles(hostWorkspace, ARTIFACTS_DIR, (file) => {
+      let sha256 = hashFd(file.fd, file.size, this.buffer)
+      if (stored.get(file.name)?.sha256 !== sha256) sha256 = this.copyBlob(file.fd, file.size, sha256)
+      found.push({ name: file.name, mtimeMs: file.mtimeMs, sha256, size: file.size })
+    })
+    // Oldest first (the order the agent wrote them), then by name.
+    found.sort((a, b) => a.mtimeMs - b.mtimeMs || a.name.localeCompare(b.name))
     let ordinal = stored.size
     const now = this.now()
     const writes: (() => void)[] = []
-    for (const path of files) {
-      const name = relative(root, path)
-      const bytes = readFileSync(path)
-      const sha256 = createHash('sha256').update(bytes).digest('hex')
+    for (const { name, sha256, size } of found) {
       const known = stored.get(name)
       if (known?.sha256 === sha256) continue
-      this.writeBlob(sha256, bytes)
-      const row = { size: bytes.length, contentType: Bun.file(path).type.split(';')[0] || 'application/octet-stream', sha256, turn, updatedAt: now }
+      const row = { size, contentType: Bun.file(name).type.split(';')[0] || 'application/octet-stream', sha256, turn, updatedAt: now }
       if (known) writes.push(() => this.db.update(artifacts).set(row).where(and(eq(artifacts.sessionId, sessionId), eq(artifacts.name, name))).run())
       else {
         const values = { sessionId, name, ordinal: ordinal++, createdAt: now, ...row }
@@ -61,14 +66,42 @@ export class ArtifactStore {
     return ordinal
   }
 
-  private writeBlob(sha256: string, bytes: Uint8Array): void {
-    const dir = join(this.blobs, sha256.slice(0, 2))
-    const path = join(dir, sha256)
-    if (existsSync(path)) return
-    mkdirSync(dir, { recursive: true })
-    // Write then rename, so a crash never leaves a half blob under its final name.
-    writeFileSync(`${path}.tmp`, bytes)
-    renameSync(`${path}.tmp`, path)
+  /**
+   * Stores the first `size` bytes of `fd` as a blob named by their hash, unless it is there
+   * already. The bytes are hashed again as they are copied: a file the sandbox changed meanwhile
+   * is stored under the hash of what was copied, which is returned.
+   */
+  private copyBlob(fd: number, size: number, sha256: string): string {
+    if (existsSync(this.blobPath(sha256))) return sha256
+    mkdirSync(this.blobs, { recursive: true, mode: 0o700 })
+    // A unique temp name, created here and now (0600), then renamed: a crash never leaves a half blob under its final name.
+    const temp = join(this.blobs, `.${crypto.randomUUID()}.tmp`)
+    const out = openSync(temp, 'wx', 0o600)
+    const hash = new Bun.CryptoHasher('sha256')
+    try {
+      for (let at = 0; at < size; ) {
+        const n = readSync(fd, this.buffer, 0, Math.min(this.buffer.length, size - at), at)
+        if (n <= 0) break
+        const chunk = this.buffer.subarray(0, n)
+        hash.update(chunk)
+        for (let done = 0; done < n; ) done += writeSync(out, chunk, done, n - done)
+        at += n
+      }
+    } catch (err) {
+      closeSync(out)
+      rmSync(temp, { force: true })
+      throw err
+    }
+    closeSync(out)
+    const copied = hash.digest('hex')
+    const path = this.blobPath(copied)
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
+    renameSync(temp, path)
+    return copied
+  }
+
+  private blobPath(sha256: string): string {
+    return join(this.blobs, sha256.slice(0, 2), sha256)
   }
 
   /** A session's artifacts in upload order, optionally only the first `limit`. */
@@ -93,20 +126,18 @@ export class ArtifactStore {
       .where(and(eq(artifacts.sessionId, sessionId), eq(artifacts.name, name)))
       .get()
     if (!row) return null
-    return { bytes: readFileSync(join(this.blobs, row.sha256.slice(0, 2), row.sha256)), contentType: row.contentType }
+    return { bytes: readFileSync(this.blobPath(row.sha256)), contentType: row.contentType }
   }
 }
 
-/** Every file below `dir`, oldest first (the order the agent wrote them), then by name. */
-function listFiles(dir: string): string[] {
-  const found: { path: string; mtime: number }[] = []
-  const walk = (at: string) => {
-    for (const entry of readdirSync(at, { withFileTypes: true })) {
-      const path = join(at, entry.name)
-      if (entry.isDirectory()) walk(path)
-      else if (entry.isFile()) found.push({ path, mtime: statSync(path).mtimeMs })
-    }
+/** The sha256 of the first `size` bytes of `fd`, read through `buffer`. */
+function hashFd(fd: number, size: number, buffer: Buffer): string {
+  const hash = new Bun.CryptoHasher('sha256')
+  for (let at = 0; at < size; ) {
+    const n = readSync(fd, buffer, 0, Math.min(buffer.length, size - at), at)
+    if (n <= 0) break
+    hash.update(buffer.subarray(0, n))
+    at += n
   }
-  walk(dir)
-  return found.sort((a, b) => a.mtime - b.mtime || a.path.localeCompare(b.path)).map((f) => f.path)
+  return hash.digest('hex')
 }

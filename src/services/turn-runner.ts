@@ -3,6 +3,7 @@ import { event } from '../harness/common'
 import type { HarnessAdapter, TurnOutcome, TurnSpec } from '../harness/harness'
 import { LineSplitter, MAX_LINE_BYTES, type Line } from './line-splitter'
 import type { SandboxDriver, SandboxHandle, SandboxProcess } from '../../sandbox'
+import { writeInTree } from '../../sandbox/host-fs'
 
 export interface TurnCallbacks {
   /** A batch of raw stdout lines and the normalized events they yielded, in stream order. */
@@ -67,9 +68,8 @@ export async function startTurn(
   options: TurnOptions = {},
 ): Promise<RunningTurn> {
   const command = adapter.buildTurn(spec)
-  for (const [path, content] of Object.entries(command.files ?? {})) {
-    await Bun.write(`${handle.hostHome}/${path}`, content)
-  }
+  // The home is the sandbox's: a link planted there by an earlier turn is replaced, never followed.
+  for (const [path, content] of Object.entries(command.files ?? {})) writeInTree(handle.hostHome, path, content)
   const proc = driver.exec(handle, command.argv, { env: command.env })
   const parser = adapter.createParser(spec)
   const maxStored = options.transcriptMaxBytes ?? TRANSCRIPT_MAX_BYTES
