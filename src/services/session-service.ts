@@ -23,7 +23,7 @@ import { findProject, NO_PROJECT } from './projects'
 import { planSession, type CreateBody, type HarnessVersions, type SessionPlan } from './session-create'
 import { sessionLogs } from './session-logs'
 import { SessionRuntime } from './session-runtime'
-import { sessionEventStream } from './session-stream'
+import { sessionEventStream, type StreamRecheck } from './session-stream'
 import { SessionSearch } from './session-search'
 import { SessionStore, type NewEvent, type SessionPatch, type SessionRow } from './session-store'
 import { cloudRunSession, sessionResult } from './session-view'
@@ -220,9 +220,9 @@ export class SessionService {
   }
 
   /** The live event stream of a session (spec 6.1). */
-  eventStream(access: OrgAccess, projectRef: string, id: string, afterSeq: number, keepaliveMs: number) {
+  eventStream(access: OrgAccess, projectRef: string, id: string, afterSeq: number, keepaliveMs: number, recheck?: StreamRecheck) {
     const row = this.find(access, projectRef, id)
-    return sessionEventStream(this.store, row.id, { afterSeq, keepaliveMs })
+    return sessionEventStream(this.store, row.id, { afterSeq, keepaliveMs, recheck })
   }
 
   artifactList(access: OrgAccess, projectRef: string, id: string) {

@@ -12,7 +12,17 @@ export interface StreamOptions {
   keepaliveMs: number
   /** Events a reader may fall behind by before it is dropped (it reconnects with its cursor). */
   maxBuffered?: number
+  /** Asked periodically whether the reader may still follow; the stream ends when it may not. */
+  recheck?: StreamRecheck
 }
+
+export interface StreamRecheck {
+  everyMs: number
+  /** False (or a throw) once the credential the stream was opened with no longer grants it. */
+  allowed(): boolean | Promise<boolean>
+}
+
+const REVOKED = 'The credential this stream was opened with was revoked, rotated or has expired; reconnect with a valid one'
 
 const encoder = new TextEncoder()
 
@@ -63,14 +73,17 @@ export function sessionEventStream(store: SessionStore, sessionId: string, optio
   const maxBuffered = options.maxBuffered ?? 10_000
   let unsubscribe = () => {}
   let keepalive: ReturnType<typeof setInterval> | undefined
+  let recheck: ReturnType<typeof setInterval> | undefined
+  // Also set when the reader cancels, so that a recheck answering afterwards enqueues nothing.
+  let closed = false
   const stop = () => {
     unsubscribe()
     if (keepalive) clearInterval(keepalive)
+    if (recheck) clearInterval(recheck)
   }
   return new ReadableStream<Uint8Array>({
     start(controller) {
       let last = options.afterSeq
-      let closed = false
       let replaying = true
       const early: StoredEvent[] = []
       const close = () => {
@@ -125,8 +138,29 @@ export function sessionEventStream(store: SessionStore, sessionId: string, optio
       if (!closed) send(early)
       if (!closed) finishIfResting(store.get(sessionId))
       if (!closed) keepalive = setInterval(() => controller.enqueue(encoder.encode(': keepalive\n\n')), options.keepaliveMs)
+      // Authentication ran once, when the stream opened; a stream may stay open for hours, so a
+      // revoked or rotated key (or a removed member) must not keep reading the session's events.
+      const check = options.recheck
+      if (!closed && check) {
+        let asking = false
+        recheck = setInterval(async () => {
+          if (asking || closed) return
+          asking = true
+          let allowed = false
+          try {
+            allowed = await check.allowed()
+          } catch {
+            allowed = false
+          }
+          asking = false
+          if (allowed || closed) return
+          controller.enqueue(frame('error', { message: REVOKED }))
+          close()
+        }, check.everyMs)
+      }
     },
     cancel() {
+      closed = true
       stop()
     },
   }, { highWaterMark: 1 })

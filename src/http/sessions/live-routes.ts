@@ -8,16 +8,33 @@ import { EventsQuery, MAX_MESSAGE_BYTES, MessageQueued, MessageSent, PostMessage
 
 const tags = ['sessions']
 
+/** How often an open event stream asks again whether its credential still grants it. */
+const CREDENTIAL_RECHECK_MS = 1_000
+
+/**
+ * Whether the bearer a stream was opened with still reads the org's sessions, asked the way a new
+ * request would be (through the same caches): false once a key is revoked or rotated, a token
+ * expires, or its user leaves the org.
+ */
+const stillAllowed = (auth: AuthService, authorization: string | undefined, org: string) => async () => {
+  const principal = await auth.authenticate(authorization)
+  auth.authorizeKey(principal, 'runs:read')
+  auth.access(principal, org)
+  return true
+}
+
 /** Following and steering a run: the event stream, follow-up messages, the runtime log. */
 export const liveRoutes = (auth: AuthService, sessions: SessionService, keepaliveMs = 15_000) =>
   new Elysia({ name: 'agentd/sessions-live' })
     .use(authPlugin(auth, { apiKeys: true }))
     .get(
       '/o/:org/p/:project/sessions/:session/events',
-      ({ principal, params, query, headers }) => {
+      ({ principal, params, query, headers, request }) => {
         const cursor = headers['last-event-id'] ?? query.cursor ?? '0'
         if (!/^\d+$/.test(cursor)) throw badRequest(`not an event id: "${cursor}"`)
-        const stream = sessions.eventStream(auth.access(principal, params.org), params.project, params.session, Number(cursor), keepaliveMs)
+        const access = auth.access(principal, params.org)
+        const recheck = { everyMs: CREDENTIAL_RECHECK_MS, allowed: stillAllowed(auth, request.headers.get('authorization') ?? undefined, params.org) }
+        const stream = sessions.eventStream(access, params.project, params.session, Number(cursor), keepaliveMs, recheck)
         return new Response(stream, {
           headers: {
             'content-type': 'text/event-stream; charset=utf-8',
