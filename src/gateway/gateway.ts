@@ -10,15 +10,25 @@ import { openaiProtocol } from './openai'
 import { forward, type Upstream } from './upstream'
 import { parseJson, SCRIPTED_MODEL } from './wire'
 
-/** The session a gateway token belongs to. */
+/** The session (and its turn in progress) a gateway token belongs to. */
 export interface GatewaySession {
   sessionId: string
+  /** The turn the token was minted for; usage metered after it is not that turn's. */
+  turn?: number
   /** The session's workspace as the sandbox sees it; file tools get absolute paths under it. */
   workspace: string
+  /**
+   * The model ids this session may call; any other is 403 naming the model. agentd always sets
+   * it; only the wire protocols' own tests, which have no catalog, leave it out.
+   */
+  models?: ReadonlySet<string>
+  /** Why this turn may call the model no more (a plan limit it reached), or null; asked per call. */
+  refusal?(): string | null
 }
 
 export interface UsageRecord {
   sessionId: string
+  turn?: number
   model: string
   input: number
   output: number
@@ -71,6 +81,8 @@ export interface ProtocolHandler {
   credential(req: Request): string | null
   /** A 401 in this protocol's error shape, so the CLI reports it legibly. */
   unauthorized(): Response
+  /** Any other refusal (403 a model the session may not use, 402 a plan limit) in this protocol's error shape. */
+  refuse(status: 402 | 403, message: string): Response
   /** The model a request asks for (from its body or its path), or null when it names none. */
   modelOf(url: URL, body: unknown): string | null
   /** Answers with the scripted model. */
@@ -110,13 +122,20 @@ async function route(req: Request, opts: GatewayOptions): Promise<Response> {
   const session = token ? await opts.resolve(token) : null
   if (!session) return protocol.unauthorized()
 
-  const meter = (usage: Omit<UsageRecord, 'sessionId'>) => opts.onUsage?.({ sessionId: session.sessionId, ...usage })
-  const provider = opts.providers?.[protocol.provider]
-  if (provider) {
-    // The scripted model stays local even when a provider is configured: tests and demos use it.
-    const model = protocol.modelOf(new URL(req.url), parseJson(await req.clone().text()))
-    if (model !== null && model !== SCRIPTED_MODEL) return forward(req, model, protocol.upstream, provider, meter)
+  // Checked before anything is answered or forwarded: the operator's provider key serves only
+  // the models the session's harness lists in the catalog, and only within the plan.
+  const model = protocol.modelOf(new URL(req.url), parseJson(await req.clone().text()))
+  if (model !== null && session.models && !session.models.has(model)) {
+    return protocol.refuse(403, `model "${model}" is not available to this session (its harness may use: ${[...session.models].join(', ')})`)
   }
+  const refusal = session.refusal?.() ?? null
+  if (refusal !== null) return protocol.refuse(402, refusal)
+
+  const meter = (usage: Omit<UsageRecord, 'sessionId'>) =>
+    opts.onUsage?.({ sessionId: session.sessionId, ...(session.turn !== undefined ? { turn: session.turn } : {}), ...usage })
+  const provider = opts.providers?.[protocol.provider]
+  // The scripted model stays local even when a provider is configured: tests and demos use it.
+  if (provider && model !== null && model !== SCRIPTED_MODEL) return forward(req, model, protocol.upstream, provider, meter)
   return protocol.handle(req, { session, meter })
 }
 

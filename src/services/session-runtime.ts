@@ -7,6 +7,7 @@ import type { SandboxDriver, SandboxHandle, SandboxLimits, SandboxSpec } from '.
 import type { ArtifactStore } from './artifacts'
 import type { Catalog } from './catalog'
 import type { GatewaySessions } from './gateway-sessions'
+import type { PlanStanding } from './plan-check'
 import type { HarnessInstaller } from './harness-install'
 import type { SessionPatch, SessionRow, SessionStore } from './session-store'
 import { LOG_CAP_BYTES } from './session-logs'
@@ -20,6 +21,8 @@ export interface RuntimeDeps {
   driver: SandboxDriver
   gateway: { host: string; port: number }
   gatewaySessions: GatewaySessions
+  /** The org's standing against its plan's token and spend limits, which the gateway enforces mid-turn. */
+  planStanding: (orgId: string) => PlanStanding | null
   installer: HarnessInstaller
   artifacts: ArtifactStore
   dataDir: string
@@ -222,7 +225,15 @@ export class SessionRuntime {
       this.deps.apply(id, { type: 'sandbox.failed', error: `the sandbox could not be woken: ${(err as Error).message}` })
       return
     }
-    const token = this.deps.gatewaySessions.open({ sessionId: id, workspace: handle.workspace })
+    // The key serves this turn only, the harness's catalog models only, within the org's plan.
+    const token = this.deps.gatewaySessions.open({
+      sessionId: id,
+      orgId: row.orgId,
+      turn,
+      workspace: handle.workspace,
+      models: this.deps.catalog.models.filter((m) => m.harnesses.includes(row.harness as Harness)),
+      standing: () => this.deps.planStanding(row.orgId),
+    })
     const summary = { last: null as string | null }
     const events = this.deps.store.events
     const finish = async (running: Promise<TurnOutcome>) => {
@@ -234,12 +245,14 @@ export class SessionRuntime {
       }
       const current = live.turn
       live.turn = undefined
-      const metered = this.deps.gatewaySessions.close(token)
+      const { usage: metered, limit } = this.deps.gatewaySessions.close(token)
       // A turn killed by shutdown is left as it was; the next start ends it as "restarted".
       if (this.closing) return
       const fresh = this.deps.store.get(id)
       if (!fresh) return
       const stopped = current?.stopped === true
+      // The gateway refused this turn's calls past a plan limit: the turn fails naming it.
+      if (limit !== null && !stopped) outcome = { ...outcome, error: limit }
       if (current?.timedOut) outcome = { ...outcome, error: `the turn ran longer than ${Math.round(this.deps.turnTimeoutMs / 1000)} s and was stopped` }
       else if (!stopped && (await this.outOfMemory(handle, oomBefore))) {
         // A process of the turn went over the sandbox's memory limit: the turn fails, saying so,

@@ -18,7 +18,7 @@ import type { Catalog } from './catalog'
 import type { GatewaySessions } from './gateway-sessions'
 import { HarnessInstaller } from './harness-install'
 import type { OrgAccess, Principal } from './identity'
-import { assertPlanAllows } from './plan-check'
+import { assertPlanAllows, planStanding } from './plan-check'
 import { findProject, NO_PROJECT } from './projects'
 import { planSession, type CreateBody, type HarnessVersions, type SessionPlan } from './session-create'
 import { sessionLogs } from './session-logs'
@@ -111,6 +111,7 @@ export class SessionService {
       driver: deps.driver,
       gateway: deps.gateway,
       gatewaySessions: deps.gatewaySessions,
+      planStanding: (orgId) => planStanding(deps.db, orgId),
       installer: this.installer,
       artifacts: this.artifacts,
       dataDir: deps.dataDir,

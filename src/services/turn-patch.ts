@@ -12,7 +12,8 @@ export function turnPatch(
   row: SessionRow,
   turn: number,
   outcome: TurnOutcome,
-  usage: TokenUsage | null,
+  /** `costUsd` when the gateway metered the turn at the price of each model it called. */
+  usage: (TokenUsage & { costUsd?: number }) | null,
   lastText: string | null,
   stopped: boolean,
   now: number,
@@ -23,9 +24,14 @@ export function turnPatch(
   const input = add(row.inputTokens, usage?.input)
   const output = add(row.outputTokens, usage?.output)
   const cacheWrite = add(row.cacheWriteTokens, usage?.cacheWrite)
+  // Counts only the CLI reported (no gateway meter) can only be priced at the session's model.
   const model = catalog.models.find((m) => m.id === row.model)
   const turnCost =
-    usage && model ? ((usage.input + usage.cacheWrite) * model.pricing.input_per_million + usage.output * model.pricing.output_per_million) / 1e6 : null
+    usage?.costUsd !== undefined
+      ? usage.costUsd
+      : usage && model
+        ? ((usage.input + usage.cacheWrite) * model.pricing.input_per_million + usage.output * model.pricing.output_per_million) / 1e6
+        : null
   const answered = !stopped && (outcome.error === null || outcome.answerText !== null)
   return {
     turnsCount: turn,

@@ -40,7 +40,7 @@ export async function turnEnded(t: TestApp, id: string, turns = 1, timeoutMs = 5
 /** Starts a session running `steps` (the scripted model's steps) and waits for its first turn to end. */
 export async function runSession(t: TestApp, steps: unknown[], extra: Record<string, unknown> = {}): Promise<any> {
   const created = await caller(t)('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script(steps), ...extra })
-  if (created.status !== 200 && created.status !== 201) throw new Error(`create failed: ${created.status} ${JSON.stringify(created.body)}`)
+  if (created.status !== 202) throw new Error(`create failed: ${created.status} ${JSON.stringify(created.body)}`)
   return turnEnded(t, created.body.execution_id, 1)
 }
 
