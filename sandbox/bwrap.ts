@@ -1,9 +1,11 @@
 import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import type { ExecOptions, SandboxHandle, SandboxSpec } from './driver'
+import { fullLimits, type ExecOptions, type SandboxHandle, type SandboxSpec } from './driver'
 import { HostDriver, type HostCommand, type HostDriverOptions, type HostSandbox } from './host-driver'
 import { holds, NetPool, type NetHolder } from './netns'
+import { niced } from './priority'
 import { listening, RELAY_SOCKET, relayDir } from './relay'
+import { SandboxVolume } from './volume'
 
 export const BWRAP_WORKSPACE = '/workspace'
 export const BWRAP_HOME = '/home/agent'
@@ -86,6 +88,8 @@ export interface BwrapLayout {
   /** Host folder bound read-only as /etc (see SANDBOX_ETC). */
   etcDir: string
   root: HostRoot
+  /** Host folder bound as /tmp (the sandbox disk's, so temp files count against its limit); a fresh tmpfs when absent. */
+  tmpDir?: string
 }
 
 /**
@@ -99,7 +103,7 @@ export function bwrapArgs(layout: BwrapLayout, argv: string[], options: ExecOpti
   args.push('--ro-bind', '/usr', '/usr')
   for (const link of layout.root.links) args.push('--symlink', link.target, link.path)
   for (const dir of layout.root.dirs) args.push('--ro-bind', dir, dir)
-  args.push('--ro-bind', layout.etcDir, '/etc', '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp')
+  args.push('--ro-bind', layout.etcDir, '/etc', '--proc', '/proc', '--dev', '/dev', ...(layout.tmpDir ? ['--bind', layout.tmpDir, '/tmp'] : ['--tmpfs', '/tmp']))
   for (const path of layout.readOnlyPaths) args.push('--ro-bind', path, path)
   args.push('--bind', layout.hostHome, BWRAP_HOME, '--bind', layout.hostWorkspace, BWRAP_WORKSPACE)
   args.push('--chdir', options.cwd ?? BWRAP_WORKSPACE, '--clearenv')
@@ -130,6 +134,7 @@ export class BwrapDriver extends HostDriver {
   private readonly pools = new Map<string, NetPool>()
   private readonly socat: string
   private readonly etcDir: string
+  private execs = 0
 
   constructor(options: HostDriverOptions = {}) {
     super(options)
@@ -142,6 +147,16 @@ export class BwrapDriver extends HostDriver {
 
   protected describe(spec: SandboxSpec): Pick<SandboxHandle, 'workspace' | 'home' | 'gatewayUrl'> {
     return { workspace: BWRAP_WORKSPACE, home: BWRAP_HOME, gatewayUrl: `http://127.0.0.1:${spec.gateway.port}` }
+  }
+
+  /** Whether sandboxes get a disk image (mounting one needs root): without, no disk limit. */
+  get limitsDisk(): boolean {
+    return process.getuid?.() === 0
+  }
+
+  /** Workspace, home and /tmp live in a disk image of the sandbox's disk limit. */
+  protected volumeOf(spec: SandboxSpec): SandboxVolume | null {
+    return this.limitsDisk ? new SandboxVolume(spec, fullLimits(spec.limits).diskBytes) : null
   }
 
   protected async prepare(sandbox: HostSandbox): Promise<void> {
@@ -190,10 +205,14 @@ export class BwrapDriver extends HostDriver {
       etcDir: this.etcDir,
       root: this.root,
     }
+    const volume = sandbox.volume
+    if (volume) layout.tmpDir = volume.execTmp(`${Date.now().toString(36)}-${(this.execs++).toString(36)}`)
     return {
-      argv: nsenterArgs(net!.netPid, bwrapArgs(layout, argv, options)),
+      // Below agentd in CPU priority, whatever the sandbox runs (see priority.ts).
+      argv: niced(nsenterArgs(net!.netPid, bwrapArgs(layout, argv, options))),
       env: { PATH: '/usr/bin:/bin:/usr/sbin:/sbin' },
       cwd: spec.hostWorkspace,
+      ...(volume && layout.tmpDir ? { cleanup: () => volume.dropExecTmp(layout.tmpDir!) } : {}),
     }
   }
 }

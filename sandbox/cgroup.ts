@@ -1,21 +1,41 @@
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
-import type { SandboxLimits } from './driver'
+import { dirname, join } from 'node:path'
+import { fullLimits, type SandboxLimits } from './driver'
 
 /**
- * One sandbox's cgroups (v1: freezer, memory and pids hierarchies): every process of the sandbox
- * is in them from its first instruction (see `cgroupWrapArgs`), so park freezes all of them,
- * forks and setsid children included, the limits cover all of them, and destroy finds them all.
+ * One sandbox's cgroups, on cgroup v1 (freezer, memory, pids and, when mounted, cpu hierarchies)
+ * or v2 (one directory of the unified hierarchy), whichever the host mounts: every process of the
+ * sandbox is in them from its first instruction (see `cgroupWrapArgs`), so park freezes all of
+ * them, forks and setsid children included, the limits cover all of them, and destroy finds them
+ * all.
  */
 
 export const CGROUP_ROOT = '/sys/fs/cgroup'
-const CONTROLLERS = ['pids', 'memory', 'freezer'] as const
-type Controller = (typeof CONTROLLERS)[number]
+export type CgroupVersion = 'v1' | 'v2'
 
-/** Whether cgroup v1 freezer, memory and pids hierarchies are mounted and writable here. */
+/** v1 hierarchies, in joining order: the freezer last, so a process started while parked is fully placed before it stops. */
+const V1_REQUIRED = ['pids', 'memory', 'freezer'] as const
+/** v1 hierarchies used when mounted: the CPU quota is a limit, not a condition for isolation. */
+const V1_OPTIONAL = ['cpu'] as const
+/** v2 controllers the sandbox cgroups need enabled (cpu only when the host offers it). */
+const V2_REQUIRED = ['memory', 'pids'] as const
+/** The CPU quota's period (the kernel's default): a sandbox gets `cpus × period` of CPU time per period. */
+export const CPU_PERIOD_US = 100_000
+
+/** Which cgroup hierarchy this host mounts at `root`, or null when neither is usable. */
+export function cgroupVersion(root = CGROUP_ROOT): CgroupVersion | null {
+  const controllers = readText(join(root, 'cgroup.controllers'))
+  if (controllers !== null) {
+    const offered = controllers.split(/\s+/)
+    return V2_REQUIRED.every((c) => offered.includes(c)) ? 'v2' : null
+  }
+  return V1_REQUIRED.every((c) => existsSync(join(root, c, 'cgroup.procs'))) ? 'v1' : null
+}
+
+/** Whether agentd can make sandbox cgroups here (root, and a v1 or v2 hierarchy with what they need). */
 export function cgroupsAvailable(root = CGROUP_ROOT): boolean {
   if (process.getuid?.() !== 0) return false
-  return CONTROLLERS.every((c) => existsSync(join(root, c, 'cgroup.procs')))
+  return cgroupVersion(root) !== null
 }
 
 /** Cgroup directory names are restricted to a safe alphabet (no leading dot); anything else is replaced. */
@@ -26,8 +46,8 @@ export function cgroupName(id: string): string {
 /**
  * argv that joins the cgroups listed in `procsFiles` (in order) and then execs `argv`: a `sh` that
  * writes its own pid into each `cgroup.procs` and replaces itself with the command, so the command
- * and everything it starts is inside from its first instruction. The freezer goes last, so a
- * process started while the sandbox is parked is fully placed before it stops.
+ * and everything it starts is inside from its first instruction. On v1 the freezer goes last, so
+ * a process started while the sandbox is parked is fully placed before it stops.
  */
 export function cgroupWrapArgs(procsFiles: string[], argv: string[]): string[] {
   const script = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"'
@@ -35,31 +55,59 @@ export function cgroupWrapArgs(procsFiles: string[], argv: string[]): string[] {
 }
 
 export interface CgroupStats {
-  /** Anonymous memory and tmpfs of the sandbox's processes (`rss + shmem` of memory.stat). */
+  /** Anonymous memory and tmpfs of the sandbox's processes (`rss + shmem`, v2 `anon + shmem`, of memory.stat). */
   memoryBytes: number
   processes: number
   /** Processes the kernel killed for going over the memory limit, since the cgroup was made. */
   oomKills: number
 }
 
+/**
+ * The directory operations the kernel gives cgroupfs a meaning for. Only `rmdir` differs from a
+ * plain folder (it removes a cgroup with its interface files, and refuses one with processes), so
+ * a test on a fake tree can stand in for it.
+ */
+export interface CgroupFs {
+  rmdir(path: string): void
+}
+
+const KERNEL_FS: CgroupFs = { rmdir: (path) => rmdirSync(path) }
+
 export class SandboxCgroup {
+  readonly version: CgroupVersion
+
   constructor(
-    /** `<parent>/<name>` below each hierarchy, e.g. `agentd/<sandbox id>`. */
+    /** `<parent>/<name>` below the hierarchy, e.g. `agentd/<scope>/<sandbox id>`. */
     readonly path: string,
     private readonly root = CGROUP_ROOT,
-  ) {}
-
-  static for(parent: string, id: string, root = CGROUP_ROOT): SandboxCgroup {
-    return new SandboxCgroup(`${parent}/${cgroupName(id)}`, root)
+    version?: CgroupVersion,
+    private readonly fs: CgroupFs = KERNEL_FS,
+  ) {
+    this.version = version ?? cgroupVersion(root) ?? 'v1'
   }
 
-  private dir(controller: Controller): string {
-    return join(this.root, controller, this.path)
+  static for(parent: string, id: string, root = CGROUP_ROOT, version?: CgroupVersion, fs?: CgroupFs): SandboxCgroup {
+    return new SandboxCgroup(`${parent}/${cgroupName(id)}`, root, version, fs)
+  }
+
+  /** v1: the hierarchies mounted here, in joining order. */
+  private v1Controllers(): string[] {
+    return [...V1_REQUIRED.slice(0, 2), ...V1_OPTIONAL.filter((c) => existsSync(join(this.root, c, 'cgroup.procs'))), 'freezer']
+  }
+
+  /** The directories of this cgroup: one per v1 hierarchy, or the one of v2. */
+  private dirs(): string[] {
+    return this.version === 'v2' ? [join(this.root, this.path)] : this.v1Controllers().map((c) => join(this.root, c, this.path))
+  }
+
+  /** The directory holding `controller`'s files (v2: the one directory). */
+  private dir(controller: string): string {
+    return this.version === 'v2' ? join(this.root, this.path) : join(this.root, controller, this.path)
   }
 
   /** The `cgroup.procs` files a new process writes itself into, in joining order. */
   procsFiles(): string[] {
-    return CONTROLLERS.map((c) => join(this.dir(c), 'cgroup.procs'))
+    return this.dirs().map((dir) => join(dir, 'cgroup.procs'))
   }
 
   exists(): boolean {
@@ -67,31 +115,76 @@ export class SandboxCgroup {
   }
 
   /** Creates the cgroups (or reuses them) and applies the limits. */
-  create(limits: SandboxLimits): void {
-    for (const c of CONTROLLERS) mkdirSync(this.dir(c), { recursive: true })
+  create(sandboxLimits: SandboxLimits): void {
+    const limits = fullLimits(sandboxLimits)
+    const quota = String(Math.max(1000, Math.round(limits.cpus * CPU_PERIOD_US)))
+    if (this.version === 'v2') {
+      const cpu = this.enableControllers()
+      const dir = this.dir('')
+      mkdirSync(dir, { recursive: true })
+      writeFileSync(join(dir, 'memory.max'), String(limits.memoryBytes))
+      // v2 counts swap apart from memory: none at all, so the limit cannot be escaped into swap.
+      writeFileSync(join(dir, 'memory.swap.max'), '0')
+      writeFileSync(join(dir, 'pids.max'), String(limits.maxProcesses))
+      if (cpu) writeFileSync(join(dir, 'cpu.max'), `${quota} ${CPU_PERIOD_US}`)
+      this.thaw()
+      return
+    }
+    for (const dir of this.dirs()) mkdirSync(dir, { recursive: true })
     writeFileSync(join(this.dir('pids'), 'pids.max'), String(limits.maxProcesses))
     const memory = this.dir('memory')
     writeFileSync(join(memory, 'memory.limit_in_bytes'), String(limits.memoryBytes))
     // With swap accounting, the same limit on memory+swap, so the limit cannot be escaped into swap.
     const memsw = join(memory, 'memory.memsw.limit_in_bytes')
     if (existsSync(memsw)) writeFileSync(memsw, String(limits.memoryBytes))
+    if (this.v1Controllers().includes('cpu')) {
+      writeFileSync(join(this.dir('cpu'), 'cpu.cfs_period_us'), String(CPU_PERIOD_US))
+      writeFileSync(join(this.dir('cpu'), 'cpu.cfs_quota_us'), quota)
+    }
     this.thaw()
+  }
+
+  /**
+   * v2: a controller works in a cgroup only when every ancestor delegates it (cgroup.subtree_control),
+   * from the root down. Returns whether cpu could be enabled too (it is optional).
+   */
+  private enableControllers(): boolean {
+    const offered = (readText(join(this.root, 'cgroup.controllers')) ?? '').split(/\s+/)
+    const wanted = [...V2_REQUIRED, ...(offered.includes('cpu') ? ['cpu'] : [])]
+    const ancestors = [this.root]
+    for (let dir = dirname(join(this.root, this.path)); dir.length > this.root.length; dir = dirname(dir)) ancestors.splice(1, 0, dir)
+    let cpu = wanted.includes('cpu')
+    for (const dir of ancestors) {
+      mkdirSync(dir, { recursive: true })
+      const control = join(dir, 'cgroup.subtree_control')
+      const enabled = (readText(control) ?? '').split(/\s+/)
+      for (const controller of wanted) {
+        if (enabled.includes(controller)) continue
+        try {
+          writeFileSync(control, `+${controller}`)
+        } catch (err) {
+          if (controller !== 'cpu') throw err
+          cpu = false // e.g. a realtime process in the root cgroup keeps cpu from being delegated
+        }
+      }
+    }
+    return cpu
   }
 
   pids(): number[] {
     const seen = new Set<number>()
-    for (const c of CONTROLLERS) {
-      for (const line of readLines(join(this.dir(c), 'cgroup.procs'))) seen.add(Number(line))
+    for (const file of this.procsFiles()) {
+      for (const line of readLines(file)) seen.add(Number(line))
     }
     return [...seen].filter((pid) => pid > 0)
   }
 
   /** Freezes every process; resolves once the kernel reports them all stopped. */
   async freeze(timeoutMs = 5000): Promise<void> {
-    const state = join(this.dir('freezer'), 'freezer.state')
-    writeFileSync(state, 'FROZEN')
     const deadline = Date.now() + timeoutMs
-    while (readFileSync(state, 'utf8').trim() !== 'FROZEN') {
+    if (this.version === 'v2') writeFileSync(join(this.dir(''), 'cgroup.freeze'), '1')
+    else writeFileSync(join(this.dir('freezer'), 'freezer.state'), 'FROZEN')
+    while (!this.settledFrozen()) {
       if (Date.now() > deadline) {
         this.thaw()
         throw new Error(`the sandbox's processes did not freeze within ${timeoutMs} ms`)
@@ -100,27 +193,42 @@ export class SandboxCgroup {
     }
   }
 
+  /** Whether the kernel reports every process stopped (not only asked to). */
+  private settledFrozen(): boolean {
+    if (this.version === 'v2') return keyValues(readLines(join(this.dir(''), 'cgroup.events'))).frozen === 1
+    return readText(join(this.dir('freezer'), 'freezer.state'))?.trim() === 'FROZEN'
+  }
+
   thaw(): void {
+    if (this.version === 'v2') {
+      const dir = this.dir('')
+      if (existsSync(dir)) writeFileSync(join(dir, 'cgroup.freeze'), '0')
+      return
+    }
     const state = join(this.dir('freezer'), 'freezer.state')
     if (existsSync(state)) writeFileSync(state, 'THAWED')
   }
 
   frozen(): boolean {
-    const state = join(this.dir('freezer'), 'freezer.state')
-    return existsSync(state) && readFileSync(state, 'utf8').trim() !== 'THAWED'
+    if (this.version === 'v2') return readText(join(this.dir(''), 'cgroup.freeze'))?.trim() === '1'
+    const state = readText(join(this.dir('freezer'), 'freezer.state'))
+    return state !== null && state.trim() !== 'THAWED'
   }
 
   /**
    * Kills every process in the cgroups: frozen first so nothing forks in between, then SIGKILL to
-   * all, then thawed so the signals are delivered; repeated until the cgroups are empty.
+   * all, then thawed so the signals are delivered; repeated until the cgroups are empty. On v2 the
+   * kernel's cgroup.kill (5.14+) does it in one write; the loop still checks.
    */
   async killAll(timeoutMs = 5000): Promise<void> {
     if (!this.exists()) return
     const deadline = Date.now() + timeoutMs
+    const kill = join(this.dir(''), 'cgroup.kill')
     for (;;) {
       const pids = this.pids()
       if (pids.length === 0) return
       if (Date.now() > deadline) throw new Error(`processes ${pids.join(', ')} of cgroup ${this.path} did not die`)
+      if (this.version === 'v2' && existsSync(kill)) writeFileSync(kill, '1')
       await this.freeze(1000).catch(() => {})
       for (const pid of pids) {
         try {
@@ -137,11 +245,10 @@ export class SandboxCgroup {
   /** Kills everything left and removes the cgroups. */
   async remove(): Promise<void> {
     await this.killAll()
-    for (const c of CONTROLLERS) {
-      const dir = this.dir(c)
+    for (const dir of this.dirs()) {
       for (let attempt = 0; existsSync(dir); attempt++) {
         try {
-          rmdirSync(dir)
+          this.fs.rmdir(dir)
         } catch (err) {
           // EBUSY while the last killed task is still being reaped.
           if (attempt > 200) throw err
@@ -155,6 +262,10 @@ export class SandboxCgroup {
     if (!this.exists()) return { memoryBytes: 0, processes: 0, oomKills: 0 }
     const memory = this.dir('memory')
     const stat = keyValues(readLines(join(memory, 'memory.stat')))
+    if (this.version === 'v2') {
+      const events = keyValues(readLines(join(memory, 'memory.events')))
+      return { memoryBytes: (stat.anon ?? 0) + (stat.shmem ?? 0), processes: this.pids().length, oomKills: events.oom_kill ?? 0 }
+    }
     const oom = keyValues(readLines(join(memory, 'memory.oom_control')))
     return {
       memoryBytes: (stat.total_rss ?? stat.rss ?? 0) + (stat.total_shmem ?? stat.shmem ?? 0),
@@ -166,19 +277,23 @@ export class SandboxCgroup {
 
 /** Names of the sandbox cgroups below `parent` that exist now (to find orphans after a restart). */
 export function listSandboxCgroups(parent: string, root = CGROUP_ROOT): string[] {
-  const dir = join(root, 'freezer', parent)
+  const dir = cgroupVersion(root) === 'v2' ? join(root, parent) : join(root, 'freezer', parent)
   if (!existsSync(dir)) return []
   return readdirSync(dir, { withFileTypes: true })
     .filter((e) => e.isDirectory())
     .map((e) => e.name)
 }
 
-function readLines(file: string): string[] {
+function readText(file: string): string | null {
   try {
-    return readFileSync(file, 'utf8').split('\n').filter(Boolean)
+    return readFileSync(file, 'utf8')
   } catch {
-    return []
+    return null
   }
+}
+
+function readLines(file: string): string[] {
+  return (readText(file) ?? '').split('\n').filter(Boolean)
 }
 
 function keyValues(lines: string[]): Record<string, number> {

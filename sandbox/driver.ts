@@ -38,10 +38,30 @@ export interface SandboxLimits {
    * host threads (see docs/sandbox.md).
    */
   maxProcesses: number
+  /**
+   * What the sandbox may write in all (workspace, home and, on bwrap, /tmp): the size of its disk
+   * image (see volume.ts). DEFAULT_SANDBOX_LIMITS.diskBytes when absent; `process` has no limit.
+   */
+  diskBytes?: number
+  /** CPU time as a number of cores (cgroup CPU quota). DEFAULT_SANDBOX_LIMITS.cpus when absent. */
+  cpus?: number
 }
 
-/** Limits used when the operator sets none (AGENTD_SANDBOX_MEMORY_MB, AGENTD_SANDBOX_PROCESSES). */
-export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = { memoryBytes: 2048 * 1024 * 1024, maxProcesses: 512 }
+/**
+ * Limits used when the operator sets none (AGENTD_SANDBOX_MEMORY_MB, AGENTD_SANDBOX_PROCESSES,
+ * AGENTD_SANDBOX_DISK_MB, AGENTD_SANDBOX_CPUS).
+ */
+export const DEFAULT_SANDBOX_LIMITS: Required<SandboxLimits> = { memoryBytes: 2048 * 1024 * 1024, maxProcesses: 512, diskBytes: 10240 * 1024 * 1024, cpus: 2 }
+
+/** `limits` with every absent field at its default. */
+export function fullLimits(limits: SandboxLimits): Required<SandboxLimits> {
+  return {
+    memoryBytes: limits.memoryBytes,
+    maxProcesses: limits.maxProcesses,
+    diskBytes: limits.diskBytes ?? DEFAULT_SANDBOX_LIMITS.diskBytes,
+    cpus: limits.cpus ?? DEFAULT_SANDBOX_LIMITS.cpus,
+  }
+}
 
 export interface SandboxStats {
   /** Resident memory held on the host right now (0 for a checkpointed sandbox). */

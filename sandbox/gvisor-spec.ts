@@ -1,3 +1,4 @@
+import { CPU_PERIOD_US } from './cgroup'
 import type { ExecOptions, SandboxLimits } from './driver'
 import { innerRelayArgs, listenPattern, RELAY_SOCKET, SANDBOX_RELAY_DIR } from './relay'
 
@@ -89,7 +90,12 @@ export function gvisorSpec(layout: GvisorLayout): Record<string, unknown> {
       cgroupsPath: layout.cgroupsPath,
       // On the host, the sandbox's own threads (one per sandboxed thread, plus the sentry's) are
       // only bounded as a backstop: reaching it stops the whole sandbox.
-      resources: { memory: { limit: layout.limits.memoryBytes }, pids: { limit: hostTaskLimit(layout.limits.maxProcesses) } },
+      // The CPU quota (when the limits name one) is on the sentry, which runs every sandboxed thread.
+      resources: {
+        memory: { limit: layout.limits.memoryBytes },
+        pids: { limit: hostTaskLimit(layout.limits.maxProcesses) },
+        ...(layout.limits.cpus ? { cpu: { quota: Math.max(1000, Math.round(layout.limits.cpus * CPU_PERIOD_US)), period: CPU_PERIOD_US } } : {}),
+      },
     },
   }
 }
@@ -131,12 +137,29 @@ export const EXEC_WRAPPER = [
   'exec /bin/mv -f "$p.code" "$p.exit"',
 ].join('\n')
 
-/** `runsc exec` of `argv` through EXEC_WRAPPER, with output files under `<SANDBOX_IO_DIR>/<name>`. */
-export function gvisorExecArgs(root: string, containerId: string, name: string, argv: string[], options: ExecOptions): string[] {
-  const args = runscArgs(root, 'exec', '--cwd', options.cwd ?? GVISOR_WORKSPACE)
-  for (const [key, value] of Object.entries(options.env)) args.push('--env', `${key}=${value}`)
-  args.push(containerId, '/bin/sh', '-c', EXEC_WRAPPER, 'agentd-exec', `${SANDBOX_IO_DIR}/${name}`, ...argv)
-  return args
+/** The PATH of an exec whose environment names none (the container's own, as `runsc exec --env` merged it). */
+const EXEC_PATH = 'PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin'
+
+/**
+ * The OCI process of one exec: `argv` through EXEC_WRAPPER, with output files under
+ * `<SANDBOX_IO_DIR>/<name>`. It goes to runsc in a file (`gvisorExecArgs`), never on its command
+ * line: the environment holds the turn's gateway token, and any host user can read any process's
+ * argv in /proc.
+ */
+export function gvisorExecProcess(name: string, argv: string[], options: ExecOptions): Record<string, unknown> {
+  const env = new Map([['PATH', EXEC_PATH.slice(5)], ...Object.entries(options.env)])
+  return {
+    terminal: false,
+    user: { uid: 0, gid: 0 },
+    args: ['/bin/sh', '-c', EXEC_WRAPPER, 'agentd-exec', `${SANDBOX_IO_DIR}/${name}`, ...argv],
+    env: [...env].map(([key, value]) => `${key}=${value}`),
+    cwd: options.cwd ?? GVISOR_WORKSPACE,
+  }
+}
+
+/** `runsc exec` of the process in `processFile` (gvisorExecProcess, written 0600 where only root reads). */
+export function gvisorExecArgs(root: string, containerId: string, processFile: string): string[] {
+  return runscArgs(root, 'exec', '--process', processFile, containerId)
 }
 
 /** `runsc exec` that signals the process group of an exec'd command (the shell's kill: procps' one misparses there). */

@@ -2,8 +2,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, watch, writeF
 import { join } from 'node:path'
 import { buildSandboxEtc, detectHostRoot, findSocat } from './bwrap'
 import { cgroupName, listSandboxCgroups, SandboxCgroup } from './cgroup'
-import { diskUsage } from './disk'
-import { ParkError, type ExecOptions, type SandboxDriver, type SandboxHandle, type SandboxProcess, type SandboxSpec, type SandboxStats } from './driver'
+import { fullLimits, ParkError, type ExecOptions, type SandboxDriver, type SandboxHandle, type SandboxProcess, type SandboxSpec, type SandboxStats } from './driver'
 import {
   containerId,
   GVISOR_HOME,
@@ -20,6 +19,7 @@ import type { HostDriverOptions } from './host-driver'
 import { defaultRunRoot, GatewayRelay, relayDir } from './relay'
 import { alive, firstLine, Runsc } from './runsc'
 import { GvisorExecs, type Gsandbox, type Status } from './gvisor-exec'
+import { SandboxVolume, volumeDiskUsage, VolumeRegistry } from './volume'
 
 export { gvisorWorks } from './runsc'
 
@@ -53,6 +53,7 @@ export class GvisorDriver implements SandboxDriver {
   private readonly checkOpenConnections: boolean
   private readonly sandboxes = new Map<string, Gsandbox>()
   private readonly execs: GvisorExecs
+  private readonly volumes: VolumeRegistry
 
   constructor(options: GvisorOptions = {}) {
     this.scope = cgroupName(options.scope ?? 'default').slice(0, 32)
@@ -63,6 +64,7 @@ export class GvisorDriver implements SandboxDriver {
       died: (sandbox) => this.died(sandbox),
     })
     this.etcDir = join(this.runDir, 'etc')
+    this.volumes = new VolumeRegistry(join(this.runDir, 'volumes'))
     this.log = options.log ?? console.warn
     this.checkOpenConnections = options.checkOpenConnections ?? true
     const socat = findSocat()
@@ -73,6 +75,14 @@ export class GvisorDriver implements SandboxDriver {
 
   private get relayRoot(): string {
     return join(this.runDir, 'relay')
+  }
+
+  /**
+   * The sandbox's disk image, holding its workspace and home (its /tmp is gVisor's own tmpfs, in
+   * the sandbox's memory and so under its memory limit).
+   */
+  private volume(spec: SandboxSpec): SandboxVolume {
+    return new SandboxVolume(spec, fullLimits(spec.limits).diskBytes)
   }
 
   private cgroupsPath(cid: string): string {
@@ -126,6 +136,9 @@ export class GvisorDriver implements SandboxDriver {
     rmSync(sandbox.io, { recursive: true, force: true })
     this.sandboxes.set(spec.id, sandbox)
     try {
+      const volume = this.volume(spec)
+      this.volumes.add(volume)
+      await volume.ensure()
       await sandbox.relay.start()
       for (const cid of await this.containersOf(sandbox.name)) this.retire(cid) // leftovers under the same id
       await this.boot(sandbox)
@@ -206,7 +219,7 @@ export class GvisorDriver implements SandboxDriver {
       innerPort: sandbox.innerPort,
       socat: this.socat,
       cgroupsPath: this.cgroupsPath(sandbox.cid),
-      limits: spec.limits,
+      limits: fullLimits(spec.limits),
     }
   }
 
@@ -323,6 +336,7 @@ export class GvisorDriver implements SandboxDriver {
       if (sandbox.status === 'destroyed') throw new Error(`sandbox ${handle.id} was destroyed`)
       sandbox.moving = true
       try {
+        await this.volume(sandbox.spec).ensure() // mounts lost with a reboot, or never made after a restart
         await sandbox.relay.start()
         if (sandbox.status === 'paused') {
           const resumed = await this.runsc.run(['resume', sandbox.cid])
@@ -379,6 +393,8 @@ export class GvisorDriver implements SandboxDriver {
     sandbox.waiting.length = 0
     for (const proc of sandbox.procs) proc.finish(137)
     await sandbox.relay.stop()
+    await this.volume(sandbox.spec).remove()
+    this.volumes.delete(sandbox.spec.id)
     rmSync(sandbox.spec.stateDir, { recursive: true, force: true })
   }
 
@@ -395,8 +411,14 @@ export class GvisorDriver implements SandboxDriver {
     if (!existsSync(spec.hostWorkspace)) {
       await this.killCgroups(name)
       for (const cid of containers) await this.runsc.delete(cid)
+      await this.volume(spec).remove()
+      this.volumes.delete(spec.id)
       return null
     }
+    // A container still running keeps its mounts; otherwise they come back before the files are used.
+    const volume = this.volume(spec)
+    this.volumes.add(volume)
+    await volume.ensure()
     let saved: { innerPort?: number; generation?: number } = {}
     try {
       saved = JSON.parse(readFileSync(join(spec.stateDir, 'sandbox.json'), 'utf8'))
@@ -432,7 +454,7 @@ export class GvisorDriver implements SandboxDriver {
     return {
       memoryBytes: up ? cgroup.memoryBytes : 0,
       processes: up ? await this.runsc.processes(sandbox.cid) : 0,
-      diskBytes: diskUsage([sandbox.spec.hostWorkspace, sandbox.spec.hostHome, sandbox.spec.stateDir]),
+      diskBytes: volumeDiskUsage(this.volume(sandbox.spec)),
       oomKills: sandbox.oomKills + (up ? cgroup.oomKills : 0),
     }
   }
@@ -458,6 +480,8 @@ export class GvisorDriver implements SandboxDriver {
         if (!keepDirs.has(dir)) rmSync(dir, { recursive: true, force: true })
       }
     }
+    // Disks of sandboxes no longer live, once their processes are gone.
+    for (const name of await this.volumes.sweep(keep)) removed.add(name)
     return [...removed]
   }
 

@@ -5,6 +5,7 @@ import { diskUsage } from './disk'
 import type { ExecOptions, SandboxDriver, SandboxHandle, SandboxKind, SandboxProcess, SandboxSpec, SandboxStats } from './driver'
 import { defaultRunRoot } from './relay'
 import { spawnGroup } from './spawn'
+import { volumeDiskUsage, VolumeRegistry, type SandboxVolume } from './volume'
 
 export interface HostDriverOptions {
   /**
@@ -15,7 +16,7 @@ export interface HostDriverOptions {
   scope?: string
   /** Folder for runtime files: relay sockets, runsc state (default `/run/agentd` as root). */
   runRoot?: string
-  /** Use cgroups (default: when cgroup v1 freezer, memory and pids are writable here). */
+  /** Use cgroups (default: when cgroup v1 freezer, memory and pids, or v2 memory and pids, are writable here). */
   cgroups?: boolean
 }
 
@@ -24,12 +25,16 @@ export interface HostCommand {
   argv: string[]
   env: Record<string, string>
   cwd: string
+  /** Runs once the process has exited (e.g. removes its private /tmp). */
+  cleanup?: () => void
 }
 
 export interface HostSandbox {
   spec: SandboxSpec
   handle: SandboxHandle
   cgroup: SandboxCgroup | null
+  /** The sandbox's disk image holding workspace, home and temp (null: files straight on the host's disk). */
+  volume: SandboxVolume | null
   procs: Set<SandboxProcess>
   parked: boolean
   /** Driver-specific per-sandbox state (bwrap: its network namespace holder). */
@@ -48,11 +53,18 @@ export abstract class HostDriver implements SandboxDriver {
   /** `<runRoot>/<scope>`: this agentd's runtime files. */
   protected readonly runDir: string
   protected readonly useCgroups: boolean
+  protected readonly volumes: VolumeRegistry
 
   constructor(options: HostDriverOptions = {}) {
     this.scope = cgroupName(options.scope ?? 'default').slice(0, 32)
     this.runDir = join(options.runRoot ?? defaultRunRoot(), this.scope)
     this.useCgroups = options.cgroups ?? cgroupsAvailable()
+    this.volumes = new VolumeRegistry(join(this.runDir, 'volumes'))
+  }
+
+  /** The disk image of a sandbox, or null for a driver whose files go straight to the host's disk. */
+  protected volumeOf(_spec: SandboxSpec): SandboxVolume | null {
+    return null
   }
 
   /** Whether processes of this driver's sandboxes are in cgroups (park and limits need them). */
@@ -88,9 +100,14 @@ export abstract class HostDriver implements SandboxDriver {
       hostHome: spec.hostHome,
       ...this.describe(spec),
     }
-    const sandbox: HostSandbox = { spec, handle, cgroup, procs: new Set(), parked: false, extra: {} }
+    const sandbox: HostSandbox = { spec, handle, cgroup, volume: this.volumeOf(spec), procs: new Set(), parked: false, extra: {} }
     this.sandboxes.set(spec.id, sandbox)
     try {
+      if (sandbox.volume) {
+        this.volumes.add(sandbox.volume)
+        await sandbox.volume.ensure()
+        sandbox.volume.clearTmp() // an earlier server's, after a restart: nothing runs now
+      }
       await this.prepare(sandbox)
     } catch (err) {
       await this.destroy(handle)
@@ -113,7 +130,10 @@ export abstract class HostDriver implements SandboxDriver {
     // Without a freezer, a process started while parked is stopped by signal instead.
     if (!sandbox.cgroup && sandbox.parked) signalGroup(proc.pid, 'SIGSTOP')
     sandbox.procs.add(proc)
-    void proc.exited.then(() => sandbox.procs.delete(proc))
+    void proc.exited.then(() => {
+      sandbox.procs.delete(proc)
+      command.cleanup?.()
+    })
     return proc
   }
 
@@ -129,6 +149,7 @@ export abstract class HostDriver implements SandboxDriver {
     if (sandbox.cgroup) sandbox.cgroup.thaw()
     else for (const proc of sandbox.procs) signalGroup(proc.pid, 'SIGCONT')
     sandbox.parked = false
+    await sandbox.volume?.ensure()
     await this.prepare(sandbox)
   }
 
@@ -142,6 +163,9 @@ export abstract class HostDriver implements SandboxDriver {
     }
     await this.release(sandbox)
     await sandbox.cgroup?.remove()
+    // Only once every process is gone, so nothing holds the mounts.
+    await sandbox.volume?.remove()
+    this.volumes.delete(sandbox.spec.id)
     rmSync(sandbox.spec.stateDir, { recursive: true, force: true })
   }
 
@@ -158,6 +182,8 @@ export abstract class HostDriver implements SandboxDriver {
     if (existing) return existing.handle
     if (!existsSync(spec.hostWorkspace)) {
       if (this.useCgroups) await SandboxCgroup.for(this.cgroupParent, spec.id).remove()
+      await this.volumeOf(spec)?.remove()
+      this.volumes.delete(spec.id)
       return null
     }
     return this.create(spec)
@@ -165,7 +191,7 @@ export abstract class HostDriver implements SandboxDriver {
 
   async stats(handle: SandboxHandle): Promise<SandboxStats> {
     const sandbox = this.sandbox(handle)
-    const disk = diskUsage([sandbox.spec.hostWorkspace, sandbox.spec.hostHome, sandbox.spec.stateDir])
+    const disk = sandbox.volume ? volumeDiskUsage(sandbox.volume) : diskUsage([sandbox.spec.hostWorkspace, sandbox.spec.hostHome, sandbox.spec.stateDir])
     if (!sandbox.cgroup) return { memoryBytes: 0, processes: sandbox.procs.size, diskBytes: disk, oomKills: 0 }
     return { ...sandbox.cgroup.stats(), diskBytes: disk }
   }
@@ -180,6 +206,7 @@ export abstract class HostDriver implements SandboxDriver {
         removed.push(name)
       }
     }
+    for (const name of await this.volumes.sweep(keep)) if (!removed.includes(name)) removed.push(name)
     return removed
   }
 }

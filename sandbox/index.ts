@@ -1,4 +1,5 @@
 import { BwrapDriver, findSocat } from './bwrap'
+import { cgroupsAvailable, cgroupVersion } from './cgroup'
 import type { SandboxDriver, SandboxKind } from './driver'
 import { GvisorDriver, gvisorWorks, type GvisorOptions } from './gvisor'
 import { ProcessDriver } from './process'
@@ -31,23 +32,58 @@ const WHY: Record<SandboxKind, string> = {
 }
 
 /**
- * The driver named by AGENTD_SANDBOX, or the strongest one that works on this machine: gvisor,
- * then bwrap, then (with a loud warning) process. The choice is logged.
+ * No isolating driver works here and none was named: agentd refuses to start rather than run
+ * agents as plain host processes. The message says what to install, or how to opt in to `process`.
+ */
+export class NoSandboxError extends Error {
+  constructor(reasons: string[]) {
+    super(
+      `no isolating sandbox driver works on this machine (${reasons.join('; ')}). ` +
+        'Install gVisor or bubblewrap (apt-get install runsc socat, or bubblewrap socat) and run agentd as root, ' +
+        'or set AGENTD_SANDBOX=process to run agents as plain host processes with NO isolation (development only).',
+    )
+    this.name = 'NoSandboxError'
+  }
+}
+
+/** Why gVisor, then bwrap, cannot be the default here (empty when one of them can). */
+function whyNotIsolated(): string[] {
+  const root = process.getuid?.() === 0
+  const why: string[] = []
+  if (!root) why.push('agentd is not running as root, which the cgroups and disk images of gvisor and bwrap need')
+  if (!Bun.which('runsc')) why.push('runsc (gVisor) is not installed')
+  if (!Bun.which('bwrap')) why.push('bwrap (bubblewrap) is not installed')
+  if (!findSocat()) why.push('socat is not installed')
+  if (root && !cgroupsAvailable()) why.push('no writable cgroup v1 (pids, memory, freezer) or v2 (memory, pids) hierarchy is mounted at /sys/fs/cgroup')
+  if (why.length === 0) why.push('runsc and bwrap are installed but failed their probe (user namespaces off, or gVisor cannot start here)')
+  return why
+}
+
+/**
+ * The driver named by AGENTD_SANDBOX, or the strongest one that works on this machine and
+ * enforces the limits: gvisor, then bwrap with cgroups. Never `process` unless named: without an
+ * isolating driver this throws NoSandboxError. The choice is logged.
  */
 export function createDriver(kind: SandboxKind | null, log: (line: string) => void = console.warn, options: DriverOptions = {}): SandboxDriver {
-  const chosen = kind ?? (gvisorWorks() ? 'gvisor' : bwrapWorks() ? 'bwrap' : 'process')
+  let chosen = kind
+  if (chosen === null) {
+    if (gvisorWorks()) chosen = 'gvisor'
+    else if (cgroupsAvailable() && process.getuid?.() === 0 && bwrapWorks()) chosen = 'bwrap'
+    else throw new NoSandboxError(whyNotIsolated())
+  }
   if (chosen === 'gvisor') {
     if (kind && !gvisorWorks()) throw new Error('AGENTD_SANDBOX=gvisor, but gVisor does not work here (it needs root, the runsc and socat packages, and cgroups)')
-    log(`agentd: sandbox driver gvisor (${WHY.gvisor})`)
+    log(`agentd: sandbox driver gvisor (${WHY.gvisor}; cgroup ${cgroupVersion()})`)
     return new GvisorDriver({ log, ...options })
   }
   if (chosen === 'bwrap') {
     if (kind && !bwrapWorks()) throw new Error('AGENTD_SANDBOX=bwrap, but bubblewrap does not work here (install the bubblewrap and socat packages; it needs user namespaces)')
     const driver = new BwrapDriver(options)
-    log(`agentd: sandbox driver bwrap (${WHY.bwrap})`)
-    if (!driver.enforcesLimits) log('agentd: WARNING no writable cgroup v1 freezer/memory/pids here: sandbox memory and process limits are OFF and park stops processes by signal')
+    log(`agentd: sandbox driver bwrap (${WHY.bwrap}; cgroup ${driver.enforcesLimits ? cgroupVersion() : 'none'})`)
+    if (!driver.enforcesLimits) log('agentd: WARNING no writable cgroup v1 or v2 hierarchy here: sandbox memory, process and CPU limits are OFF and park stops processes by signal')
+    if (!driver.limitsDisk) log('agentd: WARNING not running as root: sandboxes have no disk image, so the disk limit (AGENTD_SANDBOX_DISK_MB) is OFF')
     return driver
   }
-  log('agentd: WARNING sandbox driver "process" runs agents as plain host processes with NO isolation (they see the host files and network); use it for development only')
+  log('agentd: WARNING sandbox driver "process" (AGENTD_SANDBOX=process) runs agents as plain host processes with NO isolation and no disk limit (they see the host files and network); use it for development only')
   return new ProcessDriver(options)
 }

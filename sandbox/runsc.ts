@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import { findSocat } from './bwrap'
 import { cgroupsAvailable } from './cgroup'
 import { BOOT_FLAGS, runscArgs } from './gvisor-spec'
+import { niced } from './priority'
 import { defaultRunRoot } from './relay'
 import { runHelper } from './spawn'
 
@@ -20,7 +21,8 @@ export class Runsc {
 
   /** Boots a container (`run` or `restore`, with BOOT_FLAGS); its output goes to `logFile` (it leaves daemons). */
   boot(command: 'run' | 'restore', args: string[], logFile: string) {
-    return runHelper(this.args(...BOOT_FLAGS, command, '--detach', ...args), 300_000, logFile)
+    // Niced: the sandbox (sentry and gofer) inherits it, below agentd in CPU priority (priority.ts).
+    return runHelper(niced(this.args(...BOOT_FLAGS, command, '--detach', ...args)), 300_000, logFile)
   }
 
   delete(cid: string) {

@@ -19,6 +19,10 @@ export interface Config {
   defaultMaxConcurrent: number
   sandboxMemoryBytes: number
   sandboxMaxProcesses: number
+  /** What one sandbox may write (workspace, home, temp): AGENTD_SANDBOX_DISK_MB, default 10240. */
+  sandboxDiskBytes: number
+  /** CPU cores one sandbox may use: AGENTD_SANDBOX_CPUS, default 2. */
+  sandboxCpus: number
   turnTimeoutMs: number
   /** Raw stdout a turn may store in its transcript; past it the capture is `partial` (256 MB). */
   transcriptMaxBytes: number
@@ -79,6 +83,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     defaultMaxConcurrent: 4,
     sandboxMemoryBytes: positiveNumber('AGENTD_SANDBOX_MEMORY_MB', env.AGENTD_SANDBOX_MEMORY_MB, 2048) * 1024 * 1024,
     sandboxMaxProcesses: positiveNumber('AGENTD_SANDBOX_PROCESSES', env.AGENTD_SANDBOX_PROCESSES, 512),
+    sandboxDiskBytes: positiveNumber('AGENTD_SANDBOX_DISK_MB', env.AGENTD_SANDBOX_DISK_MB, 10240) * 1024 * 1024,
+    sandboxCpus: positiveNumber('AGENTD_SANDBOX_CPUS', env.AGENTD_SANDBOX_CPUS, 2),
     turnTimeoutMs: positiveNumber('AGENTD_TURN_TIMEOUT_S', env.AGENTD_TURN_TIMEOUT_S, 3600) * 1000,
     transcriptMaxBytes: positiveNumber('AGENTD_TRANSCRIPT_MAX_MB', env.AGENTD_TRANSCRIPT_MAX_MB, 256) * 1024 * 1024,
     idleMs: 7 * 24 * 3600 * 1000 * timeScale,

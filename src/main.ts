@@ -1,3 +1,4 @@
+import { NoSandboxError } from '../sandbox'
 import { ConfigError, loadConfig } from './config'
 import { startServices } from './server'
 
@@ -14,7 +15,8 @@ try {
   process.on('SIGINT', stop)
   process.on('SIGTERM', stop)
 } catch (err) {
-  if (err instanceof ConfigError) {
+  // Bad settings and a machine that cannot isolate agents: one clear line, no stack, no start.
+  if (err instanceof ConfigError || err instanceof NoSandboxError) {
     console.error(`agentd: ${err.message}`)
     process.exit(2)
   }

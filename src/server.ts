@@ -80,7 +80,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     gatewaySessions,
     dataDir: config.dataDir,
     defaultMaxConcurrent: config.defaultMaxConcurrent,
-    limits: { memoryBytes: config.sandboxMemoryBytes, maxProcesses: config.sandboxMaxProcesses },
+    limits: { memoryBytes: config.sandboxMemoryBytes, maxProcesses: config.sandboxMaxProcesses, diskBytes: config.sandboxDiskBytes, cpus: config.sandboxCpus },
     turnTimeoutMs: config.turnTimeoutMs,
     transcriptMaxBytes: config.transcriptMaxBytes,
     idleMs: config.idleMs,

@@ -12,6 +12,8 @@ import { sandboxScope, startServices, type ServerOptions } from '../../src/serve
  */
 export async function sweepScope(driver: { kind: string; scope?: string; sweep?(live: string[]): Promise<string[]> }): Promise<void> {
   if (driver.kind === 'process' && driver.scope) await new ProcessDriver({ scope: driver.scope }).sweep([])
+  // A fresh driver: the app's own still tracks its sandboxes as live and would keep their disks mounted.
+  else if ((driver.kind === 'gvisor' || driver.kind === 'bwrap') && driver.scope) await createDriver(driver.kind, () => {}, { scope: driver.scope }).sweep([])
   else await driver.sweep?.([])
 }
 

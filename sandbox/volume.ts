@@ -1,0 +1,191 @@
+import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { cgroupName } from './cgroup'
+import { diskUsage } from './disk'
+import type { SandboxSpec } from './driver'
+import { runHelper } from './spawn'
+
+/**
+ * A sandbox's disk: a sparse ext4 image of the disk limit's size, loop-mounted on the host. The
+ * sandbox's workspace, home and temp folder are folders in it, bound onto the host paths the rest
+ * of agentd knows (`hostWorkspace`, `hostHome`), so whatever the sandbox writes lands in the image
+ * and a write past its size fails inside with ENOSPC; the host's disk holds only the blocks
+ * written. The image lives in the driver's state folder (never visible inside); it survives park
+ * and a restart of agentd (`ensure` mounts again what is not mounted) and goes with `remove`.
+ */
+
+/** Smallest image: ext4's own metadata needs a few MB before any file fits. */
+const MIN_BYTES = 16 * 1024 * 1024
+
+export class SandboxVolume {
+  /** The image file. */
+  readonly image: string
+  /** Where the image is mounted on the host (inside the state folder). */
+  readonly mountDir: string
+
+  constructor(
+    readonly spec: Pick<SandboxSpec, 'id' | 'hostWorkspace' | 'hostHome' | 'stateDir'>,
+    readonly sizeBytes: number,
+  ) {
+    this.image = join(spec.stateDir, 'disk.img')
+    this.mountDir = join(spec.stateDir, 'disk')
+  }
+
+  /** The image's temp folder: one fresh folder in it per exec is that exec's /tmp (bwrap). */
+  get tmp(): string {
+    return join(this.mountDir, 'tmp')
+  }
+
+  /**
+   * A new, empty folder for one exec's /tmp. Fresh per exec, as a tmpfs per exec was: the folder
+   * bwrap creates mount points in is then one agentd just made, never one a previous exec could
+   * have filled with links.
+   */
+  execTmp(name: string): string {
+    const dir = join(this.tmp, name)
+    mkdirSync(dir)
+    chmodSync(dir, 0o1777)
+    return dir
+  }
+
+  /** Removes one exec's /tmp once it ended (its whole pid namespace is gone with it). */
+  dropExecTmp(dir: string): void {
+    rmSync(dir, { recursive: true, force: true })
+  }
+
+  /** Removes every exec's /tmp: at create and recover, when no exec runs. */
+  clearTmp(): void {
+    for (const name of existsSync(this.tmp) ? readdirSync(this.tmp) : []) rmSync(join(this.tmp, name), { recursive: true, force: true })
+  }
+
+  /**
+   * Makes the image (first time only: an existing one keeps its files), mounts it and binds its
+   * workspace and home onto the host paths, each step only if not done already. Idempotent, so a
+   * wake or a recover after a restart repairs whatever is missing.
+   */
+  async ensure(): Promise<void> {
+    const { hostWorkspace, hostHome, stateDir } = this.spec
+    for (const dir of [hostWorkspace, hostHome, stateDir, this.mountDir]) mkdirSync(dir, { recursive: true })
+    const mounted = mountPoints()
+    if (!mounted.has(this.mountDir)) {
+      if (!existsSync(this.image)) await this.format()
+      // nosuid, nodev: a set-uid binary or a device node the sandbox made there means nothing on the host.
+      await must(['mount', '-o', 'loop,nosuid,nodev', this.image, this.mountDir], 'mount the sandbox disk')
+    }
+    for (const [name, target, mode] of [
+      ['workspace', hostWorkspace, 0o755],
+      ['home', hostHome, 0o755],
+      ['tmp', null, 0o1777],
+    ] as const) {
+      const inside = join(this.mountDir, name)
+      // A link the sandbox planted in place of one of these folders is never followed: replaced.
+      if (existsSync(inside) && !lstatSync(inside).isDirectory()) rmSync(inside, { force: true })
+      if (!existsSync(inside)) {
+        mkdirSync(inside)
+        chmodSync(inside, mode)
+      }
+      if (target && !mounted.has(target)) await must(['mount', '--bind', inside, target], `bind the sandbox ${name}`)
+    }
+  }
+
+  /** A sparse file of the limit's size with an ext4 in it: no block is written but the metadata's. */
+  private async format(): Promise<void> {
+    const building = `${this.image}.new`
+    rmSync(building, { force: true })
+    writeFileSync(building, '')
+    await must(['truncate', '-s', String(Math.max(MIN_BYTES, this.sizeBytes)), building], 'size the sandbox disk')
+    // -m 0: nothing reserved for root (everything in it is the sandbox's); lazy init and nodiscard
+    // keep the format at a few ms whatever the size, writing only the metadata's blocks.
+    await must(['mkfs.ext4', '-q', '-F', '-m', '0', '-E', 'nodiscard,lazy_itable_init=1,lazy_journal_init=1', building], 'format the sandbox disk')
+    renameSync(building, this.image)
+  }
+
+  /** Unmounts everything and deletes the image; the sandbox's processes must be gone. */
+  async remove(): Promise<void> {
+    const mounted = mountPoints()
+    for (const path of [this.spec.hostWorkspace, this.spec.hostHome, this.mountDir]) {
+      if (mounted.has(path)) await unmount(path)
+    }
+    rmSync(this.image, { force: true })
+    rmSync(`${this.image}.new`, { force: true })
+  }
+
+  /** Bytes the sandbox's files hold on the host's disk: the image's allocated blocks. */
+  usage(): number {
+    try {
+      return lstatSync(this.image).blocks * 512
+    } catch {
+      return 0
+    }
+  }
+}
+
+/** Disk use of a volume-backed sandbox: its image plus the driver's other state (checkpoints, bundle). */
+export function volumeDiskUsage(volume: SandboxVolume): number {
+  const { stateDir } = volume.spec
+  let others: string[] = []
+  try {
+    others = readdirSync(stateDir)
+      .filter((name) => name !== 'disk' && name !== 'disk.img')
+      .map((name) => join(stateDir, name))
+  } catch {
+    // no state folder yet
+  }
+  return volume.usage() + diskUsage(others)
+}
+
+/**
+ * Volumes a driver has mounted, remembered under its run folder (one file per sandbox naming its
+ * paths), so that `sweep` after a restart can unmount those of sandboxes that are no longer live.
+ */
+export class VolumeRegistry {
+  constructor(readonly dir: string) {}
+
+  add(volume: SandboxVolume): void {
+    mkdirSync(this.dir, { recursive: true })
+    writeFileSync(join(this.dir, cgroupName(volume.spec.id)), JSON.stringify({ ...volume.spec, sizeBytes: volume.sizeBytes }))
+  }
+
+  delete(id: string): void {
+    rmSync(join(this.dir, cgroupName(id)), { force: true })
+  }
+
+  /** Unmounts and removes the volumes of sandboxes not in `keep` (cgroupName of their ids); their names. */
+  async sweep(keep: Set<string>): Promise<string[]> {
+    const removed: string[] = []
+    for (const name of existsSync(this.dir) ? readdirSync(this.dir) : []) {
+      if (keep.has(name)) continue
+      try {
+        const saved = JSON.parse(readFileSync(join(this.dir, name), 'utf8')) as SandboxVolume['spec'] & { sizeBytes: number }
+        await new SandboxVolume(saved, saved.sizeBytes).remove()
+      } catch {
+        // an unreadable record: nothing of ours to unmount
+      }
+      rmSync(join(this.dir, name), { force: true })
+      removed.push(name)
+    }
+    return removed
+  }
+}
+
+/** Mount points of this mount namespace (from /proc/self/mountinfo, octal escapes decoded). */
+export function mountPoints(): Set<string> {
+  const points = new Set<string>()
+  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    const field = line.split(' ')[4]
+    if (field) points.add(field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(Number.parseInt(octal, 8))))
+  }
+  return points
+}
+
+/** Unmounts `path`; a mount a dying process still holds is detached lazily (freed when released). */
+async function unmount(path: string): Promise<void> {
+  const plain = await runHelper(['umount', path], 30_000)
+  if (plain.code === 0) return
+  await must(['umount', '--lazy', path], `unmount ${path}`)
+}
+
+async function must(argv: string[], what: string): Promise<void> {
+  const result = await runHelper(argv, 60_000)
+  if (result.code !== 0) throw new Error(`could not ${what}: ${(result.stderr || result.stdout).trim().split('\n')[0] || `${argv[0]} exited ${result.code}`}`)
+}
