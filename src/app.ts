@@ -2,6 +2,7 @@ import { Elysia, t } from 'elysia'
 import { openapi } from '@elysiajs/openapi'
 import { agentRoutes } from './http/agents/routes'
 import { apiKeyRoutes } from './http/api-keys/routes'
+import { SERVER_BODY_LIMIT } from './http/body'
 import { errorPlugin } from './http/errors'
 import { searchRoutes } from './http/search/routes'
 import { artifactRoutes } from './http/sessions/artifact-routes'
@@ -30,7 +31,7 @@ export interface AppDeps {
 export function createApp(deps: AppDeps) {
   // normalize: false makes `additionalProperties: false` reject unknown fields (400) instead of
   // silently dropping them, as the spec asks of PATCH bodies.
-  return new Elysia({ normalize: false, encodeSchema: false })
+  return new Elysia({ normalize: false, encodeSchema: false, serve: { maxRequestBodySize: SERVER_BODY_LIMIT } })
     .use(errorPlugin)
     .use(
       openapi({

@@ -1,5 +1,7 @@
 import { Elysia } from 'elysia'
 import type { AuthService } from '../services/auth'
+import type { Principal } from '../services/identity'
+import { bodyLimit, parseBody } from './body'
 
 export interface AuthOptions {
   /**
@@ -11,11 +13,29 @@ export interface AuthOptions {
 
 const scopeFor = (method: string) => (method === 'GET' || method === 'HEAD' ? 'runs:read' : 'runs:write')
 
-/** Resolves `principal` from the bearer token on every route registered after it. */
-export const authPlugin = (auth: AuthService, options: AuthOptions = {}) =>
-  new Elysia({ name: 'agentd/auth', seed: options.apiKeys === true }).resolve({ as: 'scoped' }, async ({ request }) => {
+/** Principals found while parsing a request's body, for its resolve to take instead of a second check. */
+const parsedBy = new WeakMap<Request, Principal>()
+
+/**
+ * Resolves `principal` from the bearer token on every route registered after it.
+ *
+ * A route with a body authenticates in the parse phase, before a byte of the body is read (Elysia
+ * reads the body before `resolve` otherwise), then reads it under the route's size limit and
+ * nesting depth (see body.ts): an unauthenticated caller cannot make the server hold or parse
+ * anything. Routes without a body authenticate in `resolve`.
+ */
+export const authPlugin = (auth: AuthService, options: AuthOptions = {}) => {
+  const principalOf = async (request: Request): Promise<Principal> => {
     // One header read from the request, not `headers`: naming that would copy them all on each request.
     const principal = await auth.authenticate(request.headers.get('authorization') ?? undefined)
     auth.authorizeKey(principal, options.apiKeys ? scopeFor(request.method) : null)
-    return { principal }
-  })
+    return principal
+  }
+  return new Elysia({ name: 'agentd/auth', seed: options.apiKeys === true })
+    // One parameter, destructured: Elysia reads the names to decide what to prepare (`route` here).
+    .onParse({ as: 'scoped' }, async ({ request, route }) => {
+      parsedBy.set(request, await principalOf(request))
+      return parseBody(request, bodyLimit(request.method, route))
+    })
+    .resolve({ as: 'scoped' }, async ({ request }) => ({ principal: parsedBy.get(request) ?? (await principalOf(request)) }))
+}

@@ -1,5 +1,6 @@
 import { Elysia, t } from 'elysia'
 import { ApiError } from '../domain/errors'
+import { BAD_PERCENT_ENCODING } from './path-params'
 
 /** The spec's error envelope (section 7), declared once for OpenAPI. */
 export const ErrorBody = t.Object(
@@ -45,6 +46,7 @@ const STATUS_CODES: Record<number, string> = {
   403: 'FORBIDDEN',
   404: 'NOT_FOUND',
   409: 'CONFLICT',
+  413: 'PAYLOAD_TOO_LARGE',
   500: 'INTERNAL_ERROR',
 }
 
@@ -60,10 +62,15 @@ interface FieldIssue {
 
 /** TypeBox validation issues of an Elysia ValidationError, as `{path, message}`. */
 function issuesOf(error: unknown): FieldIssue[] {
-  const { all = [], type } = error as { all?: { path?: string; message?: string; summary?: string }[]; type?: string }
+  const { all = [], type, value } = error as { all?: { path?: string; message?: string; summary?: string }[]; type?: string; value?: unknown }
   // A query or path value Elysia coerced alone (type `property`) carries no path of its own.
   const whole = type === 'body' ? '(body)' : '(request)'
-  return all.slice(0, 10).map((e) => ({ path: (e.path ?? '').replace(/^\//, '').replaceAll('/', '.') || whole, message: e.summary ?? e.message ?? 'invalid' }))
+  return all.slice(0, 10).map((e) => {
+    const path = (e.path ?? '').replace(/^\//, '').replaceAll('/', '.') || whole
+    // Elysia decodes path parameters and leaves null where the percent-encoding is malformed.
+    if (type === 'params' && (value as Record<string, unknown> | undefined)?.[path] === null) return { path, message: BAD_PERCENT_ENCODING }
+    return { path, message: e.summary ?? e.message ?? 'invalid' }
+  })
 }
 
 function sentence(issues: FieldIssue[]): string {
@@ -75,7 +82,11 @@ function sentence(issues: FieldIssue[]): string {
 }
 
 /** The `{error, code?}` body of a failure; sets the status. */
-function errorBody({ code, error, set, request }: ErrorContext): Record<string, unknown> {
+function errorBody({ code, error: thrown, set, request }: ErrorContext): Record<string, unknown> {
+  // Elysia wraps whatever the parse phase throws in a ParseError; authentication and the body
+  // limits run there (http/auth.ts), and their ApiError is the answer.
+  const cause = code === 'PARSE' ? (thrown as { cause?: unknown }).cause : undefined
+  const error = cause instanceof ApiError ? cause : thrown
   // instanceof rather than Elysia's `.error()` codes: those are local to the instance declaring them.
   if (error instanceof ApiError) {
     set.status = error.status

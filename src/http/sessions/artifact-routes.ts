@@ -3,6 +3,8 @@ import type { AuthService } from '../../services/auth'
 import type { SessionService } from '../../services/session-service'
 import { authPlugin } from '../auth'
 import { errorResponses } from '../errors'
+import { decodePathParam } from '../path-params'
+import { artifactHeaders } from './artifact-headers'
 import { ArtifactFile, SessionParams } from './model'
 
 const tags = ['artifacts']
@@ -24,8 +26,9 @@ export const artifactRoutes = (auth: AuthService, sessions: SessionService) =>
       // Artifact names may hold folders (`reports/summary.md`), hence the wildcard.
       '/o/:org/p/:project/sessions/:session/artifacts/*',
       ({ principal, params }) => {
-        const { bytes, contentType } = sessions.artifact(auth.access(principal, params.org), params.project, params.session, decodeURIComponent(params['*']))
-        return new Response(bytes, { headers: { 'content-type': contentType } })
+        const name = decodePathParam('artifact name', params['*'])
+        const { bytes, contentType } = sessions.artifact(auth.access(principal, params.org), params.project, params.session, name)
+        return new Response(bytes, { headers: artifactHeaders(name, contentType) })
       },
       {
         params: t.Object({ org: t.String(), project: t.String(), session: t.String(), '*': t.String() }),
