@@ -158,14 +158,16 @@ export class SandboxCgroup {
       mkdirSync(dir, { recursive: true })
       const control = join(dir, 'cgroup.subtree_control')
       const enabled = (readText(control) ?? '').split(/\s+/)
-      for (const controller of wanted) {
-        if (enabled.includes(controller)) continue
-        try {
-          writeFileSync(control, `+${controller}`)
-        } catch (err) {
-          if (controller !== 'cpu') throw err
-          cpu = false // e.g. a realtime process in the root cgroup keeps cpu from being delegated
-        }
+      const missing = wanted.filter((c) => (c !== 'cpu' || cpu) && !enabled.includes(c))
+      if (missing.length === 0) continue
+      // One write enables them all or none (the kernel's rule).
+      try {
+        writeFileSync(control, missing.map((c) => `+${c}`).join(' '))
+      } catch (err) {
+        if (!missing.includes('cpu')) throw err
+        cpu = false // e.g. a realtime process in the root cgroup keeps cpu from being delegated
+        const rest = missing.filter((c) => c !== 'cpu')
+        if (rest.length > 0) writeFileSync(control, rest.map((c) => `+${c}`).join(' '))
       }
     }
     return cpu
@@ -176,7 +178,8 @@ export class SandboxCgroup {
     for (const file of this.procsFiles()) {
       for (const line of readLines(file)) seen.add(Number(line))
     }
-    return [...seen].filter((pid) => pid > 0)
+    // A pid without /proc entry is fully gone (reaped); the kernel drops it from the cgroup too.
+    return [...seen].filter((pid) => pid > 0 && existsSync(`/proc/${pid}`))
   }
 
   /** Freezes every process; resolves once the kernel reports them all stopped. */
@@ -217,19 +220,19 @@ export class SandboxCgroup {
 
   /**
    * Kills every process in the cgroups: frozen first so nothing forks in between, then SIGKILL to
-   * all, then thawed so the signals are delivered; repeated until the cgroups are empty. On v2 the
-   * kernel's cgroup.kill (5.14+) does it in one write; the loop still checks.
+   * all, then thawed so the signals are delivered; repeated until the cgroups are empty. On v2 with
+   * cgroup.kill (Linux 5.14+) the kernel kills them all at once, forks included, with no freeze.
    */
   async killAll(timeoutMs = 5000): Promise<void> {
     if (!this.exists()) return
     const deadline = Date.now() + timeoutMs
-    const kill = join(this.dir(''), 'cgroup.kill')
+    const kill = this.version === 'v2' ? join(this.dir(''), 'cgroup.kill') : null
     for (;;) {
       const pids = this.pids()
       if (pids.length === 0) return
       if (Date.now() > deadline) throw new Error(`processes ${pids.join(', ')} of cgroup ${this.path} did not die`)
-      if (this.version === 'v2' && existsSync(kill)) writeFileSync(kill, '1')
-      await this.freeze(1000).catch(() => {})
+      if (kill && existsSync(kill)) writeFileSync(kill, '1')
+      else await this.freeze(1000).catch(() => {})
       for (const pid of pids) {
         try {
           process.kill(pid, 'SIGKILL')
