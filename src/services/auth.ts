@@ -12,7 +12,9 @@ export class AuthService {
   ) {}
 
   async authenticate(authorization: string | undefined): Promise<Principal> {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')
+    // RFC 6750's token68 between HTTP's own blanks only: JavaScript's `\s` also takes U+00A0,
+    // a byte a client can send, and a valid token with one appended was accepted.
+    const match = /^Bearer[ \t]+([A-Za-z0-9\-._~+/]+=*)[ \t]*$/i.exec(authorization ?? '')
     if (!match) throw authFailed('A bearer token is required')
     const token = match[1]!
     if (token.startsWith(API_KEY_PREFIX)) {
