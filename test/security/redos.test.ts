@@ -1,0 +1,92 @@
+/**
+ * ReDoS through `output_schema` (CONTRACT section 7): a caller's `pattern` is matched on a
+ * linear-time engine, so a catastrophic-backtracking pattern against a crafted answer leaves the
+ * server answering. agentd checks answers in two places on its thread: in the gateway, while
+ * Codex asks for `text.format` (a real session), and at the end of a turn (turn-patch, tested in
+ * a child process: Claude Code checks the object inside its sandbox and hands back none that
+ * fails). A pattern the engine cannot run is refused at create, naming it.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import type { TestApp } from '../helpers/app'
+import { caller, ISOLATING, runSession, securityApp, watchHealth } from './helpers'
+
+/** Backtracking engines need about 2^40 steps (or, in JavaScriptCore, a second and more) to reject CRAFTED against EVIL. */
+const EVIL = '^(a+)+$'
+const CRAFTED = `${'a'.repeat(40)}!`
+const schemaWith = (pattern: string) => ({
+  type: 'object',
+  properties: { s: { type: 'string', pattern } },
+  required: ['s'],
+  additionalProperties: false,
+})
+
+test('the end-of-turn check itself rejects the crafted answer (in a child process, so a backtracking engine fails the test instead of hanging it)', async () => {
+  const code = `
+    import { compileOutputSchema } from ${JSON.stringify(`${import.meta.dir}/../../src/services/output-schema.ts`)}
+    const valid = compileOutputSchema(${JSON.stringify(schemaWith(EVIL))})
+    const crafted = Array.from({ length: 100 }, (_, i) => valid({ s: ${JSON.stringify(CRAFTED)} + i }))
+    process.stdout.write(JSON.stringify([crafted.every((ok) => ok === false), valid({ s: 'aaaa' })]))
+  `
+  // 100 checks take milliseconds in linear time. A backtracking engine takes over a second for
+  // each (JavaScriptCore gives up after its step budget; V8 would take hours), so 30 s only trips on one.
+  const child = Bun.spawn([process.execPath, '-e', code], { stdout: 'pipe', stderr: 'inherit', timeout: 30_000 })
+  const out = await new Response(child.stdout).text()
+  expect(await child.exited).toBe(0)
+  expect(JSON.parse(out)).toEqual([true, true])
+})
+
+for (const kind of ISOLATING) {
+  describe(`output_schema patterns on ${kind}`, () => {
+    let t: TestApp
+    beforeAll(async () => {
+      t = await securityApp(kind)
+    })
+    afterAll(async () => {
+      await t?.[Symbol.asyncDispose]()
+    })
+
+    test('a backtracking pattern against a crafted answer: the turns end as a mismatch and /healthz answers within 100 ms throughout', async () => {
+      // Warm the request path (health and create) so the measurement sees the attack, not the first compile.
+      const url = t.listen()
+      expect((await fetch(`${url}/healthz`)).status).toBe(200)
+      expect((await caller(t)('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: 'hi', output_schema: { type: 'string' } })).status).toBe(400)
+      const health = watchHealth(url)
+      try {
+        // Claude Code checks the object itself and never hands it back: the turn ends for review.
+        const claude = await runSession(t, [{ structured: { s: CRAFTED } }], { agent: 'harness_1', output_schema: schemaWith(EVIL) })
+        expect(claude.status).toBe('needs_review')
+        const result = await caller(t)('GET', `/o/acme/p/_/sessions/${claude.execution_id}/result`)
+        expect(result.status).toBe(200)
+        expect(result.body.result).toMatchObject({ structured: null, schema_valid: false })
+
+        // Codex asks the gateway for text.format: the gateway checks the reply against the schema.
+        const codex = await runSession(t, [{ structured: { s: CRAFTED } }], { agent: 'harness_2', output_schema: schemaWith(EVIL) })
+        expect(codex.status).toBe('failed')
+        expect(codex.error).toContain(`must match pattern "${EVIL}"`)
+      } finally {
+        const { latencies, max, failures } = await health.stop()
+        expect(failures).toBe(0)
+        expect(latencies.length).toBeGreaterThan(10)
+        expect(max).toBeLessThan(100)
+      }
+    }, 120_000)
+
+    test('a pattern the linear-time engine cannot run (backreference, lookaround) is 400 at create, naming it', async () => {
+      const call = caller(t)
+      for (const pattern of ['^(a)\\1$', '^(?=a)a$', '(?<!b)a']) {
+        const res = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: 'hi', output_schema: schemaWith(pattern) })
+        expect(res.status).toBe(400)
+        expect(res.body.code).toBe('OUTPUT_SCHEMA_INVALID')
+        expect(res.body.error).toContain(JSON.stringify(pattern))
+      }
+      // The same in patternProperties, which ajv compiles with the same engine.
+      const res = await call('POST', '/o/acme/p/_/sessions', {
+        agent: 'harness_2',
+        prompt: 'hi',
+        output_schema: { type: 'object', properties: {}, required: [], patternProperties: { '^(x)\\1': { type: 'string' } }, additionalProperties: false },
+      })
+      expect(res.status).toBe(400)
+      expect(res.body.error).toContain(JSON.stringify('^(x)\\1'))
+    })
+  })
+}
