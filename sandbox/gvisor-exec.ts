@@ -1,9 +1,10 @@
-import type { FSWatcher } from 'node:fs'
+import { rmSync, type FSWatcher } from 'node:fs'
 import { constants } from 'node:os'
 import { join } from 'node:path'
 import type { ExecOptions, SandboxHandle, SandboxProcess, SandboxSpec } from './driver'
-import { gvisorExecArgs, gvisorKillArgs, READY_FILE } from './gvisor-spec'
+import { gvisorExecArgs, gvisorExecProcess, gvisorKillArgs, READY_FILE } from './gvisor-spec'
 import { HostDir } from './host-fs'
+import { writePrivateFile } from './private-file'
 import type { GatewayRelay } from './relay'
 import { alive, firstLine, type Runsc } from './runsc'
 import { runHelper, spawnHelper } from './spawn'
@@ -85,8 +86,16 @@ export class GvisorExecs {
 
   private start(sandbox: Gsandbox, proc: TailedProcess, name: string, argv: string[], options: ExecOptions): void {
     if (proc.finished) return
-    const client = spawnHelper(gvisorExecArgs(this.runsc.root, sandbox.cid, name, argv, options), { output: 'pipe' })
+    // The process (its environment holds the turn's gateway token) goes to runsc in a file only
+    // root can read, in the sandbox's host-only state folder: never in a host process's argv.
+    const processFile = writePrivateFile(sandbox.spec.stateDir, `${name}.json`, JSON.stringify(gvisorExecProcess(name, argv, options)))
+    const client = spawnHelper(gvisorExecArgs(this.runsc.root, sandbox.cid, processFile), { output: 'pipe' })
     proc.pid = client.pid
+    // runsc has read it once the process runs (its wrapper wrote the pid) or the client ended.
+    void (async () => {
+      while (!proc.finished && proc.groupId() === null && client.exitCode === null) await Bun.sleep(20)
+      rmSync(processFile, { force: true })
+    })()
     const clientErr = new Response(client.stderr).text()
     void new Response(client.stdout).text()
     void client.exited.then(async (code) => {
@@ -140,3 +149,4 @@ export class GvisorExecs {
     }
   }
 }
+

@@ -5,7 +5,7 @@
  */
 import { join } from 'node:path'
 import type { SessionEvent } from '../domain/session-event'
-import { BUNDLED_MODULES, DEFAULT_PATH, event, isObject, parseLine, str, type Json } from './common'
+import { BUNDLED_MODULES, DEFAULT_PATH, event, isObject, parseLine, PROMPT_FILE, str, withPromptOnStdin, type Json } from './common'
 import type { HarnessAdapter, HarnessEvent, StreamParser, TokenUsage, TurnCommand, TurnOutcome, TurnSpec } from './harness'
 
 const AGENT = 'harness_1'
@@ -43,10 +43,10 @@ export function buildTurn(spec: TurnSpec): TurnCommand {
   if (spec.speed === 'fast') argv.push('--settings', JSON.stringify({ fastMode: true }))
   // The CLI offers a StructuredOutput tool for this schema; the result line carries the object.
   if (spec.outputSchema) argv.push('--json-schema', JSON.stringify(spec.outputSchema))
-  // After `--`, a prompt that starts with "-" is not taken for an option.
-  argv.push('--', spec.prompt)
+  // No prompt argument: `-p` reads it from stdin (see withPromptOnStdin), so it is never in argv.
   return {
-    argv,
+    argv: withPromptOnStdin(spec.home, argv),
+    files: { [PROMPT_FILE]: spec.prompt },
     env: {
       HOME: spec.home,
       PATH: process.env.PATH ?? DEFAULT_PATH,

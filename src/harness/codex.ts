@@ -5,7 +5,7 @@
  */
 import { join, posix } from 'node:path'
 import { SCRIPTED_MODEL } from '../gateway/wire'
-import { BUNDLED_MODULES, DEFAULT_PATH, event, isObject, jsonObject, num, packageVersion, parseLine, str, usageEvent, type Json } from './common'
+import { BUNDLED_MODULES, DEFAULT_PATH, event, isObject, jsonObject, num, packageVersion, parseLine, PROMPT_FILE, str, usageEvent, withPromptOnStdin, type Json } from './common'
 import type { HarnessAdapter, HarnessEvent, StreamParser, TokenUsage, TurnCommand, TurnOutcome, TurnSpec } from './harness'
 
 const AGENT = 'harness_2'
@@ -72,7 +72,7 @@ export const codexAdapter: HarnessAdapter = {
 
 export function buildTurn(spec: TurnSpec): TurnCommand {
   const codexHome = posix.join(spec.home, '.codex')
-  const files: Record<string, string> = { '.codex/config.toml': configToml(spec, codexHome) }
+  const files: Record<string, string> = { '.codex/config.toml': configToml(spec, codexHome), [PROMPT_FILE]: spec.prompt }
   if (spec.model === SCRIPTED_MODEL) files['.codex/agentd-models.json'] = JSON.stringify(SCRIPTED_CATALOG)
   const argv = [codexBinPath(spec.cliRoot), 'exec']
   if (spec.resumeId) argv.push('resume')
@@ -83,10 +83,10 @@ export function buildTurn(spec: TurnSpec): TurnCommand {
     argv.push('--output-schema', posix.join(codexHome, 'output-schema.json'))
   }
   if (spec.resumeId) argv.push(spec.resumeId)
-  // After `--`, a prompt that starts with "-" is not taken for an option.
-  argv.push('--', spec.prompt)
+  // `-`: the prompt is read from stdin (see withPromptOnStdin), so it is never in argv.
+  argv.push('-')
   return {
-    argv,
+    argv: withPromptOnStdin(spec.home, argv),
     env: {
       HOME: spec.home,
       CODEX_HOME: codexHome,

@@ -1,6 +1,6 @@
 /** Helpers every harness adapter shares: where the bundled CLIs live and how events are built. */
 import { existsSync, readFileSync } from 'node:fs'
-import { join, resolve } from 'node:path'
+import { join, posix, resolve } from 'node:path'
 import type { Harness } from '../domain/harness'
 import type { SessionEvent } from '../domain/session-event'
 import type { HarnessEvent, TokenUsage } from './harness'
@@ -11,6 +11,21 @@ export type Json = Record<string, unknown>
 export const BUNDLED_MODULES = resolve(import.meta.dir, '../../node_modules')
 
 export const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+
+/**
+ * Where a turn's prompt is written, relative to the CLI's home (through `TurnCommand.files`), for
+ * the CLI to read on stdin. Never in argv: on bwrap the CLI is a host process, and any host user
+ * can read any process's /proc/<pid>/cmdline.
+ */
+export const PROMPT_FILE = '.agentd/prompt'
+
+/**
+ * `argv` with the prompt file on its stdin: a shell in the sandbox opens the file, removes it (the
+ * prompt is the CLI's alone from then on) and execs the CLI, whose argv is then free of it.
+ */
+export function withPromptOnStdin(home: string, argv: string[]): string[] {
+  return ['/bin/sh', '-c', 'exec <"$1" || exit 126; rm -f -- "$1"; shift; exec "$@"', 'agentd-prompt', posix.join(home, PROMPT_FILE), ...argv]
+}
 
 /** The version in a package's manifest under `modules`, or null when it is not installed there. */
 export function packageVersion(modules: string, pkg: string): string | null {

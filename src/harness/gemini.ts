@@ -4,7 +4,7 @@
  * gemini-cli 0.61.0.
  */
 import { join } from 'node:path'
-import { BUNDLED_MODULES, DEFAULT_PATH, event, isObject, num, packageVersion, parseLine, str, usageEvent, type Json } from './common'
+import { BUNDLED_MODULES, DEFAULT_PATH, event, isObject, num, packageVersion, parseLine, PROMPT_FILE, str, usageEvent, withPromptOnStdin, type Json } from './common'
 import type { HarnessAdapter, HarnessEvent, StreamParser, TokenUsage, TurnCommand, TurnOutcome, TurnSpec } from './harness'
 
 const AGENT = 'harness_3'
@@ -44,10 +44,10 @@ export function buildTurn(spec: TurnSpec): TurnCommand {
   // a failing command that printed anything is indistinguishable from a successful one.
   argv.push('--debug')
   if (spec.resumeId) argv.push('--resume', spec.resumeId)
-  // `--prompt=` keeps a prompt that starts with "-" from being read as an option.
-  argv.push(`--prompt=${spec.prompt}`)
+  // No --prompt: with stdin not a terminal the CLI runs headless and takes stdin as the prompt
+  // (see withPromptOnStdin), so it is never in argv.
   return {
-    argv,
+    argv: withPromptOnStdin(spec.home, argv),
     env: {
       HOME: spec.home,
       PATH: process.env.PATH ?? DEFAULT_PATH,
@@ -56,7 +56,7 @@ export function buildTurn(spec: TurnSpec): TurnCommand {
       // Skips the CLI re-launching itself with a bigger heap: about 0.8 s per turn.
       GEMINI_CLI_NO_RELAUNCH: 'true',
     },
-    files: { '.gemini/settings.json': JSON.stringify(settings(spec), null, 2) },
+    files: { '.gemini/settings.json': JSON.stringify(settings(spec), null, 2), [PROMPT_FILE]: spec.prompt },
   }
 }
 

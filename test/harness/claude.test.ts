@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { buildTurn, claudeAdapter, claudeBinPath } from '../../src/harness/claude'
+import { PROMPT_FILE, withPromptOnStdin } from '../../src/harness/common'
 import type { TurnOutcome, TurnSpec } from '../../src/harness/harness'
 import { startLab, type LabSession } from '../helpers/harness'
 
@@ -33,8 +34,11 @@ describe('buildTurn', () => {
       outputSchema: { type: 'object' },
       resumeId: 'abc',
     }
-    const { argv, env } = buildTurn(spec)
+    const { argv, env, files } = buildTurn(spec)
+    // The prompt is never in argv: a file in the home, on the CLI's stdin.
+    expect(files).toEqual({ [PROMPT_FILE]: 'hello' })
     expect(argv).toEqual([
+      ...withPromptOnStdin('/home/agent', []),
       claudeBinPath(),
       '-p',
       '--output-format',
@@ -51,8 +55,6 @@ describe('buildTurn', () => {
       '{"fastMode":true}',
       '--json-schema',
       '{"type":"object"}',
-      '--',
-      'hello',
     ])
     expect(env).toMatchObject({
       HOME: '/home/agent',

@@ -3,6 +3,7 @@ import { afterAll, describe, expect, test } from 'bun:test'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { buildTurn, codexAdapter, codexBinPath } from '../../src/harness/codex'
+import { PROMPT_FILE, withPromptOnStdin } from '../../src/harness/common'
 import type { TurnSpec } from '../../src/harness/harness'
 import { ACCEPTANCE_STEPS, scriptPrompt, startLab } from '../helpers/harness'
 
@@ -21,7 +22,9 @@ const spec: TurnSpec = {
 describe('buildTurn', () => {
   test('a first turn: codex exec --json, the prompt after --, config in CODEX_HOME', () => {
     const { argv, env, files } = buildTurn(spec)
-    expect(argv).toEqual([codexBinPath(), 'exec', '--json', '--skip-git-repo-check', '--', '-starts with a dash'])
+    // `-`: the prompt comes on stdin from a file in the home, never in argv.
+    expect(argv).toEqual([...withPromptOnStdin('/home/agent', []), codexBinPath(), 'exec', '--json', '--skip-git-repo-check', '-'])
+    expect(files![PROMPT_FILE]).toBe('-starts with a dash')
     expect(existsSync(codexBinPath())).toBe(true)
     expect(env).toMatchObject({ HOME: '/home/agent', CODEX_HOME: '/home/agent/.codex', AGENTD_GATEWAY_KEY: 'secret' })
     const config = files!['.codex/config.toml']!
@@ -46,6 +49,7 @@ describe('buildTurn', () => {
   test('a follow-up resumes the thread; schema, effort, speed and a pinned install are passed on', () => {
     const { argv, files } = buildTurn({ ...spec, resumeId: 'thread-1', outputSchema: { type: 'object' }, effort: 'max', speed: 'fast', model: 'gpt-5.5', cliRoot: '/cache/node_modules' })
     expect(argv).toEqual([
+      ...withPromptOnStdin('/home/agent', []),
       codexBinPath('/cache/node_modules'),
       'exec',
       'resume',
@@ -54,8 +58,7 @@ describe('buildTurn', () => {
       '--output-schema',
       '/home/agent/.codex/output-schema.json',
       'thread-1',
-      '--',
-      '-starts with a dash',
+      '-',
     ])
     expect(files!['.codex/output-schema.json']).toBe('{"type":"object"}')
     expect(files!['.codex/config.toml']).toContain('model_reasoning_effort = "xhigh"')

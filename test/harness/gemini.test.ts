@@ -3,6 +3,7 @@ import { afterAll, describe, expect, test } from 'bun:test'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { buildTurn, geminiAdapter, geminiEntryPath, shellOutput } from '../../src/harness/gemini'
+import { PROMPT_FILE, withPromptOnStdin } from '../../src/harness/common'
 import type { TurnSpec } from '../../src/harness/harness'
 import { ACCEPTANCE_STEPS, scriptPrompt, startLab } from '../helpers/harness'
 
@@ -19,10 +20,13 @@ const spec: TurnSpec = {
 }
 
 describe('buildTurn', () => {
-  test('headless stream-json with the model named, debug on, the prompt as --prompt=', () => {
+  test('headless stream-json with the model named, debug on, the prompt on stdin', () => {
     const { argv, env, files } = buildTurn(spec)
-    expect(argv.slice(1)).toEqual([geminiEntryPath(), '--output-format', 'stream-json', '--yolo', '--skip-trust', '--model', 'scripted', '--debug', '--prompt=-starts with a dash'])
-    expect(argv[0]).toMatch(/node$/)
+    const wrapper = withPromptOnStdin('/home/agent', [])
+    expect(argv.slice(0, wrapper.length)).toEqual(wrapper)
+    expect(argv.slice(wrapper.length + 1)).toEqual([geminiEntryPath(), '--output-format', 'stream-json', '--yolo', '--skip-trust', '--model', 'scripted', '--debug'])
+    expect(argv[wrapper.length]).toMatch(/node$/)
+    expect(files![PROMPT_FILE]).toBe('-starts with a dash')
     expect(existsSync(geminiEntryPath())).toBe(true)
     expect(env).toMatchObject({ HOME: '/home/agent', GOOGLE_GEMINI_BASE_URL: 'http://127.0.0.1:9', GEMINI_API_KEY: 'secret', GEMINI_CLI_NO_RELAUNCH: 'true' })
     expect(JSON.parse(files!['.gemini/settings.json']!)).toEqual({
@@ -36,7 +40,7 @@ describe('buildTurn', () => {
   test('a follow-up resumes the session; effort becomes a thinking level; a pinned install is used', () => {
     const { argv, files } = buildTurn({ ...spec, resumeId: 'abc', effort: 'medium', cliRoot: '/cache/node_modules' })
     expect(argv).toContain(geminiEntryPath('/cache/node_modules'))
-    expect(argv.slice(-3)).toEqual(['--resume', 'abc', '--prompt=-starts with a dash'])
+    expect(argv.slice(-2)).toEqual(['--resume', 'abc'])
     expect(JSON.parse(files!['.gemini/settings.json']!).modelConfigs).toEqual({
       customOverrides: [{ match: { model: 'scripted' }, modelConfig: { generateContentConfig: { thinkingConfig: { thinkingLevel: 'MEDIUM' } } } }],
     })

@@ -2,7 +2,7 @@ import { expect, test } from 'bun:test'
 import { bwrapArgs, nsenterArgs } from '../../sandbox/bwrap'
 import { netHolderArgs } from '../../sandbox/netns'
 import { cgroupName, cgroupWrapArgs } from '../../sandbox/cgroup'
-import { containerId, EXEC_WRAPPER, gvisorExecArgs, gvisorInit, gvisorKillArgs, gvisorSpec, hostTaskLimit, sandboxNameOf, unsavableSockets } from '../../sandbox/gvisor-spec'
+import { containerId, EXEC_WRAPPER, gvisorExecArgs, gvisorExecProcess, gvisorInit, gvisorKillArgs, gvisorSpec, hostTaskLimit, sandboxNameOf, unsavableSockets } from '../../sandbox/gvisor-spec'
 import { innerRelayArgs, listenPattern, relayDir } from '../../sandbox/relay'
 
 /** The argv builders are pure: exact command lines, no shell strings. */
@@ -138,11 +138,16 @@ test('gvisorInit: the relay, a ready marker once it listens, then a reaping shel
   expect(script).toContain(': > /run/agentd/io/ready')
 })
 
-test('gvisorExecArgs: runsc exec through the output-file wrapper', () => {
-  expect(gvisorExecArgs('/run/agentd/x/runsc', 's.000002', 'k1', ['claude', '-p'], { env: { HOME: '/home/agent' }, cwd: '/workspace/a' })).toEqual([
-    'runsc', '--root=/run/agentd/x/runsc', 'exec', '--cwd', '/workspace/a', '--env', 'HOME=/home/agent', 's.000002',
-    '/bin/sh', '-c', EXEC_WRAPPER, 'agentd-exec', '/run/agentd/io/k1', 'claude', '-p',
-  ])
+test('gvisorExecArgs: runsc exec of a process file (environment and argv never on the command line)', () => {
+  expect(gvisorExecArgs('/run/agentd/x/runsc', 's.000002', '/state/exec/k1.json')).toEqual(['runsc', '--root=/run/agentd/x/runsc', 'exec', '--process', '/state/exec/k1.json', 's.000002'])
+  expect(gvisorExecProcess('k1', ['claude', '-p'], { env: { HOME: '/home/agent', PATH: '/x' }, cwd: '/workspace/a' })).toEqual({
+    terminal: false,
+    user: { uid: 0, gid: 0 },
+    args: ['/bin/sh', '-c', EXEC_WRAPPER, 'agentd-exec', '/run/agentd/io/k1', 'claude', '-p'],
+    env: ['PATH=/x', 'HOME=/home/agent'],
+    cwd: '/workspace/a',
+  })
+  expect(gvisorExecProcess('k2', ['true'], { env: {} }).env).toEqual(['PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin'])
   expect(gvisorKillArgs('/r', 's.000002', 12, 'SIGTERM')).toEqual(['runsc', '--root=/r', 'exec', 's.000002', '/bin/sh', '-c', 'kill -s "$1" -- "-$2"', 'agentd-kill', 'TERM', '12'])
 })
 
