@@ -2,6 +2,10 @@ import { NoSandboxError } from '../sandbox'
 import { ConfigError, loadConfig } from './config'
 import { startServices } from './server'
 
+// Whatever agentd writes under DATA_DIR (database, artifact bytes, workspaces, sandbox bundles) is
+// for its own user only, including files a library or a sandboxed child creates with default modes.
+process.umask(0o077)
+
 try {
   const config = loadConfig()
   const services = await startServices(config)

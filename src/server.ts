@@ -40,7 +40,7 @@ export interface ServerOptions {
 export async function startServices(config: Config, options: ServerOptions = {}) {
   const now = options.now ?? Date.now
   const log = options.log ?? ((line: string) => console.error(line))
-  const database = openDb(config.dbPath, { backgroundCheckpoint: true })
+  const database = openDb(config.dbPath, { backgroundCheckpoint: true, warn: log })
   const catalog = loadCatalog(config.configFile)
 
   const adapters = ADAPTERS

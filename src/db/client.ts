@@ -1,5 +1,5 @@
 import { Database as SqliteDatabase } from 'bun:sqlite'
-import { mkdirSync } from 'node:fs'
+import { chmodSync, closeSync, constants, existsSync, fchmodSync, mkdirSync, openSync, statSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { drizzle } from 'drizzle-orm/bun-sqlite'
 import { migrate } from 'drizzle-orm/bun-sqlite/migrator'
@@ -15,11 +15,42 @@ export interface DbOptions {
    * lived processes such as the admin CLI keep SQLite's automatic checkpoints.
    */
   backgroundCheckpoint?: boolean
+  /** Told when DATA_DIR already existed open to other users (the server logs it). */
+  warn?: (line: string) => void
+}
+
+/**
+ * DATA_DIR holds the database, artifact bytes and workspaces, so only agentd's own user may enter
+ * it: created 0700. An existing one is left as the operator made it (it may be a mount point or a
+ * folder other things share), and said so; what agentd creates inside it is private either way.
+ */
+export function privateDataDir(dir: string, warn: (line: string) => void = () => {}): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 })
+  const mode = statSync(dir).mode & 0o777
+  if (mode & 0o077) warn(`agentd: DATA_DIR ${dir} is open to other users (mode ${mode.toString(8)}); chmod 700 it`)
+}
+
+/**
+ * The database file 0600 before SQLite writes a byte: SQLite creates the -wal and -shm files with
+ * the database file's mode, and would create the file itself 0644. Files an older agentd left
+ * wider are tightened, since they are agentd's own.
+ */
+function privateDbFiles(path: string): void {
+  const fd = openSync(path, constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW, 0o600)
+  try {
+    fchmodSync(fd, 0o600)
+  } finally {
+    closeSync(fd)
+  }
+  for (const extra of [`${path}-wal`, `${path}-shm`, `${path}-journal`]) if (existsSync(extra)) chmodSync(extra, 0o600)
 }
 
 /** Opens (creating if needed) the SQLite file, sets the pragmas and applies pending migrations. */
 export function openDb(path: string, options: DbOptions = {}) {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
+  if (path !== ':memory:') {
+    privateDataDir(dirname(path), options.warn)
+    privateDbFiles(path)
+  }
   const sqlite = new SqliteDatabase(path, { create: true, strict: true })
   sqlite.exec('PRAGMA journal_mode = WAL')
   sqlite.exec('PRAGMA synchronous = NORMAL')
