@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs what agentd's sandboxes need from Debian's packages when it is missing: gVisor's runsc,
-# bubblewrap, and socat (the gateway relay inside an isolated sandbox). With `--test` it also
+# bubblewrap, socat (the gateway relay inside an isolated sandbox), e2fsprogs and mount (the
+# per-sandbox disk image). With `--test` it also
 # installs Chromium, which the state chart's browser test drives. Only as root on Debian;
 # otherwise it says what to install and goes on (the server then refuses to start without an
 # isolating driver, and says why).
@@ -9,6 +10,10 @@ missing=""
 command -v bwrap >/dev/null 2>&1 || missing="$missing bubblewrap"
 command -v runsc >/dev/null 2>&1 || missing="$missing runsc"
 command -v socat >/dev/null 2>&1 || missing="$missing socat"
+# Each sandbox's disk is an ext4 image, made with mkfs.ext4 and loop-mounted (see sandbox/volume.ts).
+PATH="$PATH:/usr/sbin:/sbin"
+command -v mkfs.ext4 >/dev/null 2>&1 || missing="$missing e2fsprogs"
+command -v losetup >/dev/null 2>&1 || missing="$missing mount"
 if [ "${1:-}" = "--test" ]; then
   [ -x /usr/bin/chromium ] || missing="$missing chromium"
 fi

@@ -72,7 +72,7 @@ export async function text(stream: ReadableStream<Uint8Array>): Promise<string> 
 
 /** Removes what a test scope leaves once its sandboxes are gone: the scope's cgroup folders and runtime folder. */
 export function removeScope(scope: string, runRoot = process.getuid?.() === 0 ? '/run/agentd' : null): void {
-  for (const controller of ['freezer', 'memory', 'pids']) {
+  for (const controller of ['freezer', 'memory', 'pids', 'cpu']) {
     try {
       rmdirSync(join('/sys/fs/cgroup', controller, 'agentd', scope))
     } catch {

@@ -1,0 +1,111 @@
+/**
+ * Attack: exhaust the host through the sandbox's share of it. A 1 GiB write (in the workspace, the
+ * home and /tmp), a fork bomb and a memory hog, each from one scripted step. The sandbox must stop
+ * at its limits (disk 64 MB, 64 tasks, 256 MB), the host's disk and the server stay untouched, and
+ * the next session runs.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { lstatSync, statfsSync } from 'node:fs'
+import { join } from 'node:path'
+import type { TestApp } from '../helpers/app'
+import { caller, ISOLATING, runSession, securityApp } from './helpers'
+
+const MiB = 1024 * 1024
+const DISK_MB = 64
+const MEMORY_MB = 256
+const TASKS = 64
+
+/** Free bytes of the host filesystem holding `path` (as an unprivileged user would get them). */
+function hostFree(path: string): number {
+  const fs = statfsSync(path)
+  return fs.bavail * fs.bsize
+}
+
+/** The output of every shell call in session `id`, from its transcript. */
+async function toolOutput(t: TestApp, id: string): Promise<string> {
+  const { status, body } = await caller(t)('GET', `/o/acme/p/_/sessions/${id}/messages`)
+  expect(status).toBe(200)
+  return body.events
+    .filter((e: { type: string }) => e.type === 'tool_result')
+    .map((e: { output?: string }) => e.output ?? '')
+    .join('\n')
+}
+
+/** A 1 GiB write into `dir` that reports how it ended (the turn must go on after it fails). */
+const bigWrite = (dir: string, tag: string) => `dd if=/dev/zero of=${dir}/big bs=1M count=1024 2>&1 | grep -v records; echo "${tag} wrote $(du -m ${dir}/big | cut -f1) MB"`
+
+for (const kind of ISOLATING) {
+  describe(`sandbox limits on ${kind}`, () => {
+    let t: TestApp
+
+    beforeAll(async () => {
+      t = await securityApp(kind, {
+        AGENTD_SANDBOX_MEMORY_MB: String(MEMORY_MB),
+        AGENTD_SANDBOX_PROCESSES: String(TASKS),
+        AGENTD_SANDBOX_DISK_MB: String(DISK_MB),
+        AGENTD_TURN_TIMEOUT_S: '60',
+      })
+    }, 60_000)
+
+    afterAll(async () => {
+      await t?.[Symbol.asyncDispose]()
+    }, 60_000)
+
+    test('1 GiB writes in the workspace, the home and /tmp stop at the disk limit; the turn goes on; the host disk is untouched', async () => {
+      const before = hostFree(t.dir)
+      // gVisor's /tmp is a tmpfs in the sandbox's own memory: it is bounded by the memory limit
+      // (a 1 GiB write there is the memory hog below), so only bwrap's /tmp is on the disk image.
+      const steps = [{ bash: bigWrite('/workspace', 'workspace') }, { bash: bigWrite('/home/agent', 'home') }]
+      if (kind === 'bwrap') steps.push({ bash: bigWrite('/tmp', 'tmp') })
+      const view = await runSession(t, [...steps, { answer: 'wrote what fit' }])
+      const out = await toolOutput(t, view.execution_id)
+      const after = hostFree(t.dir)
+
+      // Each write failed inside with ENOSPC, and the agent carried on to its answer.
+      expect(out.match(/No space left on device/g)?.length ?? 0).toBeGreaterThanOrEqual(steps.length)
+      expect(view.status).toBe('completed')
+      expect(view.error).toBeNull()
+      const written = [...out.matchAll(/(workspace|home|tmp) wrote (\d+) MB/g)].map((m) => Number(m[2]))
+      expect(written).toHaveLength(steps.length)
+      for (const mb of written) expect(mb).toBeLessThanOrEqual(DISK_MB)
+
+      // On the host: the sandbox's disk is its image, which holds at most the limit.
+      const image = join(t.dir, 'sandboxes', view.execution_id, 'sandbox', 'disk.img')
+      expect(lstatSync(image).blocks * 512).toBeLessThanOrEqual((DISK_MB + 2) * MiB)
+      // And the host's free space went down by no more than that (never the GiBs asked for). The
+      // margin over the limit is for whatever else the machine writes meanwhile.
+      expect(before - after).toBeLessThan((DISK_MB + 192) * MiB)
+    }, 120_000)
+
+    test('a memory hog ends its turn with a clear error naming the memory limit', async () => {
+      const hog = `python3 -c "x = bytearray(b'x' * (1 << 30)); print('allocated', len(x))"; echo "hog exit $?"`
+      const view = await runSession(t, [{ bash: hog }, { answer: 'after the hog' }])
+      expect(view.status).toBe('failed')
+      expect(view.error).toContain(`the sandbox ran out of memory (limit ${MEMORY_MB} MB)`)
+      expect(await toolOutput(t, view.execution_id)).not.toContain('allocated 1073741824')
+    }, 120_000)
+
+    test('a fork bomb hits the task limit and goes no further; after it and the hog, the server and the next session are untouched', async () => {
+      // The bomb runs in a process group of its own until the kernel (or gVisor) has refused it a
+      // fork, which is the limit holding; then the step's shell kills that group, again until
+      // nothing in it is left. Only shell builtins run meanwhile: they need no fork.
+      const bomb = [
+        ': > /tmp/bomb.err',
+        "setsid bash -c ':(){ :|:& };:' 2>/tmp/bomb.err & g=$!",
+        'until read -r line < /tmp/bomb.err && [[ $line == *"Resource temporarily unavailable"* ]] || [ $SECONDS -gt 40 ]; do :; done',
+        'while kill -9 -- -$g 2>/dev/null; do :; done',
+        'echo "bomb over, forks refused: $(grep -c \'Resource temporarily unavailable\' /tmp/bomb.err)"',
+      ].join('; ')
+      const view = await runSession(t, [{ bash: bomb }, { answer: 'after the bomb' }])
+      const out = await toolOutput(t, view.execution_id)
+      expect(view.status).toBe('completed')
+      const refused = Number(/forks refused: (\d+)/.exec(out)?.[1] ?? 0)
+      expect(refused).toBeGreaterThan(0)
+
+      expect((await caller(t)('GET', '/healthz')).status).toBe(200)
+      const next = await runSession(t, [{ bash: 'echo next-session-ran' }, { answer: 'fine' }])
+      expect(next.status).toBe('completed')
+      expect(await toolOutput(t, next.execution_id)).toContain('next-session-ran')
+    }, 120_000)
+  })
+}
