@@ -37,5 +37,7 @@ export const authPlugin = (auth: AuthService, options: AuthOptions = {}) => {
       parsedBy.set(request, await principalOf(request))
       return parseBody(request, bodyLimit(request.method, route))
     })
+    // Never runs (the hook above always answers): it tells the OpenAPI document the bodies are JSON.
+    .onParse({ as: 'scoped' }, { fn: 'json' } as never)
     .resolve({ as: 'scoped' }, async ({ request }) => ({ principal: parsedBy.get(request) ?? (await principalOf(request)) }))
 }

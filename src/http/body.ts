@@ -93,11 +93,12 @@ const isJson = (contentType: string) => contentType === 'application/json' || co
 /**
  * The request body as the route's validation expects it, read under the route's limit: JSON for a
  * JSON content type (refused when malformed or nested too deep), the text for any other type
- * (which the route's schema then refuses), undefined when there is none.
+ * (which the route's schema then refuses), null when there is none: never undefined, which would
+ * send Elysia on to its own parsers and read the body a second time.
  */
 export async function parseBody(request: Request, limit: number): Promise<unknown> {
   const bytes = await readBody(request, limit)
-  if (!bytes || bytes.byteLength === 0) return undefined
+  if (!bytes || bytes.byteLength === 0) return null
   const mediaType = (request.headers.get('content-type') ?? '').split(';', 1)[0]!.trim().toLowerCase()
   if (!isJson(mediaType)) return new TextDecoder().decode(bytes)
   if (nestsDeeperThan(bytes, MAX_JSON_DEPTH)) throw badRequest(`The request body nests deeper than ${MAX_JSON_DEPTH} levels`)
