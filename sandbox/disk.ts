@@ -1,26 +1,69 @@
-import { lstatSync, readdirSync } from 'node:fs'
-import { join } from 'node:path'
+import { fstatSync, lstatSync } from 'node:fs'
+import { HostDir } from './host-fs'
 
-/** Bytes allocated on disk under `paths` (files are counted once per path given; links not followed). */
+const MAX_DEPTH = 256
+
+/**
+ * Bytes allocated on disk under `paths` (files are counted once per path given; links not followed).
+ * The trees are the sandbox's, which may swap a folder for a link while this runs: folders are
+ * entered through their fd (HostDir), never through a path, so a swap can never lead the walk
+ * into the host's tree. Folders deeper than MAX_DEPTH count only themselves (each level holds an fd).
+ */
 export function diskUsage(paths: string[]): number {
   let total = 0
-  const walk = (path: string) => {
-    let stat
+  const walk = (dir: HostDir, depth: number) => {
+    total += fstatSync(dir.fd).blocks * 512
+    let entries
     try {
-      stat = lstatSync(path)
+      entries = dir.entries()
     } catch {
       return
     }
-    total += stat.blocks * 512
-    if (!stat.isDirectory()) return
-    let names: string[]
-    try {
-      names = readdirSync(path)
-    } catch {
-      return
+    for (const entry of entries) {
+      if (entry.isDirectory() && depth < MAX_DEPTH) {
+        let sub: HostDir | null = null
+        try {
+          sub = dir.dir(entry.name)
+        } catch {
+          // swapped for a link or a file since the listing: counted as one below
+        }
+        if (sub) {
+          try {
+            walk(sub, depth + 1)
+          } finally {
+            sub.close()
+          }
+          continue
+        }
+      }
+      try {
+        // lstat through the folder's fd: the last component is not followed, none before is a path.
+        total += lstatSync(dir.at(entry.name)).blocks * 512
+      } catch {
+        // gone since the listing
+      }
     }
-    for (const name of names) walk(join(path, name))
   }
-  for (const path of paths) walk(path)
+  for (const path of paths) {
+    let root: HostDir | null = null
+    try {
+      root = HostDir.open(path)
+    } catch {
+      // not a folder: counted as one file
+    }
+    if (root) {
+      try {
+        walk(root, 0)
+      } finally {
+        root.close()
+      }
+      continue
+    }
+    try {
+      total += lstatSync(path).blocks * 512
+    } catch {
+      // missing
+    }
+  }
   return total
 }

@@ -45,7 +45,7 @@ function plainFile(stat: Stats): boolean {
 export class HostDir implements Disposable {
   private constructor(
     readonly fd: number,
-    /** For error messages only. */
+    /** For error messages only ('' for a tree's root, so messages show the path inside it). */
     readonly label: string,
   ) {}
 
@@ -53,9 +53,9 @@ export class HostDir implements Disposable {
    * Opens `path`, a directory agentd created (its parents are trusted, the last component is
    * still not followed). Null when it does not exist.
    */
-  static open(path: string): HostDir | null {
+  static open(path: string, label = path): HostDir | null {
     try {
-      return new HostDir(openSync(path, DIR_FLAGS), path)
+      return new HostDir(openSync(path, DIR_FLAGS), label)
     } catch (err) {
       if (errno(err) === 'ENOENT') return null
       if (errno(err) === 'ELOOP' || errno(err) === 'ENOTDIR') throw new HostPathError(`${path} is not a directory`)
@@ -66,6 +66,11 @@ export class HostDir implements Disposable {
   /** Wraps a directory fd opened by this module (it then owns and closes it). */
   static adopt(fd: number, label: string): HostDir {
     return new HostDir(fd, label)
+  }
+
+  /** `name` as error messages show it. */
+  labelOf(name: string): string {
+    return this.label ? `${this.label}/${name}` : name
   }
 
   /** The kernel path of `name` in this directory (resolved through the fd, not through a path). */
@@ -96,7 +101,7 @@ export class HostDir implements Disposable {
 
   private child(name: string, create: boolean): HostDir | null {
     const path = this.at(name)
-    const label = `${this.label}/${name}`
+    const label = this.labelOf(name)
     // A sandbox removing the folder as fast as we make it only costs it its own turn.
     for (let attempt = 0; ; attempt++) {
       try {
@@ -178,7 +183,7 @@ export class HostDir implements Disposable {
       renameSync(this.at(temp), this.at(name))
     } catch (err) {
       this.remove(temp)
-      if (errno(err) === 'EISDIR' || errno(err) === 'ENOTEMPTY') throw new HostPathError(`${this.label}/${name} is a directory: refused`)
+      if (errno(err) === 'EISDIR' || errno(err) === 'ENOTEMPTY') throw new HostPathError(`${this.labelOf(name)} is a directory: refused`)
       throw err
     }
   }
@@ -224,9 +229,10 @@ function parentOf(root: string, relPath: string, create: boolean): { dir: HostDi
   const parts = components(relPath)
   const leaf = parts.pop()
   if (leaf === undefined) throw new HostPathError('an empty path names no file')
-  const top = HostDir.open(root)
+  // Errors name the path inside the tree: they may reach the tenant, the host's layout must not.
+  const top = HostDir.open(root, '')
   if (!top) {
-    if (create) throw new HostPathError(`${root} does not exist`)
+    if (create) throw new HostPathError(`the folder for ${relPath} does not exist`)
     return { dir: null, leaf }
   }
   try {
@@ -301,7 +307,7 @@ export function walkFiles(root: string, rel: string, visit: (file: TreeFile) => 
   const result: WalkResult = { files: 0, skipped: 0, truncated: false }
   let start: HostDir | null
   try {
-    const top = HostDir.open(root)
+    const top = HostDir.open(root, '')
     if (!top) return result
     try {
       start = top.dir(rel)
@@ -339,7 +345,7 @@ export function walkFiles(root: string, rel: string, visit: (file: TreeFile) => 
           result.skipped++
           continue
         }
-        const sub = HostDir.adopt(opened.fd, `${dir.label}/${entry.name}`)
+        const sub = HostDir.adopt(opened.fd, dir.labelOf(entry.name))
         try {
           walk(sub, `${name}/`, depth + 1)
         } finally {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { existsSync, linkSync, lstatSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { HostPathError, readFd, readFile, walkFiles, writeInTree, type TreeFile } from '../../sandbox/host-fs'
+import { diskUsage } from '../../sandbox/disk'
 import { STREAM_BUDGET, TailedProcess } from '../../sandbox/tail'
 import { hostCanary } from '../security/helpers'
 import { tempRoot } from './helpers'
@@ -187,6 +188,22 @@ describe('walkFiles', () => {
     const few = walked(ws, 'art', { maxFiles: 3 })
     expect(Object.keys(few.files).length).toBe(3)
     expect(few.result.truncated).toBe(true)
+  })
+})
+
+describe('diskUsage', () => {
+  test('counts the files and folders of the tree, a link only as itself, never its target', () => {
+    const big = join(canary.dir, 'big')
+    mkdirSync(big)
+    writeFileSync(join(big, 'blob'), Buffer.alloc(4 * 1024 * 1024, 1))
+    const ws = tree('du')
+    mkdirSync(join(ws, 'sub'))
+    writeFileSync(join(ws, 'sub/own'), Buffer.alloc(1024 * 1024, 1))
+    symlinkSync(big, join(ws, 'linked-dir'))
+    symlinkSync(join(big, 'blob'), join(ws, 'linked-file'))
+    const used = diskUsage([ws, join(root.path, 'du-missing')])
+    expect(used).toBeGreaterThanOrEqual(1024 * 1024)
+    expect(used).toBeLessThan(2 * 1024 * 1024)
   })
 })
 
