@@ -30,6 +30,8 @@ export interface RawResult {
 }
 
 const DEADLINE_MS = 30_000
+/** A head goes out one byte per character, as HTTP/1.1 reads it: `\u00a0` is the byte 0xA0. */
+const latin1 = (head: string) => Buffer.from(head, 'latin1')
 
 function once(port: number, request: RawRequest): Promise<RawResult> {
   return new Promise((resolve, reject) => {
@@ -74,11 +76,11 @@ function once(port: number, request: RawRequest): Promise<RawResult> {
       const { stream, text } = request
       if (!stream) {
         const body = Buffer.from(text ?? '')
-        await write(`${request.head}\r\n${text === undefined ? '' : `content-length: ${body.length}\r\n`}\r\n`)
+        await write(latin1(`${request.head}\r\n${text === undefined ? '' : `content-length: ${body.length}\r\n`}\r\n`))
         await write(body)
         sent = body.length
       } else {
-        await write(`${request.head}\r\ntransfer-encoding: chunked\r\n\r\n`)
+        await write(latin1(`${request.head}\r\ntransfer-encoding: chunked\r\n\r\n`))
         const chunk = Buffer.alloc(stream.chunkBytes, 'x')
         while (sent < stream.totalBytes && !closed) {
           await write(`${chunk.length.toString(16)}\r\n`)

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { json, req, waitFor } from '../helpers/http'
+import { rawHttp } from './raw-http'
 
 /**
  * A credential one byte away from a valid one is no credential: every byte of a valid signed-in
@@ -121,3 +122,12 @@ test('a malformed Authorization header is 401, never 2xx or 500', async () => {
   const headers = ['', 'Bearer', 'Bearer ', `bearer${t.admin.token}`, `Basic ${t.admin.token}`, `Bearer ${t.admin.token} ${t.admin.token}`, `Bearer ${t.admin.token},x`, `${t.admin.token}`, `Token ${t.admin.token}`]
   for (const header of headers) expect({ header, status: await call(get, header) }).toEqual({ header, status: 401 })
 })
+
+test('over a real connection, the byte 0xA0 before or after a valid token is 401', async () => {
+  // Sent as raw bytes: the fuzzer's case, which a client library would have re-encoded as UTF-8.
+  const port = Number(new URL(t.listen()).port)
+  const get = (authorization: string) => ({ head: `GET /o/acme/sessions HTTP/1.1\r\nhost: localhost\r\nauthorization: ${authorization}` })
+  const token = t.admin.token
+  const answers = await rawHttp(port, [get(`Bearer ${token}`), get(`Bearer ${token}\u00a0`), get(`Bearer \u00a0${token}`), get(`Bearer ${apiKey}\u00a0`)])
+  expect(answers.map((runs) => runs[0]!.status)).toEqual([200, 401, 401, 401])
+}, 60_000)
