@@ -167,15 +167,16 @@ describe('a body limit per route: prompt routes 1 MiB, every other JSON route 64
   })
 
   test('over a real connection: a body past the route limit, streamed or declared, is 413 in the envelope', async () => {
+    const overChunk = PROMPT_BODY_LIMIT + 64 * 1024
     const [streamedOver, declaredOver, health] = await rawOnce([
-      { head: post(createPath(), bearer()), stream: { chunkBytes: 64 * 1024, totalBytes: 8 * MiB } },
+      // One chunk past the limit, then a wait: the 413 must come without the rest of the 8 MiB.
+      { head: post(createPath(), bearer()), stream: { chunkBytes: overChunk, totalBytes: 8 * overChunk, pauseForAnswer: true } },
       // Under the server's own cap (2 MiB), so the route's limit answers in the envelope.
       { head: post(createPath(), bearer()), text: sized(PROMPT_BODY_LIMIT + MiB / 2, { agent: 'harness_1', prompt: '' }, 'prompt') },
       { head: 'GET /healthz HTTP/1.1\r\nhost: localhost' },
     ])
     expectRawError(streamedOver!, 413, 'PAYLOAD_TOO_LARGE')
-    // Refused once the first 1 MiB + 64 KiB had arrived, not at the end of the 8 MiB.
-    expect(streamedOver!.sentAtAnswer).toBeLessThan(8 * MiB)
+    expect(streamedOver!.sentAtAnswer).toBe(overChunk)
     expectRawError(declaredOver!, 413, 'PAYLOAD_TOO_LARGE')
     expect(health!.status).toBe(200)
   }, 60_000)
