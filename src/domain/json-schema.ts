@@ -5,7 +5,7 @@
  * the JavaScript RegExp, which backtracks: `^(a+)+$` against forty a's and a `!` would hold the
  * server's only thread for hours.
  */
-import Ajv, { type Options } from 'ajv'
+import Ajv, { type ErrorObject, type Options, type ValidateFunction } from 'ajv'
 import { RE2JS } from 're2js'
 
 /** A pattern RE2 cannot run (backreferences, lookaround) or cannot parse; the message names it. */
@@ -39,4 +39,39 @@ linearRegExp.code = 'RE2JS.compile'
 /** A fresh ajv with the linear-time engine. Fresh per schema: ajv caches every schema it compiled. */
 export function schemaCompiler(options: Options = {}): Ajv {
   return new Ajv({ strict: false, ...options, code: { ...options.code, regExp: linearRegExp } })
+}
+
+/**
+ * Validators of recently seen schemas, keyed by their JSON text: compiling (code generation) costs
+ * far more than checking, and a client sends the same schema with every request. A schema that
+ * does not compile is remembered too, so its error is not paid for again.
+ */
+export class ValidatorCache {
+  private readonly entries = new Map<string, ValidateFunction | Error>()
+
+  constructor(private readonly capacity: number) {}
+
+  /** The validator of the schema whose JSON text is `json`; throws why it does not compile. */
+  get(json: string): ValidateFunction {
+    let entry = this.entries.get(json)
+    if (entry === undefined) {
+      try {
+        entry = schemaCompiler().compile(JSON.parse(json) as object)
+      } catch (err) {
+        entry = err as Error
+      }
+      if (this.entries.size >= this.capacity) this.entries.delete(this.entries.keys().next().value as string)
+    } else {
+      // Most recently used last, so the oldest is the one dropped.
+      this.entries.delete(json)
+    }
+    this.entries.set(json, entry)
+    if (entry instanceof Error) throw entry
+    return entry
+  }
+}
+
+/** ajv's errors as one line, as `ajv.errorsText` words them (`data/s must match pattern "…"`). */
+export function errorsText(errors: ErrorObject[] | null | undefined): string {
+  return (errors ?? []).map((e) => `data${e.instancePath} ${e.message ?? 'is invalid'}`).join(', ')
 }

@@ -8,7 +8,7 @@
  * the final text must be JSON that conforms, otherwise the request fails.
  */
 import { posix } from 'node:path'
-import { schemaCompiler } from '../domain/json-schema'
+import { errorsText, ValidatorCache } from '../domain/json-schema'
 import type { ProtocolContext, ProtocolHandler } from './gateway'
 import { isInjectedText, nextReply, replyUsage, type ConversationEntry, type Reply, type ReplyPart, type TokenCounts } from './script'
 import type { Metered } from './upstream'
@@ -24,6 +24,11 @@ interface ResponsesRequest {
   stream?: boolean
   text?: { format?: { type?: string; name?: string; schema?: Json } }
 }
+
+/** As for an output_schema; counted in UTF-16 units of its JSON, never more than its bytes, so every accepted output_schema fits. */
+const MAX_FORMAT_SCHEMA_BYTES = 64 * 1024
+/** Codex repeats one schema per turn; a few sessions' worth are kept compiled. */
+const formatValidators = new ValidatorCache(32)
 
 /** Shell tools Codex may offer, in order of preference, and how each takes a command. */
 const SHELL_TOOLS: { name: string; args: (command: string) => Json }[] = [
@@ -149,16 +154,18 @@ function schemaProblem(output: Item[], format: NonNullable<ResponsesRequest['tex
   const last = output.filter((item) => item.type === 'message').at(-1)
   const text = last ? contentTexts(last.content).join('') : ''
   const value = parseJson(text)
-  // The schema comes from the sandbox: its patterns must not backtrack on the server's thread.
-  const ajv = schemaCompiler()
+  // The schema comes from the sandbox. Its patterns run on the linear-time engine; its size is
+  // capped as an output_schema's is (the only schema Codex has is one), so compiling stays cheap.
+  const schema = JSON.stringify(format.schema)
+  if (schema.length > MAX_FORMAT_SCHEMA_BYTES) return 'text.format.schema is larger than 64 KiB'
   let validate
   try {
-    validate = ajv.compile(format.schema)
+    validate = formatValidators.get(schema)
   } catch (err) {
     return `text.format.schema is not a valid JSON Schema: ${(err as Error).message}`
   }
   if (value === undefined) return `the scripted reply is not JSON, but text.format requires the schema "${format.name ?? 'schema'}"`
-  if (!validate(value)) return `the scripted reply does not match text.format schema "${format.name ?? 'schema'}": ${ajv.errorsText(validate.errors)}`
+  if (!validate(value)) return `the scripted reply does not match text.format schema "${format.name ?? 'schema'}": ${errorsText(validate.errors)}`
   return null
 }
 

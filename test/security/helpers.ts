@@ -63,15 +63,16 @@ export function hostCanary(): { dir: string; path: string; secret: string; [Symb
 /**
  * Polls `url/healthz` from a separate process every 10 ms (so the poller never shares the server's
  * event loop), at a raised priority so a busy sandbox cannot starve the measurement itself.
- * `stop()` returns every latency in ms and the requests that failed.
+ * `ready` resolves once it polls; `stop()` returns every latency in ms and the requests that failed.
  */
-export function watchHealth(url: string): { stop(): Promise<{ latencies: number[]; max: number; failures: number }> } {
+export function watchHealth(url: string): { ready: Promise<void>; stop(): Promise<{ latencies: number[]; max: number; failures: number }> } {
   const code = `
     const url = ${JSON.stringify(`${url}/healthz`)}
     const latencies = []; let failures = 0; let stopping = false
     process.stdin.on('data', () => { stopping = true })
     // One unmeasured request first: a fresh process pays for its own first connection and JIT.
     try { await (await fetch(url)).text() } catch {}
+    process.stdout.write('ready\\n')
     while (!stopping) {
       const t0 = performance.now()
       try {
@@ -86,11 +87,26 @@ export function watchHealth(url: string): { stop(): Promise<{ latencies: number[
     process.exit(0)
   `
   const proc = Bun.spawn(['nice', '-n', '-10', process.execPath, '-e', code], { stdin: 'pipe', stdout: 'pipe', stderr: 'inherit' })
+  // stdout: a "ready" line, then the result as JSON.
+  const reader = proc.stdout.getReader()
+  const decoder = new TextDecoder()
+  let text = ''
+  const readUntil = async (enough: () => boolean) => {
+    while (!enough()) {
+      const chunk = await reader.read()
+      if (chunk.done) return
+      text += decoder.decode(chunk.value, { stream: true })
+    }
+  }
+  const ready = readUntil(() => text.includes('\n'))
   return {
+    ready,
     async stop() {
       proc.stdin.write('stop\n')
       await proc.stdin.flush()
-      const out = JSON.parse(await new Response(proc.stdout).text()) as { latencies: number[]; failures: number }
+      await ready
+      await readUntil(() => false)
+      const out = JSON.parse(text.slice(text.indexOf('\n') + 1)) as { latencies: number[]; failures: number }
       await proc.exited
       return { ...out, max: Math.max(0, ...out.latencies) }
     },

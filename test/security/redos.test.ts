@@ -8,7 +8,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { TestApp } from '../helpers/app'
-import { caller, ISOLATING, runSession, securityApp, watchHealth } from './helpers'
+import { json, waitFor } from '../helpers/http'
+import { caller, ISOLATING, runSession, script, securityApp, turnEnded, watchHealth } from './helpers'
 
 /** Backtracking engines need about 2^40 steps (or, in JavaScriptCore, a second and more) to reject CRAFTED against EVIL. */
 const EVIL = '^(a+)+$'
@@ -33,7 +34,7 @@ test('the end-of-turn check itself rejects the crafted answer (in a child proces
   const out = await new Response(child.stdout).text()
   expect(await child.exited).toBe(0)
   expect(JSON.parse(out)).toEqual([true, true])
-})
+}, 60_000)
 
 for (const kind of ISOLATING) {
   describe(`output_schema patterns on ${kind}`, () => {
@@ -45,31 +46,73 @@ for (const kind of ISOLATING) {
       await t?.[Symbol.asyncDispose]()
     })
 
-    test('a backtracking pattern against a crafted answer: the turns end as a mismatch and /healthz answers within 100 ms throughout', async () => {
-      // Warm the request path (health and create) so the measurement sees the attack, not the first compile.
+    test('a backtracking pattern against a crafted answer: the turns end as a mismatch', async () => {
+      // Claude Code checks the object inside its sandbox and never hands back one that fails: the
+      // turn ends for review, as any mismatch does.
+      const claude = await runSession(t, [{ structured: { s: CRAFTED } }], { agent: 'harness_1', output_schema: schemaWith(EVIL) })
+      expect(claude.status).toBe('needs_review')
+      const result = await caller(t)('GET', `/o/acme/p/_/sessions/${claude.execution_id}/result`)
+      expect(result.status).toBe(200)
+      expect(result.body.result).toMatchObject({ structured: null, schema_valid: false })
+
+      // Codex asks for text.format, and agentd's gateway checks the reply against the schema on
+      // the server's thread: the mismatch fails the turn, as a provider's refusal would.
+      const codex = await runSession(t, [{ structured: { s: CRAFTED } }], { agent: 'harness_2', output_schema: schemaWith(EVIL) })
+      expect(codex.status).toBe('failed')
+      expect(codex.error).toContain(`must match pattern "${EVIL}"`)
+    }, 90_000)
+
+    test("a sandbox's key sending the gateway such schemas and answers: /healthz answers within 100 ms throughout", async () => {
+      // A turn holds its key open while it stalls; the key reaches the host through the tool output.
+      const call = caller(t)
+      const created = await call('POST', '/o/acme/p/_/sessions', {
+        agent: 'harness_1',
+        prompt: script([{ bash: 'printf "LIVE=%s\\n" "$ANTHROPIC_API_KEY"' }, { sleep: 120_000 }, { answer: 'never reached' }]),
+      })
+      expect(created.status).toBe(202)
+      const id = created.body.execution_id
+      const key = await waitFor(
+        async () => /LIVE=(gw_[A-Za-z0-9_-]+)/.exec(JSON.stringify((await call('GET', `/o/acme/p/_/sessions/${id}/messages`)).body))?.[1] ?? null,
+        (found) => found !== null,
+        60_000,
+      )
+      // The OpenAI Responses request Codex would send, with the evil schema as text.format and a
+      // script whose answer is the crafted string: the gateway checks one against the other.
+      const attack = () =>
+        fetch(`${t.gateway.url}/v1/responses`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({
+            model: 'scripted',
+            input: script([{ structured: { s: CRAFTED } }]),
+            text: { format: { type: 'json_schema', name: 'evil', schema: schemaWith(EVIL) } },
+          }),
+        })
+
+      // The first request compiles the schema (code generation, paid once per schema); the ones
+      // measured only check answers against it.
+      expect((await attack()).status).toBe(400)
+      // Measured while only the attack runs (the sandbox sits in its stall): a backtracking engine
+      // holds the thread for a second and more per request (hours on V8), linear time for microseconds.
       const url = t.listen()
       expect((await fetch(`${url}/healthz`)).status).toBe(200)
-      expect((await caller(t)('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: 'hi', output_schema: { type: 'string' } })).status).toBe(400)
       const health = watchHealth(url)
+      await health.ready
       try {
-        // Claude Code checks the object itself and never hands it back: the turn ends for review.
-        const claude = await runSession(t, [{ structured: { s: CRAFTED } }], { agent: 'harness_1', output_schema: schemaWith(EVIL) })
-        expect(claude.status).toBe('needs_review')
-        const result = await caller(t)('GET', `/o/acme/p/_/sessions/${claude.execution_id}/result`)
-        expect(result.status).toBe(200)
-        expect(result.body.result).toMatchObject({ structured: null, schema_valid: false })
-
-        // Codex asks the gateway for text.format: the gateway checks the reply against the schema.
-        const codex = await runSession(t, [{ structured: { s: CRAFTED } }], { agent: 'harness_2', output_schema: schemaWith(EVIL) })
-        expect(codex.status).toBe('failed')
-        expect(codex.error).toContain(`must match pattern "${EVIL}"`)
+        for (let i = 0; i < 20; i++) {
+          const res = await attack()
+          expect(res.status).toBe(400)
+          expect((await json(res)).error.message).toContain(`must match pattern "${EVIL}"`)
+        }
       } finally {
         const { latencies, max, failures } = await health.stop()
         expect(failures).toBe(0)
-        expect(latencies.length).toBeGreaterThan(10)
+        expect(latencies.length).toBeGreaterThan(0)
         expect(max).toBeLessThan(100)
       }
-    }, 120_000)
+      expect((await call('PATCH', `/o/acme/p/_/sessions/${id}`, { status: 'stop_turn' })).status).toBe(200)
+      await turnEnded(t, id, 1)
+    }, 90_000)
 
     test('a pattern the linear-time engine cannot run (backreference, lookaround) is 400 at create, naming it', async () => {
       const call = caller(t)
