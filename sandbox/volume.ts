@@ -189,3 +189,13 @@ async function must(argv: string[], what: string): Promise<void> {
   const result = await runHelper(argv, 60_000)
   if (result.code !== 0) throw new Error(`could not ${what}: ${(result.stderr || result.stdout).trim().split('\n')[0] || `${argv[0]} exited ${result.code}`}`)
 }
+
+/**
+ * Unmounts every mount below `dir` (deepest first, lazily): for removing a whole DATA_DIR whose
+ * server is gone while its sandboxes' disks are still mounted (a test's, or an operator's).
+ */
+export function unmountUnder(dir: string): void {
+  const prefix = `${dir.replace(/\/+$/, '')}/`
+  const below = [...mountPoints()].filter((point) => point.startsWith(prefix)).sort((a, b) => b.length - a.length)
+  for (const point of below) Bun.spawnSync(['umount', '--lazy', point], { stdout: 'ignore', stderr: 'ignore' })
+}

@@ -3,10 +3,14 @@ import { readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs'
 import { script } from '../helpers/http'
 import { client, seededDataDir, startServer } from '../helpers/server'
 import { openSse, type SseFrame } from '../helpers/sse'
+import { unmountUnder } from '../../sandbox/volume'
 
 const dirs: string[] = []
 afterAll(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
+  for (const dir of dirs) {
+    unmountUnder(dir) // sandbox disks a stopped server left mounted
+    rmSync(dir, { recursive: true, force: true })
+  }
 })
 
 /** Host processes whose command line or working directory mentions `needle`. */

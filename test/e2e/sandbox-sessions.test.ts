@@ -3,6 +3,7 @@ import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { script } from '../helpers/http'
 import { client, seededDataDir, startServer, type RunningServer } from '../helpers/server'
+import { unmountUnder } from '../../sandbox/volume'
 
 /**
  * Sessions on the real isolating drivers, through a real server: what a turn leaves in its
@@ -21,6 +22,7 @@ for (const driver of ['gvisor', 'bwrap'] as const) {
     })
     afterAll(async () => {
       await server.stop()
+      unmountUnder(dir) // sandbox disks the stopped server left mounted
       rmSync(dir, { recursive: true, force: true })
     })
 
