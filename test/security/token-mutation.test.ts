@@ -69,16 +69,16 @@ function mutations(token: string): string[] {
   const out = new Set<string>()
   for (let i = 0; i < token.length; i++) {
     const c = token.charCodeAt(i)
-    const swaps = [c ^ 1, c === 0x7e ? 0x7d : c + 1]
     const ch = token[i]!
+    // A neighbouring byte (0 for 1, ` for a); for letters also the other case.
+    const flipped = c ^ 1
+    const swaps = [flipped > 0x20 && flipped < 0x7f ? flipped : c + 1]
     if (ch.toLowerCase() !== ch.toUpperCase()) swaps.push((ch === ch.toLowerCase() ? ch.toUpperCase() : ch.toLowerCase()).charCodeAt(0))
-    for (const swap of swaps) if (swap >= 0x21 && swap !== c) out.add(token.slice(0, i) + String.fromCharCode(swap) + token.slice(i + 1))
+    for (const swap of swaps) out.add(token.slice(0, i) + String.fromCharCode(swap) + token.slice(i + 1))
     out.add(token.slice(0, i))
   }
-  for (const extra of ['a', 'Z', '0', '_', '-', '.', '=', '~', '/', '+', '\u00a0', '\u0085', '\u00ff', '\x7f']) {
-    out.add(token + extra)
-    out.add(extra + token)
-  }
+  for (const extra of ['a', 'Z', '0', '_', '-', '.', '=', '~', '/', '+', '\u00a0', '\u0085', '\u00ff', '\x7f']) out.add(token + extra)
+  for (const extra of ['a', '.', '\u00a0', '\u0085']) out.add(extra + token)
   out.delete(token)
   return [...out]
 }
