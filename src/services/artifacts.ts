@@ -43,9 +43,9 @@ export class ArtifactStore {
     const stored = new Map(this.db.select().from(artifacts).where(eq(artifacts.sessionId, sessionId)).all().map((a) => [a.name, a]))
     const found: { name: string; mtimeMs: number; sha256: string; size: number }[] = []
     walkFiles(hostWorkspace, ARTIFACTS_DIR, (file) => {
-      let sha256 = hashFd(file.fd, file.size, this.buffer)
-      if (stored.get(file.name)?.sha256 !== sha256) sha256 = this.copyBlob(file.fd, file.size, sha256)
-      found.push({ name: file.name, mtimeMs: file.mtimeMs, sha256, size: file.size })
+      let read = hashFd(file.fd, file.size, this.buffer)
+      if (stored.get(file.name)?.sha256 !== read.sha256) read = this.copyBlob(file.fd, file.size, read.sha256)
+      found.push({ name: file.name, mtimeMs: file.mtimeMs, ...read })
     })
     // Oldest first (the order the agent wrote them), then by name.
     found.sort((a, b) => a.mtimeMs - b.mtimeMs || a.name.localeCompare(b.name))
@@ -69,17 +69,18 @@ export class ArtifactStore {
   /**
    * Stores the first `size` bytes of `fd` as a blob named by their hash, unless it is there
    * already. The bytes are hashed again as they are copied: a file the sandbox changed meanwhile
-   * is stored under the hash of what was copied, which is returned.
+   * is stored under the hash of what was copied, which is returned with its size.
    */
-  private copyBlob(fd: number, size: number, sha256: string): string {
-    if (existsSync(this.blobPath(sha256))) return sha256
+  private copyBlob(fd: number, size: number, sha256: string): { sha256: string; size: number } {
+    if (existsSync(this.blobPath(sha256))) return { sha256, size }
     mkdirSync(this.blobs, { recursive: true, mode: 0o700 })
     // A unique temp name, created here and now (0600), then renamed: a crash never leaves a half blob under its final name.
     const temp = join(this.blobs, `.${crypto.randomUUID()}.tmp`)
     const out = openSync(temp, 'wx', 0o600)
     const hash = new Bun.CryptoHasher('sha256')
+    let at = 0
     try {
-      for (let at = 0; at < size; ) {
+      while (at < size) {
         const n = readSync(fd, this.buffer, 0, Math.min(this.buffer.length, size - at), at)
         if (n <= 0) break
         const chunk = this.buffer.subarray(0, n)
@@ -97,7 +98,7 @@ export class ArtifactStore {
     const path = this.blobPath(copied)
     mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
     renameSync(temp, path)
-    return copied
+    return { sha256: copied, size: at }
   }
 
   private blobPath(sha256: string): string {
@@ -130,14 +131,15 @@ export class ArtifactStore {
   }
 }
 
-/** The sha256 of the first `size` bytes of `fd`, read through `buffer`. */
-function hashFd(fd: number, size: number, buffer: Buffer): string {
+/** The sha256 of the first `size` bytes of `fd` (fewer if it shrank since), read through `buffer`. */
+function hashFd(fd: number, size: number, buffer: Buffer): { sha256: string; size: number } {
   const hash = new Bun.CryptoHasher('sha256')
-  for (let at = 0; at < size; ) {
+  let at = 0
+  while (at < size) {
     const n = readSync(fd, buffer, 0, Math.min(buffer.length, size - at), at)
     if (n <= 0) break
     hash.update(buffer.subarray(0, n))
     at += n
   }
-  return hash.digest('hex')
+  return { sha256: hash.digest('hex'), size: at }
 }
