@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { cgroupName } from './cgroup'
 import { diskUsage } from './disk'
@@ -93,7 +93,7 @@ export class SandboxVolume {
     const building = `${this.image}.new`
     rmSync(building, { force: true })
     writeFileSync(building, '')
-    await must(['truncate', '-s', String(Math.max(MIN_BYTES, this.sizeBytes)), building], 'size the sandbox disk')
+    truncateSync(building, Math.max(MIN_BYTES, this.sizeBytes)) // sparse: no block is allocated
     // -m 0: nothing reserved for root (everything in it is the sandbox's); lazy init and nodiscard
     // keep the format at a few ms whatever the size, writing only the metadata's blocks.
     await must(['mkfs.ext4', '-q', '-F', '-m', '0', '-E', 'nodiscard,lazy_itable_init=1,lazy_journal_init=1', building], 'format the sandbox disk')
