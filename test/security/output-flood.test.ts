@@ -1,0 +1,156 @@
+/**
+ * Attack: the sandbox floods the stdout stream agentd reads (the CLI's, not a tool's, which the CLI
+ * would cap itself) with one 300 MB line and no newline, or with more valid event lines than a
+ * transcript may hold. agentd must keep serving every tenant, keep its memory, cut the line
+ * (saying so in the transcript) and stop storing raw lines past AGENTD_TRANSCRIPT_MAX_MB.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { getPriority, setPriority } from 'node:os'
+import type { TestApp } from '../helpers/app'
+import { caller, ISOLATING, runSession, securityApp, watchHealth } from './helpers'
+
+const FLOOD_BYTES = 300_000_000
+const MiB = 1024 * 1024
+/** AGENTD_TRANSCRIPT_MAX_MB of the app (100 KiB): a few of the CLI's own tool-result lines go over it. */
+const TRANSCRIPT_MAX_MB = '0.1'
+const TRANSCRIPT_MAX_BYTES = 0.1 * MiB
+
+/**
+ * Runs `producer` with its stdout on the stdout of the CLI that runs this shell (the stream agentd
+ * reads), found as the nearest ancestor whose command line has `--output-format stream-json`
+ * (harness_1's flags; the bracket keeps the shells, whose command lines hold this script, from
+ * matching). On bwrap that stream is a socket, which /proc/<pid>/fd/1 cannot reopen, so perl takes
+ * the CLI's own descriptor with pidfd_getfd (and makes it blocking, as the CLI left it non-blocking
+ * and the flood would stop at the first full buffer); gVisor has no pidfd_getfd, but its /proc reopens the
+ * CLI's output file, for appending.
+ */
+const toCliStdout = (producer: string) =>
+  [
+    `p=$PPID; while [ "$p" -gt 1 ] && ! tr '\\0' ' ' < /proc/$p/cmdline | grep -q -- '--output-format stream-[j]son'; do p=$(awk '/^PPid:/ {print $2}' /proc/$p/status); done; [ "$p" -gt 1 ] || exit 3`,
+    `perl -MFcntl -e 'my $pfd = syscall(434, $ARGV[0] + 0, 0); exit 38 if $pfd < 0; my $fd = syscall(438, $pfd, 1, 0); exit 38 if $fd < 0; open(STDOUT, ">&=", $fd) or exit 38; fcntl(STDOUT, F_SETFL, fcntl(STDOUT, F_GETFL, 0) & ~O_NONBLOCK); exec("/bin/sh", "-c", $ARGV[1])' "$p" ${JSON.stringify(producer)}`,
+    `[ $? -ne 38 ] || ${producer} >> /proc/$p/fd/1`,
+  ].join('; ')
+
+/** The session's raw transcript (GET …/trajectory as NDJSON). */
+async function rawTranscript(t: TestApp, id: string): Promise<string> {
+  const res = await t.app.handle(
+    new Request(`http://localhost/o/acme/p/_/sessions/${id}/trajectory`, { headers: { authorization: `Bearer ${t.admin.token}`, accept: 'application/x-ndjson' } }),
+  )
+  expect(res.status).toBe(200)
+  return res.text()
+}
+
+for (const kind of ISOLATING) {
+  describe(`output flood on ${kind}`, () => {
+    let t: TestApp
+    let url: string
+    let priority = 0
+
+    beforeAll(async () => {
+      // agentd runs above its sandboxes (they are niced below it): here the test process is agentd,
+      // and it is raised so that other load on a shared machine, not the flood, cannot starve it.
+      // Sandboxes started from now on keep their distance below it.
+      priority = getPriority()
+      setPriority(-10)
+      t = await securityApp(kind, { AGENTD_TRANSCRIPT_MAX_MB: TRANSCRIPT_MAX_MB })
+      url = t.listen()
+    }, 60_000)
+
+    afterAll(async () => {
+      await t?.[Symbol.asyncDispose]()
+      setPriority(priority)
+    }, 60_000)
+
+    test(
+      'one 300 MB line with no newline: /healthz stays under 100 ms, memory stays flat, the line is cut and the transcript says so',
+      async () => {
+        const call = caller(t)
+        // Warm the request path so the first health checks do not pay for it.
+        expect((await call('GET', '/healthz')).status).toBe(200)
+        Bun.gc(true)
+        const rssBefore = process.memoryUsage().rss
+        let rssPeak = rssBefore
+        const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage().rss)), 20)
+        const health = watchHealth(url)
+        let view: any
+        let stopped: Awaited<ReturnType<typeof health.stop>>
+        try {
+          view = await runSession(t, [{ bash: toCliStdout(`head -c ${FLOOD_BYTES} /dev/zero | tr '\\0' a`) }, { answer: 'flooded' }])
+        } finally {
+          // Stopped whatever happened: a poller left running would outlive the test run.
+          clearInterval(sampler)
+          stopped = await health.stop()
+        }
+        const { latencies, max, failures } = stopped
+        rssPeak = Math.max(rssPeak, process.memoryUsage().rss)
+
+        // The line never sat in memory: 300 MB went by, far less than that stayed.
+        expect(rssPeak - rssBefore).toBeLessThan(150 * MiB)
+
+        const messages = await call('GET', `/o/acme/p/_/sessions/${view.execution_id}/messages`)
+        expect(messages.status).toBe(200)
+        const events: any[] = messages.body.events
+        // One line was cut, and the transcript says how long it was. The CLI's own lines may have
+        // joined it (see below), so it is at least the flood, give or take the CLI's few KB.
+        const cuts = events.filter((e) => e.type === 'error' && /^agentd: a line of \d+ bytes of the CLI's output was cut to its first 1048576 bytes$/.test(e.content))
+        expect(cuts).toHaveLength(1)
+        expect(Number(/a line of (\d+) bytes/.exec(cuts[0].content)![1])).toBeGreaterThan(FLOOD_BYTES - MiB)
+        // The raw transcript lost bytes: capture is partial, and nothing in it is over a MiB.
+        expect(view.session_capture).toBe('partial')
+        const raw = await rawTranscript(t, view.execution_id)
+        expect(Math.max(...raw.split('\n').map((line) => line.length))).toBeLessThanOrEqual(MiB)
+
+        if (kind === 'bwrap') {
+          // The flood went down the CLI's own socket, in order: it swallowed the CLI's next line
+          // (its tool result, appended to the unterminated flood) and nothing else, so the model's
+          // answer and the CLI's result line came through and the turn completed.
+          expect(view.status).toBe('completed')
+          expect(view.error).toBeNull()
+          expect(events.some((e) => e.type === 'message' && e.role === 'assistant' && e.content === 'flooded')).toBe(true)
+        } else {
+          // On gVisor the flood was appended to the CLI's output file, while the CLI goes on writing
+          // at its own offset, over the flood's start, where the tail may already have read: its
+          // last lines may be lost, and the turn then fails for want of the CLI's result line.
+          // Either way it ends, and never as running.
+          expect(['completed', 'failed']).toContain(view.status)
+        }
+
+        // The server answered all along, each time within the bound the issue sets.
+        expect(failures).toBe(0)
+        expect(latencies.length).toBeGreaterThan(10)
+        expect(max).toBeLessThan(100)
+      },
+      120_000,
+    )
+
+    test(
+      `output over AGENTD_TRANSCRIPT_MAX_MB=${TRANSCRIPT_MAX_MB}: raw lines stop at the cap, events are still parsed, capture is partial`,
+      async () => {
+        // Each tool result is one stdout line of ~40 KB (the CLI prints the output twice in it).
+        const output = 'b'.repeat(20_000)
+        const steps = [1, 2, 3, 4].map(() => ({ bash: `head -c ${output.length} /dev/zero | tr '\\0' b` }))
+        const view = await runSession(t, [...steps, { answer: 'after the flood' }])
+        expect(view.status).toBe('completed')
+        expect(view.error).toBeNull()
+        expect(view.session_capture).toBe('partial')
+
+        const call = caller(t)
+        const messages = await call('GET', `/o/acme/p/_/sessions/${view.execution_id}/messages`)
+        expect(messages.status).toBe(200)
+        // Every line was parsed, those past the cap too, and so was what the CLI printed after them.
+        const results = messages.body.events.filter((e: any) => e.type === 'tool_result' && e.output === output)
+        expect(results).toHaveLength(steps.length)
+        expect(messages.body.events.some((e: any) => e.type === 'message' && e.role === 'assistant' && e.content === 'after the flood')).toBe(true)
+
+        const trajectory = await call('GET', `/o/acme/p/_/sessions/${view.execution_id}/trajectory`)
+        expect(trajectory.status).toBe(200)
+        expect(trajectory.body.bytes).toBeLessThanOrEqual(TRANSCRIPT_MAX_BYTES)
+        // What was stored is a prefix of the stream: it stops before the CLI's last lines.
+        const raw = await rawTranscript(t, view.execution_id)
+        expect(raw.startsWith('{')).toBe(true)
+        expect(raw).not.toContain('"type":"result"')
+      },
+      120_000,
+    )
+  })
+}
