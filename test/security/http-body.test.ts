@@ -166,6 +166,18 @@ describe('a body limit per route: prompt routes 1 MiB, every other JSON route 64
     expectError(await send('POST', `/o/acme/api-keys/no-such-key/rotate`, streamed(sized(JSON_BODY_LIMIT + 1, {}))), 413, 'PAYLOAD_TOO_LARGE')
   })
 
+  test('the OpenAPI document lists 413 on every operation that reads a body', async () => {
+    const doc = await json(await t.app.handle(req('GET', '/openapi.json')))
+    const missing = Object.entries<Record<string, { responses: Record<string, unknown>; requestBody?: { content: Record<string, unknown> } }>>(doc.paths).flatMap(
+      ([path, ops]) =>
+        Object.entries(ops)
+          .filter(([method]) => method !== 'get')
+          .filter(([, op]) => !op.responses['413'] || (op.requestBody && !op.requestBody.content['application/json']))
+          .map(([method]) => `${method} ${path}`),
+    )
+    expect(missing).toEqual([])
+  })
+
   test('over a real connection: a body past the route limit, streamed or declared, is 413 in the envelope', async () => {
     const overChunk = PROMPT_BODY_LIMIT + 64 * 1024
     const [streamedOver, declaredOver, health] = await rawOnce([

@@ -26,14 +26,14 @@ export const apiKeyRoutes = (auth: AuthService, keys: ApiKeyService) =>
       {
         params: OrgParams,
         body: CreateApiKeyBody,
-        response: { 201: ApiKeyWithSecret, ...errorResponses(400, 401, 403, 404) },
+        response: { 201: ApiKeyWithSecret, ...errorResponses(400, 401, 403, 404, 413) },
         detail: { operationId: 'apiKeys.create', tags, summary: 'Mint a key; its secret is shown only in this answer (admins)' },
       },
     )
     .patch('/o/:org/api-keys/:key', ({ principal, params, body }) => keys.update(principal, auth.access(principal, params.org), params.key, body), {
       params: KeyParams,
       body: UpdateApiKeyBody,
-      response: { 200: ApiKey, ...errorResponses(400, 401, 403, 404) },
+      response: { 200: ApiKey, ...errorResponses(400, 401, 403, 404, 413) },
       detail: { operationId: 'apiKeys.update', tags, summary: 'Set, change or clear the webhook URL, or rotate its secret (the key’s creator)' },
     })
     .delete(
@@ -44,13 +44,13 @@ export const apiKeyRoutes = (auth: AuthService, keys: ApiKeyService) =>
       },
       {
         params: KeyParams,
-        response: { 204: t.Void(), ...errorResponses(401, 403, 404) },
+        response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 413) },
         detail: { operationId: 'apiKeys.revoke', tags, summary: 'Revoke a key; pending webhook retries are dropped (admins)' },
       },
     )
     .post('/o/:org/api-keys/:key/rotate', ({ principal, params }) => keys.rotate(principal, auth.access(principal, params.org), params.key), {
       params: KeyParams,
-      response: { 200: ApiKeyWithSecret, ...errorResponses(401, 403, 404) },
+      response: { 200: ApiKeyWithSecret, ...errorResponses(400, 401, 403, 404, 413) },
       detail: { operationId: 'apiKeys.rotate', tags, summary: 'A new secret; the old one stops working at once (the key’s creator)' },
     })
     .get(

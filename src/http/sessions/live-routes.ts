@@ -63,7 +63,7 @@ export const liveRoutes = (auth: AuthService, sessions: SessionService, keepaliv
       {
         params: SessionParams,
         body: PostMessageBody,
-        response: { 200: MessageSent, 202: MessageQueued, ...errorResponses(400, 401, 402, 403, 404, 409, 429) },
+        response: { 200: MessageSent, 202: MessageQueued, ...errorResponses(400, 401, 402, 403, 404, 409, 413, 429) },
         detail: { operationId: 'sessions.sendMessage', tags, summary: 'Send a follow-up message' },
       },
     )

@@ -31,7 +31,7 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService) =>
       {
         params: ProjectParams,
         body: CreateSessionBody,
-        response: { 202: CloudRunSession, ...errorResponses(400, 401, 402, 403, 404, 422, 429) },
+        response: { 202: CloudRunSession, ...errorResponses(400, 401, 402, 403, 404, 413, 422, 429) },
         detail: { operationId: 'sessions.create', tags, summary: 'Start a session (shape A)' },
       },
     )
@@ -64,7 +64,7 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService) =>
       {
         params: SessionParams,
         body: PatchSessionBody,
-        response: { 200: PatchSessionResponse, 202: OperationAccepted, ...errorResponses(400, 401, 403, 404, 409, 422) },
+        response: { 200: PatchSessionResponse, 202: OperationAccepted, ...errorResponses(400, 401, 403, 404, 409, 413, 422) },
         detail: { operationId: 'sessions.update', tags, summary: 'Cancel, pause, resume or interrupt a session' },
       },
     )
