@@ -415,10 +415,8 @@ export class GvisorDriver implements SandboxDriver {
       this.volumes.delete(spec.id)
       return null
     }
-    // A container still running keeps its mounts; otherwise they come back before the files are used.
     const volume = this.volume(spec)
     this.volumes.add(volume)
-    await volume.ensure()
     let saved: { innerPort?: number; generation?: number } = {}
     try {
       saved = JSON.parse(readFileSync(join(spec.stateDir, 'sandbox.json'), 'utf8'))
@@ -431,6 +429,9 @@ export class GvisorDriver implements SandboxDriver {
     this.sandboxes.set(spec.id, sandbox)
     const current = await this.runsc.state(sandbox.cid)
     const live = current?.status === 'running' || current?.status === 'paused'
+    // A container still running keeps its mounts (one started before sandboxes had disk images
+    // keeps its plain folders until it next boots); otherwise they come back before any use.
+    if (!live) await volume.ensure()
     for (const cid of containers) if (cid !== sandbox.cid || !live) this.retire(cid)
     if (live) {
       // Still up (a paused one is a park that froze instead of checkpointing): taken over as it is,

@@ -68,9 +68,11 @@ export class SandboxVolume {
     for (const dir of [hostWorkspace, hostHome, stateDir, this.mountDir]) mkdirSync(dir, { recursive: true })
     const mounted = mountPoints()
     if (!mounted.has(this.mountDir)) {
-      if (!existsSync(this.image)) await this.format()
+      const fresh = !existsSync(this.image)
+      if (fresh) await this.format()
       // nosuid, nodev: a set-uid binary or a device node the sandbox made there means nothing on the host.
       await must(['mount', '-o', 'loop,nosuid,nodev', this.image, this.mountDir], 'mount the sandbox disk')
+      if (fresh) await this.adopt(mounted)
     }
     for (const [name, target, mode] of [
       ['workspace', hostWorkspace, 0o755],
@@ -85,6 +87,29 @@ export class SandboxVolume {
         chmodSync(inside, mode)
       }
       if (target && !mounted.has(target)) await must(['mount', '--bind', inside, target], `bind the sandbox ${name}`)
+    }
+  }
+
+  /**
+   * A sandbox made before sandboxes had disk images has its files straight in the host folders:
+   * they move into the new image (copied as they are: links stay links, nothing is followed), or,
+   * when they do not fit, the image goes and the files stay where they were.
+   */
+  private async adopt(mounted: Set<string>): Promise<void> {
+    for (const [name, host] of [
+      ['workspace', this.spec.hostWorkspace],
+      ['home', this.spec.hostHome],
+    ] as const) {
+      if (mounted.has(host) || readdirSync(host).length === 0) continue
+      const inside = join(this.mountDir, name)
+      mkdirSync(inside, { recursive: true })
+      const copied = await runHelper(['cp', '-a', '--', `${host}/.`, `${inside}/`], 600_000)
+      if (copied.code !== 0) {
+        await this.remove()
+        const why = copied.stderr.trim().split('\n')[0] ?? `cp exited ${copied.code}`
+        throw new Error(`the sandbox's files do not fit its disk limit of ${Math.round(this.sizeBytes / 1024 / 1024)} MB (${why}); raise AGENTD_SANDBOX_DISK_MB`)
+      }
+      for (const entry of readdirSync(host)) rmSync(join(host, entry), { recursive: true, force: true })
     }
   }
 

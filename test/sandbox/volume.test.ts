@@ -1,0 +1,76 @@
+import { expect, test } from 'bun:test'
+import { existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, statfsSync, symlinkSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { mountPoints, SandboxVolume, unmountUnder } from '../../sandbox/volume'
+import { tempRoot } from './helpers'
+
+/** The disk image under a sandbox's workspace and home, on the host (root: mount needs it). */
+
+const MiB = 1024 * 1024
+
+function volumeIn(root: string, id: string, sizeBytes: number): SandboxVolume {
+  const dir = join(root, id)
+  return new SandboxVolume({ id, hostWorkspace: join(dir, 'workspace'), hostHome: join(dir, 'home'), stateDir: join(dir, 'sandbox') }, sizeBytes)
+}
+
+test('ensure makes a sparse image, binds its workspace and home, is idempotent, mounts it again after a reboot; remove unmounts and deletes it', async () => {
+  using root = tempRoot('agentd-vol-')
+  try {
+    const volume = volumeIn(root.path, 's1', 64 * MiB)
+    await volume.ensure()
+    await volume.ensure()
+    const mounted = mountPoints()
+    for (const path of [volume.mountDir, volume.spec.hostWorkspace, volume.spec.hostHome]) expect(mounted.has(path)).toBe(true)
+    // The host paths are the image's: their filesystem is the image's size, not the host disk's.
+    const fs = statfsSync(volume.spec.hostWorkspace)
+    expect(fs.blocks * fs.bsize).toBeLessThanOrEqual(64 * MiB)
+    expect(lstatSync(volume.image).blocks * 512).toBeLessThan(8 * MiB) // sparse: metadata only
+    writeFileSync(join(volume.spec.hostHome, 'kept'), 'across a remount')
+    // A reboot (or an operator) unmounted everything: the next ensure mounts the same image again.
+    unmountUnder(join(root.path, 's1'))
+    expect(existsSync(join(volume.spec.hostHome, 'kept'))).toBe(false)
+    await volume.ensure()
+    expect(readFileSync(join(volume.spec.hostHome, 'kept'), 'utf8')).toBe('across a remount')
+    await volume.remove()
+    const after = mountPoints()
+    for (const path of [volume.mountDir, volume.spec.hostWorkspace, volume.spec.hostHome]) expect(after.has(path)).toBe(false)
+    expect(existsSync(volume.image)).toBe(false)
+  } finally {
+    unmountUnder(root.path)
+  }
+})
+
+test('files a sandbox had before it had an image move into it as they are, links not followed', async () => {
+  using root = tempRoot('agentd-vol-')
+  try {
+    const volume = volumeIn(root.path, 's2', 64 * MiB)
+    mkdirSync(join(volume.spec.hostWorkspace, 'src'), { recursive: true })
+    writeFileSync(join(volume.spec.hostWorkspace, 'src', 'a.txt'), 'old work')
+    mkdirSync(volume.spec.hostHome, { recursive: true })
+    symlinkSync('/etc/passwd', join(volume.spec.hostHome, 'link'))
+    await volume.ensure()
+    expect(mountPoints().has(volume.spec.hostWorkspace)).toBe(true)
+    expect(readFileSync(join(volume.spec.hostWorkspace, 'src', 'a.txt'), 'utf8')).toBe('old work')
+    expect(readlinkSync(join(volume.spec.hostHome, 'link'))).toBe('/etc/passwd')
+    expect(lstatSync(join(volume.mountDir, 'home', 'link')).isSymbolicLink()).toBe(true) // a link in the image too
+    expect(existsSync(join(root.path, 's2', 'sandbox', 'disk', 'home', 'src'))).toBe(false)
+    await volume.remove()
+  } finally {
+    unmountUnder(root.path)
+  }
+})
+
+test('files that do not fit the limit stay where they were, and ensure says why', async () => {
+  using root = tempRoot('agentd-vol-')
+  try {
+    const volume = volumeIn(root.path, 's3', 16 * MiB)
+    mkdirSync(volume.spec.hostWorkspace, { recursive: true })
+    writeFileSync(join(volume.spec.hostWorkspace, 'big'), Buffer.alloc(40 * MiB, 1))
+    await expect(volume.ensure()).rejects.toThrow('do not fit its disk limit of 16 MB')
+    expect(mountPoints().has(volume.mountDir)).toBe(false)
+    expect(lstatSync(join(volume.spec.hostWorkspace, 'big')).size).toBe(40 * MiB)
+    expect(existsSync(volume.image)).toBe(false)
+  } finally {
+    unmountUnder(root.path)
+  }
+})
