@@ -53,10 +53,10 @@ for (const kind of ISOLATING) {
     let t: TestApp
     beforeAll(async () => {
       t = await securityApp(kind)
-    })
+    }, 60_000)
     afterAll(async () => {
       await t?.[Symbol.asyncDispose]()
-    })
+    }, 60_000)
 
     test("another model is 403 naming it, a harness model is served at its own price, and an ended turn's key is 401", async () => {
       // Turn 1, from inside: the session's own model, a model of another harness, an unknown

@@ -41,10 +41,10 @@ for (const kind of ISOLATING) {
     let t: TestApp
     beforeAll(async () => {
       t = await securityApp(kind)
-    })
+    }, 60_000)
     afterAll(async () => {
       await t?.[Symbol.asyncDispose]()
-    })
+    }, 60_000)
 
     test('a backtracking pattern against a crafted answer: the turn ends as a mismatch', async () => {
       // Codex asks for text.format, and agentd's gateway checks the reply against the schema on
@@ -123,6 +123,6 @@ for (const kind of ISOLATING) {
       })
       expect(res.status).toBe(400)
       expect(res.body.error).toContain(JSON.stringify('^(x)\\1'))
-    })
+    }, 30_000)
   })
 }
