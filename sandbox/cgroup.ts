@@ -144,33 +144,9 @@ export class SandboxCgroup {
     this.thaw()
   }
 
-  /**
-   * v2: a controller works in a cgroup only when every ancestor delegates it (cgroup.subtree_control),
-   * from the root down. Returns whether cpu could be enabled too (it is optional).
-   */
+  /** v2: delegates the controllers down to this cgroup's parent; whether cpu is among them. */
   private enableControllers(): boolean {
-    const offered = (readText(join(this.root, 'cgroup.controllers')) ?? '').split(/\s+/)
-    const wanted = [...V2_REQUIRED, ...(offered.includes('cpu') ? ['cpu'] : [])]
-    const ancestors = [this.root]
-    for (let dir = dirname(join(this.root, this.path)); dir.length > this.root.length; dir = dirname(dir)) ancestors.splice(1, 0, dir)
-    let cpu = wanted.includes('cpu')
-    for (const dir of ancestors) {
-      mkdirSync(dir, { recursive: true })
-      const control = join(dir, 'cgroup.subtree_control')
-      const enabled = (readText(control) ?? '').split(/\s+/)
-      const missing = wanted.filter((c) => (c !== 'cpu' || cpu) && !enabled.includes(c))
-      if (missing.length === 0) continue
-      // One write enables them all or none (the kernel's rule).
-      try {
-        writeFileSync(control, missing.map((c) => `+${c}`).join(' '))
-      } catch (err) {
-        if (!missing.includes('cpu')) throw err
-        cpu = false // e.g. a realtime process in the root cgroup keeps cpu from being delegated
-        const rest = missing.filter((c) => c !== 'cpu')
-        if (rest.length > 0) writeFileSync(control, rest.map((c) => `+${c}`).join(' '))
-      }
-    }
-    return cpu
+    return delegateControllers(dirname(this.path), this.root)
   }
 
   pids(): number[] {
@@ -276,6 +252,38 @@ export class SandboxCgroup {
       oomKills: oom.oom_kill ?? 0,
     }
   }
+}
+
+/**
+ * cgroup v2: a controller works in a cgroup only when every ancestor delegates it
+ * (cgroup.subtree_control), from the root down. Makes `parent` (e.g. `agentd/<scope>`) and
+ * delegates memory, pids and, when offered, cpu to its children: the sandbox cgroups agentd or
+ * runsc make there. Returns whether cpu is delegated (it is optional). A no-op on v1.
+ */
+export function delegateControllers(parent: string, root = CGROUP_ROOT): boolean {
+  if (cgroupVersion(root) !== 'v2') return false
+  const offered = (readText(join(root, 'cgroup.controllers')) ?? '').split(/\s+/)
+  const wanted: string[] = [...V2_REQUIRED, ...(offered.includes('cpu') ? ['cpu'] : [])]
+  const ancestors = [root]
+  for (let dir = join(root, parent); dir.length > root.length; dir = dirname(dir)) ancestors.splice(1, 0, dir)
+  let cpu = wanted.includes('cpu')
+  for (const dir of ancestors) {
+    mkdirSync(dir, { recursive: true })
+    const control = join(dir, 'cgroup.subtree_control')
+    const enabled = (readText(control) ?? '').split(/\s+/)
+    const missing = wanted.filter((c) => (c !== 'cpu' || cpu) && !enabled.includes(c))
+    if (missing.length === 0) continue
+    // One write enables them all or none (the kernel's rule).
+    try {
+      writeFileSync(control, missing.map((c) => `+${c}`).join(' '))
+    } catch (err) {
+      if (!missing.includes('cpu')) throw err
+      cpu = false // e.g. a realtime process in the root cgroup keeps cpu from being delegated
+      const rest = missing.filter((c) => c !== 'cpu')
+      if (rest.length > 0) writeFileSync(control, rest.map((c) => `+${c}`).join(' '))
+    }
+  }
+  return cpu
 }
 
 /** Names of the sandbox cgroups below `parent` that exist now (to find orphans after a restart). */

@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, watch, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { buildSandboxEtc, detectHostRoot, findSocat } from './bwrap'
-import { cgroupName, listSandboxCgroups, SandboxCgroup } from './cgroup'
+import { cgroupName, delegateControllers, listSandboxCgroups, SandboxCgroup } from './cgroup'
 import { fullLimits, ParkError, type ExecOptions, type SandboxDriver, type SandboxHandle, type SandboxProcess, type SandboxSpec, type SandboxStats } from './driver'
 import {
   containerId,
@@ -160,6 +160,8 @@ export class GvisorDriver implements SandboxDriver {
       symlinkSync(link.target, path) // dangling on the host (relative to the container's root)
     }
     this.writeBundle(sandbox)
+    // cgroup v2: runsc makes the container's cgroup; its parent must delegate the controllers.
+    delegateControllers(`agentd/${this.scope}`)
     const ready = join(sandbox.io, READY_FILE)
     rmSync(ready, { force: true })
     const pidFile = join(sandbox.spec.stateDir, 'sandbox.pid')
@@ -364,6 +366,7 @@ export class GvisorDriver implements SandboxDriver {
     this.nextGeneration(sandbox)
     this.writeBundle(sandbox)
     mkdirSync(sandbox.io, { recursive: true })
+    delegateControllers(`agentd/${this.scope}`) // cgroup v2 (see boot)
     const restored = await this.runsc.boot('restore', [`--bundle=${sandbox.bundle}`, `--image-path=${sandbox.image}`, `--pid-file=${pidFile}`, sandbox.cid], join(sandbox.spec.stateDir, 'runsc.log'))
     if (restored.code === 0) {
       rmSync(sandbox.image, { recursive: true, force: true })

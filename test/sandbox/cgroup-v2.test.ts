@@ -2,7 +2,7 @@ import { afterEach, beforeEach, expect, test } from 'bun:test'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { cgroupVersion, cgroupWrapArgs, listSandboxCgroups, SandboxCgroup, type CgroupFs } from '../../sandbox/cgroup'
+import { cgroupVersion, cgroupWrapArgs, delegateControllers, listSandboxCgroups, SandboxCgroup, type CgroupFs } from '../../sandbox/cgroup'
 import { alive, waitFor } from './helpers'
 
 /**
@@ -130,4 +130,16 @@ test('the fake kernel refuses to remove a cgroup with a live process (so remove 
   const cgroup = made('sbx-2')
   writeFileSync(join(root, cgroup.path, 'cgroup.procs'), `${process.pid}\n`)
   expect(() => kernelRmdir.rmdir(join(root, cgroup.path))).toThrow('EBUSY')
+})
+
+test('delegateControllers makes the parent runsc puts its containers in and delegates down to it (a no-op on v1)', () => {
+  expect(delegateControllers('agentd/s9', root)).toBe(true)
+  for (const dir of [[], ['agentd'], ['agentd', 's9']]) expect(read(...dir, 'cgroup.subtree_control')).toBe('+memory +pids +cpu')
+  const v1 = mkdtempSync(join(tmpdir(), 'agentd-cgv1-'))
+  try {
+    expect(delegateControllers('agentd/s9', v1)).toBe(false)
+    expect(existsSync(join(v1, 'agentd'))).toBe(false)
+  } finally {
+    rmSync(v1, { recursive: true, force: true })
+  }
 })
