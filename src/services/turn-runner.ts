@@ -26,6 +26,11 @@ export interface TurnOptions {
 const TRANSCRIPT_MAX_BYTES = 256 * 1024 * 1024
 /** Bytes drained between two pauses that let HTTP and other turns run. */
 const YIELD_EVERY_BYTES = 1024 * 1024
+/**
+ * Lines handled between two pauses: each is parsed and stored, so a flood of short lines costs
+ * far more per byte than one long line.
+ */
+const YIELD_EVERY_LINES = 1000
 
 /**
  * Lets timers and I/O run. A stream whose data is always ready resolves its reads as microtasks,
@@ -47,13 +52,32 @@ async function drain(stream: ReadableStream<Uint8Array>, onChunk: (chunk: Uint8A
   }
 }
 
-/** Splits a byte stream into lines (each cut at MAX_LINE_BYTES), calling `onLines` per chunk that completed some, and for the tail. */
+/**
+ * Splits a byte stream into lines (each cut at MAX_LINE_BYTES) and hands them to `onLines` in
+ * batches of at most YIELD_EVERY_LINES, the unterminated tail last; pauses for a macrotask every
+ * YIELD_EVERY_BYTES bytes or YIELD_EVERY_LINES lines, whichever comes first.
+ */
 async function forEachLine(stream: ReadableStream<Uint8Array>, onLines: (lines: Line[]) => void): Promise<void> {
   const splitter = new LineSplitter()
-  await drain(stream, (chunk) => {
-    const lines = splitter.push(chunk)
-    if (lines.length > 0) onLines(lines)
-  })
+  let bytes = 0
+  let lines = 0
+  for await (const chunk of stream) {
+    bytes += chunk.byteLength
+    const done = splitter.push(chunk)
+    for (let i = 0; i < done.length; i += YIELD_EVERY_LINES) {
+      const batch = done.slice(i, i + YIELD_EVERY_LINES)
+      onLines(batch)
+      lines += batch.length
+      if (lines >= YIELD_EVERY_LINES) {
+        lines = bytes = 0
+        await macrotask()
+      }
+    }
+    if (bytes >= YIELD_EVERY_BYTES) {
+      lines = bytes = 0
+      await macrotask()
+    }
+  }
   const tail = splitter.end()
   if (tail) onLines([tail])
 }

@@ -127,6 +127,33 @@ for (const kind of ISOLATING) {
     )
 
     test(
+      'a flood of short lines: /healthz stays under 100 ms while each line is parsed, and only the first ones are stored',
+      async () => {
+        // ~330,000 lines of 31 bytes: the cost is per line (parse, store), not per byte.
+        const line = '{"type":"system","subtype":"x"}'
+        const health = watchHealth(url)
+        let view: any
+        let stopped: Awaited<ReturnType<typeof health.stop>>
+        try {
+          view = await runSession(t, [{ bash: toCliStdout(`yes '${line}' | head -c ${10_000_000}`) }, { answer: 'lines' }])
+        } finally {
+          stopped = await health.stop()
+        }
+        expect(['completed', 'failed']).toContain(view.status)
+        if (kind === 'bwrap') expect(view.status).toBe('completed')
+        expect(view.session_capture).toBe('partial')
+        const trajectory = await caller(t)('GET', `/o/acme/p/_/sessions/${view.execution_id}/trajectory`)
+        expect(trajectory.body.bytes).toBeLessThanOrEqual(TRANSCRIPT_MAX_BYTES)
+        expect(await rawTranscript(t, view.execution_id)).toContain(`${line}\n${line}\n`)
+
+        expect(stopped.failures).toBe(0)
+        expect(stopped.latencies.length).toBeGreaterThan(10)
+        expect(stopped.max).toBeLessThan(100)
+      },
+      120_000,
+    )
+
+    test(
       `output over AGENTD_TRANSCRIPT_MAX_MB=${TRANSCRIPT_MAX_MB}: raw lines stop at the cap, events are still parsed, capture is partial`,
       async () => {
         // Each tool result is one stdout line of ~40 KB (the CLI prints the output twice in it).
