@@ -7,6 +7,7 @@
  * fails). A pattern the engine cannot run is refused at create, naming it.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { getPriority, setPriority } from 'node:os'
 import type { TestApp } from '../helpers/app'
 import { json, waitFor } from '../helpers/http'
 import { caller, ISOLATING, runSession, script, securityApp, turnEnded, watchHealth } from './helpers'
@@ -35,6 +36,15 @@ test('the end-of-turn check itself rejects the crafted answer (in a child proces
   expect(await child.exited).toBe(0)
   expect(JSON.parse(out)).toEqual([true, true])
 }, 60_000)
+
+/** Sets this process's niceness; only root may raise it, and without root the measurement runs as is. */
+function raise(niceness: number): void {
+  try {
+    setPriority(niceness)
+  } catch {
+    // EACCES: not root.
+  }
+}
 
 for (const kind of ISOLATING) {
   describe(`output_schema patterns on ${kind}`, () => {
@@ -89,6 +99,11 @@ for (const kind of ISOLATING) {
       // holds the thread for a second and more per request (hours on V8), linear time for microseconds.
       const url = t.listen()
       expect((await fetch(`${url}/healthz`)).status).toBe(200)
+      // agentd outranks everything else on its host (sandboxes run niced below it); here this
+      // process is agentd, raised for the measurement so other work on a shared test machine
+      // cannot pass for a stall of the server.
+      const priority = getPriority()
+      raise(-10)
       const health = watchHealth(url)
       await health.ready
       try {
@@ -99,6 +114,7 @@ for (const kind of ISOLATING) {
         }
       } finally {
         const { latencies, max, failures } = await health.stop()
+        raise(priority)
         expect(failures).toBe(0)
         expect(latencies.length).toBeGreaterThan(0)
         expect(max).toBeLessThan(100)
