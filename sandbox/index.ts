@@ -55,7 +55,8 @@ function whyNotIsolated(): string[] {
   if (!Bun.which('bwrap')) why.push('bwrap (bubblewrap) is not installed')
   if (!findSocat()) why.push('socat is not installed')
   if (root && !cgroupsAvailable()) why.push('no writable cgroup v1 (pids, memory, freezer) or v2 (memory, pids) hierarchy is mounted at /sys/fs/cgroup')
-  if (why.length === 0) why.push('runsc and bwrap are installed but failed their probe (user namespaces off, or gVisor cannot start here)')
+  if (root && Bun.which('runsc') && findSocat() && cgroupsAvailable() && !gvisorWorks()) why.push('runsc is installed but could not start a sandbox (runsc --network=none do /bin/true failed)')
+  if (root && Bun.which('bwrap') && findSocat() && !bwrapWorks()) why.push('bwrap is installed but could not create its namespaces (user namespaces off?)')
   return why
 }
 
