@@ -1,8 +1,9 @@
 /**
  * Attack: the sandbox floods the stdout stream agentd reads (the CLI's, not a tool's, which the CLI
- * would cap itself) with one 300 MB line and no newline, or with more valid event lines than a
- * transcript may hold. agentd must keep serving every tenant, keep its memory, cut the line
- * (saying so in the transcript) and stop storing raw lines past AGENTD_TRANSCRIPT_MAX_MB.
+ * would cap itself) with one 300 MB line and no newline, or with 10 MB of short lines; and a turn
+ * prints more than its transcript may hold. agentd must keep serving every tenant, keep its
+ * memory, cut the long line (saying so in the transcript) and stop storing raw lines past
+ * AGENTD_TRANSCRIPT_MAX_MB while it still parses them.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { getPriority, setPriority } from 'node:os'
@@ -20,9 +21,9 @@ const TRANSCRIPT_MAX_BYTES = 0.1 * MiB
  * reads), found as the nearest ancestor whose command line has `--output-format stream-json`
  * (harness_1's flags; the bracket keeps the shells, whose command lines hold this script, from
  * matching). On bwrap that stream is a socket, which /proc/<pid>/fd/1 cannot reopen, so perl takes
- * the CLI's own descriptor with pidfd_getfd (and makes it blocking, as the CLI left it non-blocking
- * and the flood would stop at the first full buffer); gVisor has no pidfd_getfd, but its /proc reopens the
- * CLI's output file, for appending.
+ * the CLI's own descriptor with pidfd_getfd (and makes it blocking: the CLI left it non-blocking,
+ * and the flood would stop at the first full buffer); gVisor has no pidfd_getfd, but its /proc
+ * reopens the CLI's output file, for appending.
  */
 const toCliStdout = (producer: string) =>
   [
