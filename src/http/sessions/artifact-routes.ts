@@ -3,6 +3,7 @@ import type { AuthService } from '../../services/auth'
 import type { SessionService } from '../../services/session-service'
 import { authPlugin } from '../auth'
 import { errorResponses } from '../errors'
+import { decodePathParam } from '../path-params'
 import { artifactHeaders } from './artifact-headers'
 import { ArtifactFile, SessionParams } from './model'
 
@@ -25,7 +26,7 @@ export const artifactRoutes = (auth: AuthService, sessions: SessionService) =>
       // Artifact names may hold folders (`reports/summary.md`), hence the wildcard.
       '/o/:org/p/:project/sessions/:session/artifacts/*',
       ({ principal, params }) => {
-        const name = decodeURIComponent(params['*'])
+        const name = decodePathParam('artifact name', params['*'])
         const { bytes, contentType } = sessions.artifact(auth.access(principal, params.org), params.project, params.session, name)
         return new Response(bytes, { headers: artifactHeaders(name, contentType) })
       },
