@@ -1,7 +1,7 @@
 /**
  * The model gateway as a hostile sandbox meets it (CONTRACT section 7): its key serves its own
  * session's current turn only, only the catalog models of the session's harness, each metered at
- * its own price, and the plan's token limit holds in the middle of a turn. Real sessions of the
+ * its own price, and the plan's token limit and spend cap hold in the middle of a turn. Real sessions of the
  * Claude Code CLI on gVisor and on bwrap; the attacks run from inside the sandbox with node's
  * fetch against the URL the CLI is configured with, and from the host.
  */
@@ -169,6 +169,45 @@ for (const kind of ISOLATING) {
       const next = await call('POST', `/${id}/messages`, { content: 'again' })
       expect(next.status).toBe(402)
       expect(next.body.code).toBe('TOKEN_LIMIT_REACHED')
+    }, 90_000)
+
+    test("the plan's spend cap holds mid-turn, counted at the price of the model actually called", async () => {
+      t.identity.createOrg('spender')
+      const admin = t.identity.createUser('spender', 'admin@spender.test', 'admin')
+      // The session's model is free; one call of claude-opus-4-8 ($5/M in, $25/M out) from inside
+      // the sandbox costs a few hundredths of a cent, past this cap.
+      t.identity.setPlan('spender', { spendCapUsd: 0.0001 })
+      const call = async (method: string, path: string, body?: unknown) => {
+        const res = await t.app.handle(req(method, `/o/spender/p/_/sessions${path}`, { token: admin.token, body }))
+        return { status: res.status, body: await json(res) }
+      }
+      const created = await call('POST', '', {
+        agent: 'harness_1',
+        prompt: script([
+          { write: { path: 'probe.mjs', content: PROBE } },
+          { bash: 'node probe.mjs spend.json first:claude-opus-4-8 second:claude-opus-4-8 free:scripted' },
+          { answer: 'past the cap' },
+        ]),
+      })
+      expect(created.status).toBe(202)
+      const id = created.body.execution_id
+      const ended = await waitFor(
+        () => call('GET', `/${id}`),
+        (r) => r.body.turns_count >= 1 && !['queued', 'allocating', 'running'].includes(r.body.status),
+        60_000,
+      )
+      expect(ended.body.status).toBe('failed')
+      expect(ended.body.error).toContain('SPEND_CAP_REACHED')
+      expect(ended.body.total_cost_usd).toBeGreaterThan(0.0001)
+      const download = await t.app.handle(req('GET', `/o/spender/p/_/sessions/${id}/artifacts/spend.json`, { token: admin.token }))
+      expect(download.status).toBe(200)
+      const probe = JSON.parse(await download.text())
+      // The call that crossed the cap was served; every call after it is refused, free ones too.
+      expect(probe.first.status).toBe(200)
+      for (const refused of [probe.second, probe.free]) {
+        expect(refused.status).toBe(402)
+        expect(JSON.parse(refused.body).error.message).toContain('SPEND_CAP_REACHED')
+      }
     }, 90_000)
   })
 }
