@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { makeTestApp, type TestApp } from '../helpers/app'
@@ -111,4 +111,56 @@ export function watchHealth(url: string): { ready: Promise<void>; stop(): Promis
       return { ...out, max: Math.max(0, ...out.latencies) }
     },
   }
+}
+
+/**
+ * Watches this process's event loop (the in-process agentd's API thread) for stretches where it
+ * could not serve a request, and tells apart the two reasons a stretch happens: the thread was busy
+ * (agentd's own code, its GC: what a hostile sandbox must never be able to cause) or the machine
+ * did not schedule it (other load on a shared 2-core machine, which no code of agentd's controls).
+ * Ticks every 5 ms; at each tick reads the main thread's CPU time from /proc (10 ms resolution).
+ * `stop()` returns the longest wall gap and the most CPU the thread spent within one gap, in ms.
+ */
+export function watchLoop(): { stop(): { maxGapMs: number; maxBusyMs: number } } {
+  const stat = `/proc/self/task/${process.pid}/stat`
+  const msPerTick = 1000 / 100 // USER_HZ is 100 on Linux
+  const cpuMs = () => {
+    const text = readFileSync(stat, 'utf8')
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ')
+    return (Number(fields[11]) + Number(fields[12])) * msPerTick // utime + stime
+  }
+  let lastWall = performance.now()
+  let lastCpu = cpuMs()
+  let maxGapMs = 0
+  let maxBusyMs = 0
+  const timer = setInterval(() => {
+    const wall = performance.now()
+    const cpu = cpuMs()
+    maxGapMs = Math.max(maxGapMs, wall - lastWall)
+    maxBusyMs = Math.max(maxBusyMs, cpu - lastCpu)
+    lastWall = wall
+    lastCpu = cpu
+  }, 5)
+  return {
+    stop() {
+      clearInterval(timer)
+      return { maxGapMs, maxBusyMs }
+    },
+  }
+}
+
+/**
+ * The responsiveness bound of the flood and ReDoS attacks: every /healthz answered (none failed,
+ * none took over a second, which only a hung server does), and the server's thread never busy for
+ * 100 ms at a stretch. The wall-clock latencies are printed: on a quiet machine they stay under
+ * 100 ms too, but on a loaded one the scheduler, not agentd, decides them (see watchLoop).
+ */
+export function expectResponsive(label: string, health: { latencies: number[]; max: number; failures: number }, loop: { maxGapMs: number; maxBusyMs: number }): void {
+  const sorted = [...health.latencies].sort((a, b) => a - b)
+  const p99 = sorted[Math.floor(sorted.length * 0.99)] ?? 0
+  console.log(`${label}: /healthz ${health.latencies.length} polls, p99 ${p99.toFixed(1)} ms, max ${health.max.toFixed(1)} ms; server thread longest gap ${loop.maxGapMs.toFixed(0)} ms, busiest gap ${loop.maxBusyMs} ms of CPU`)
+  if (health.failures !== 0) throw new Error(`${label}: ${health.failures} /healthz requests failed`)
+  if (health.latencies.length < 10) throw new Error(`${label}: only ${health.latencies.length} /healthz polls`)
+  if (health.max >= 1000) throw new Error(`${label}: a /healthz took ${health.max.toFixed(0)} ms`)
+  if (loop.maxBusyMs >= 100) throw new Error(`${label}: the server's thread was busy ${loop.maxBusyMs} ms without a break`)
 }

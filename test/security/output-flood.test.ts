@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { getPriority, setPriority } from 'node:os'
 import type { TestApp } from '../helpers/app'
-import { caller, ISOLATING, runSession, securityApp, watchHealth } from './helpers'
+import { caller, expectResponsive, ISOLATING, runSession, securityApp, watchHealth, watchLoop } from './helpers'
 
 const FLOOD_BYTES = 300_000_000
 const MiB = 1024 * 1024
@@ -63,7 +63,7 @@ for (const kind of ISOLATING) {
     }, 60_000)
 
     test(
-      'one 300 MB line with no newline: /healthz stays under 100 ms, memory stays flat, the line is cut and the transcript says so',
+      'one 300 MB line with no newline: /healthz answers throughout and the server never blocks 100 ms, memory stays flat, the line is cut and the transcript says so',
       async () => {
         const call = caller(t)
         // Warm the request path so the first health checks do not pay for it.
@@ -73,6 +73,8 @@ for (const kind of ISOLATING) {
         let rssPeak = rssBefore
         const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage().rss)), 20)
         const health = watchHealth(url)
+        await health.ready
+        const loop = watchLoop()
         let view: any
         let stopped: Awaited<ReturnType<typeof health.stop>>
         try {
@@ -82,7 +84,7 @@ for (const kind of ISOLATING) {
           clearInterval(sampler)
           stopped = await health.stop()
         }
-        const { latencies, max, failures } = stopped
+        const loopStats = loop.stop()
         rssPeak = Math.max(rssPeak, process.memoryUsage().rss)
 
         // The line never sat in memory: 300 MB went by, far less than that stayed.
@@ -119,20 +121,20 @@ for (const kind of ISOLATING) {
           expect(['completed', 'failed']).toContain(view.status)
         }
 
-        // The server answered all along, each time within the bound the issue sets.
-        expect(failures).toBe(0)
-        expect(latencies.length).toBeGreaterThan(10)
-        expect(max).toBeLessThan(100)
+        // The server answered all along, and its thread never spent 100 ms on one thing.
+        expectResponsive(`300 MB line on ${kind}`, stopped, loopStats)
       },
       120_000,
     )
 
     test(
-      'a flood of short lines: /healthz stays under 100 ms while each line is parsed, and only the first ones are stored',
+      'a flood of short lines: /healthz answers throughout and the server never blocks 100 ms while each line is parsed, and only the first ones are stored',
       async () => {
         // ~330,000 lines of 31 bytes: the cost is per line (parse, store), not per byte.
         const line = '{"type":"system","subtype":"x"}'
         const health = watchHealth(url)
+        await health.ready
+        const loop = watchLoop()
         let view: any
         let stopped: Awaited<ReturnType<typeof health.stop>>
         try {
@@ -140,6 +142,7 @@ for (const kind of ISOLATING) {
         } finally {
           stopped = await health.stop()
         }
+        const loopStats = loop.stop()
         expect(['completed', 'failed']).toContain(view.status)
         if (kind === 'bwrap') expect(view.status).toBe('completed')
         expect(view.session_capture).toBe('partial')
@@ -147,9 +150,7 @@ for (const kind of ISOLATING) {
         expect(trajectory.body.bytes).toBeLessThanOrEqual(TRANSCRIPT_MAX_BYTES)
         expect(await rawTranscript(t, view.execution_id)).toContain(`${line}\n${line}\n`)
 
-        expect(stopped.failures).toBe(0)
-        expect(stopped.latencies.length).toBeGreaterThan(10)
-        expect(stopped.max).toBeLessThan(100)
+        expectResponsive(`short-line flood on ${kind}`, stopped, loopStats)
       },
       120_000,
     )

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { getPriority, setPriority } from 'node:os'
 import type { TestApp } from '../helpers/app'
 import { json, waitFor } from '../helpers/http'
-import { caller, ISOLATING, runSession, script, securityApp, turnEnded, watchHealth } from './helpers'
+import { caller, expectResponsive, ISOLATING, runSession, script, securityApp, turnEnded, watchHealth, watchLoop } from './helpers'
 
 /** Backtracking engines need about 2^40 steps (or, in JavaScriptCore, a second and more) to reject CRAFTED against EVIL. */
 const EVIL = '^(a+)+$'
@@ -65,7 +65,7 @@ for (const kind of ISOLATING) {
       expect(codex.error).toContain(`must match pattern "${EVIL}"`)
     }, 90_000)
 
-    test("a sandbox's key sending the gateway such schemas and answers: /healthz answers within 100 ms throughout", async () => {
+    test("a sandbox's key sending the gateway such schemas and answers: /healthz answers throughout and the server never blocks 100 ms", async () => {
       // A turn holds its key open while it stalls; the key reaches the host through the tool output.
       const call = caller(t)
       const created = await call('POST', '/o/acme/p/_/sessions', {
@@ -106,18 +106,19 @@ for (const kind of ISOLATING) {
       raise(-10)
       const health = watchHealth(url)
       await health.ready
+      const loop = watchLoop()
       try {
-        for (let i = 0; i < 20; i++) {
+        // At least 20 attacks, and for at least a second, so the poller sees the whole window.
+        const started = Date.now()
+        for (let i = 0; i < 20 || Date.now() - started < 1000; i++) {
           const res = await attack()
           expect(res.status).toBe(400)
           expect((await json(res)).error.message).toContain(`must match pattern "${EVIL}"`)
         }
       } finally {
-        const { latencies, max, failures } = await health.stop()
+        const stopped = await health.stop()
         raise(priority)
-        expect(failures).toBe(0)
-        expect(latencies.length).toBeGreaterThan(0)
-        expect(max).toBeLessThan(100)
+        expectResponsive(`ReDoS via the gateway on ${kind}`, stopped, loop.stop())
       }
       expect((await call('PATCH', `/o/acme/p/_/sessions/${id}`, { status: 'stop_turn' })).status).toBe(200)
       await turnEnded(t, id, 1)
