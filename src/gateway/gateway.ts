@@ -93,6 +93,13 @@ export interface ProtocolHandler {
 
 const PROTOCOLS: readonly ProtocolHandler[] = [anthropicProtocol, openaiProtocol, geminiProtocol]
 
+/**
+ * The largest request a sandbox may send the gateway. A CLI's request carries its whole
+ * conversation, so this is far above the API's limits, yet far below Bun's 128 MiB default that a
+ * hostile sandbox could otherwise make the server buffer per connection.
+ */
+export const GATEWAY_MAX_BODY_BYTES = 32 * 1024 * 1024
+
 export function startGateway(opts: GatewayOptions): Gateway {
   const server = Bun.serve({
     hostname: opts.hostname ?? '127.0.0.1',
@@ -100,6 +107,7 @@ export function startGateway(opts: GatewayOptions): Gateway {
     // A scripted `sleep` or a slow upstream may keep a request quiet for long; the turn's own
     // timeout governs, not the socket's.
     idleTimeout: 0,
+      maxRequestBodySize: GATEWAY_MAX_BODY_BYTES,
     fetch: (req) => route(req, opts),
   })
   const port = server.port ?? 0

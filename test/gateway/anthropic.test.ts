@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { startGateway, type Gateway, type UsageRecord } from '../../src/gateway/gateway'
+import { GATEWAY_MAX_BODY_BYTES, startGateway, type Gateway, type UsageRecord } from '../../src/gateway/gateway'
 
 const TOKEN = 'agw_test_token'
 const WORKSPACE = '/workspace'
@@ -202,4 +202,10 @@ describe('metering and stalls', () => {
     await Bun.sleep(800)
     expect(usage).toEqual([])
   })
+})
+
+test('a request body over the gateway cap is refused before it is buffered, and the gateway goes on serving', async () => {
+  const res = await post('x'.repeat(GATEWAY_MAX_BODY_BYTES + 1))
+  expect(res.status).toBe(413)
+  expect((await post(request(script([{ answer: 'still here' }])))).status).toBe(200)
 })
