@@ -107,7 +107,7 @@ export function startGateway(opts: GatewayOptions): Gateway {
     // A scripted `sleep` or a slow upstream may keep a request quiet for long; the turn's own
     // timeout governs, not the socket's.
     idleTimeout: 0,
-      maxRequestBodySize: GATEWAY_MAX_BODY_BYTES,
+    maxRequestBodySize: GATEWAY_MAX_BODY_BYTES,
     fetch: (req) => route(req, opts),
   })
   const port = server.port ?? 0
