@@ -18,7 +18,7 @@ echo
 echo "slowest tests:"
 grep -E '^\((pass|fail)\) .*\[[0-9.]+ms\]$' "$log" | sed -E 's/^(.*) \[([0-9.]+)ms\]$/\2\t\1/' | sort -rn | head -10 \
   | awk -F '\t' '{ printf "  %8.1f s  %s\n", $1 / 1000, $2 }'
-passed=$(grep -cE '^\(pass\)' "$log")
-failed=$(grep -cE '^\(fail\)' "$log")
-echo "npm test: $passed passed, $failed failed, $(( $(date +%s) - start )) s of bun test ($workers workers)"
+# bun's own totals: they count errors outside tests (a file that fails to load) as failures too.
+summary=$(grep -E '^ [0-9]+ (pass|fail|skip|error)' "$log" | tr -s ' \n' ' ')
+echo "npm test:${summary:- no totals}, $(( $(date +%s) - start )) s of bun test ($workers workers), exit $status"
 exit "$status"

@@ -164,3 +164,19 @@ export function expectResponsive(label: string, health: { latencies: number[]; m
   if (health.max >= 1000) throw new Error(`${label}: a /healthz took ${health.max.toFixed(0)} ms`)
   if (loop.maxBusyMs >= 100) throw new Error(`${label}: the server's thread was busy ${loop.maxBusyMs} ms without a break`)
 }
+
+/**
+ * Runs `producer` with its stdout on the stdout of the CLI that runs this shell (the stream agentd
+ * reads), found as the nearest ancestor whose command line has `--output-format stream-json`
+ * (harness_1's flags; the bracket keeps the shells, whose command lines hold this script, from
+ * matching). On bwrap that stream is a socket, which /proc/<pid>/fd/1 cannot reopen, so perl takes
+ * the CLI's own descriptor with pidfd_getfd (and makes it blocking: the CLI left it non-blocking,
+ * and the flood would stop at the first full buffer); gVisor has no pidfd_getfd, but its /proc
+ * reopens the CLI's output file, for appending.
+ */
+export const toCliStdout = (producer: string) =>
+  [
+    `p=$PPID; while [ "$p" -gt 1 ] && ! tr '\\0' ' ' < /proc/$p/cmdline | grep -q -- '--output-format stream-[j]son'; do p=$(awk '/^PPid:/ {print $2}' /proc/$p/status); done; [ "$p" -gt 1 ] || exit 3`,
+    `perl -MFcntl -e 'my $pfd = syscall(434, $ARGV[0] + 0, 0); exit 38 if $pfd < 0; my $fd = syscall(438, $pfd, 1, 0); exit 38 if $fd < 0; open(STDOUT, ">&=", $fd) or exit 38; fcntl(STDOUT, F_SETFL, fcntl(STDOUT, F_GETFL, 0) & ~O_NONBLOCK); exec("/bin/sh", "-c", $ARGV[1])' "$p" ${JSON.stringify(producer)}`,
+    `[ $? -ne 38 ] || ${producer} >> /proc/$p/fd/1`,
+  ].join('; ')

@@ -8,29 +8,13 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { getPriority, setPriority } from 'node:os'
 import type { TestApp } from '../helpers/app'
-import { caller, expectResponsive, ISOLATING, runSession, securityApp, watchHealth, watchLoop } from './helpers'
+import { caller, expectResponsive, ISOLATING, runSession, securityApp, toCliStdout, watchHealth, watchLoop } from './helpers'
 
 const FLOOD_BYTES = 300_000_000
 const MiB = 1024 * 1024
 /** AGENTD_TRANSCRIPT_MAX_MB of the app (100 KiB): a few of the CLI's own tool-result lines go over it. */
 const TRANSCRIPT_MAX_MB = '0.1'
 const TRANSCRIPT_MAX_BYTES = 0.1 * MiB
-
-/**
- * Runs `producer` with its stdout on the stdout of the CLI that runs this shell (the stream agentd
- * reads), found as the nearest ancestor whose command line has `--output-format stream-json`
- * (harness_1's flags; the bracket keeps the shells, whose command lines hold this script, from
- * matching). On bwrap that stream is a socket, which /proc/<pid>/fd/1 cannot reopen, so perl takes
- * the CLI's own descriptor with pidfd_getfd (and makes it blocking: the CLI left it non-blocking,
- * and the flood would stop at the first full buffer); gVisor has no pidfd_getfd, but its /proc
- * reopens the CLI's output file, for appending.
- */
-const toCliStdout = (producer: string) =>
-  [
-    `p=$PPID; while [ "$p" -gt 1 ] && ! tr '\\0' ' ' < /proc/$p/cmdline | grep -q -- '--output-format stream-[j]son'; do p=$(awk '/^PPid:/ {print $2}' /proc/$p/status); done; [ "$p" -gt 1 ] || exit 3`,
-    `perl -MFcntl -e 'my $pfd = syscall(434, $ARGV[0] + 0, 0); exit 38 if $pfd < 0; my $fd = syscall(438, $pfd, 1, 0); exit 38 if $fd < 0; open(STDOUT, ">&=", $fd) or exit 38; fcntl(STDOUT, F_SETFL, fcntl(STDOUT, F_GETFL, 0) & ~O_NONBLOCK); exec("/bin/sh", "-c", $ARGV[1])' "$p" ${JSON.stringify(producer)}`,
-    `[ $? -ne 38 ] || ${producer} >> /proc/$p/fd/1`,
-  ].join('; ')
 
 /** The session's raw transcript (GET …/trajectory as NDJSON). */
 async function rawTranscript(t: TestApp, id: string): Promise<string> {
