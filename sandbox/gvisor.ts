@@ -19,7 +19,7 @@ import type { HostDriverOptions } from './host-driver'
 import { defaultRunRoot, GatewayRelay, relayDir } from './relay'
 import { alive, firstLine, Runsc } from './runsc'
 import { GvisorExecs, type Gsandbox, type Status } from './gvisor-exec'
-import { SandboxVolume, volumeDiskUsage, VolumeRegistry } from './volume'
+import { SandboxVolume, volumeDiskUsage, volumeMountDir, VolumeRegistry } from './volume'
 
 export { gvisorWorks } from './runsc'
 
@@ -112,7 +112,9 @@ export class GvisorDriver implements SandboxDriver {
       cid: containerId(name, generation),
       bundle: join(spec.stateDir, 'bundle'),
       image: join(spec.stateDir, 'image'),
-      io: join(spec.stateDir, 'io'),
+      // Exec output is written by the sandbox, so it lives on the sandbox's disk image and counts
+      // against its disk limit: a flood of output cannot fill the host's disk.
+      io: join(volumeMountDir(spec.stateDir), 'io'),
       relay: new GatewayRelay(relayDir(this.relayRoot, spec.id), spec.gateway),
       innerPort,
       status,
@@ -428,13 +430,13 @@ export class GvisorDriver implements SandboxDriver {
     }
     const generations = containers.map((cid) => Number(cid.slice(name.length + 1)))
     const sandbox = this.entry(spec, saved.innerPort ?? spec.gateway.port, Math.max(saved.generation ?? 0, ...generations), 'stopped')
-    mkdirSync(sandbox.io, { recursive: true })
     this.sandboxes.set(spec.id, sandbox)
     const current = await this.runsc.state(sandbox.cid)
     const live = current?.status === 'running' || current?.status === 'paused'
     // A container still running keeps its mounts (one started before sandboxes had disk images
     // keeps its plain folders until it next boots); otherwise they come back before any use.
     if (!live) await volume.ensure()
+    mkdirSync(sandbox.io, { recursive: true }) // on the image, so after it is mounted
     for (const cid of containers) if (cid !== sandbox.cid || !live) this.retire(cid)
     if (live) {
       // Still up (a paused one is a park that froze instead of checkpointing): taken over as it is,

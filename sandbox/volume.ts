@@ -17,6 +17,11 @@ import { runHelper } from './spawn'
 /** Smallest image: ext4's own metadata needs a few MB before any file fits. */
 const MIN_BYTES = 16 * 1024 * 1024
 
+/** Where a sandbox's disk image is mounted: everything the sandbox can write lives below it. */
+export function volumeMountDir(stateDir: string): string {
+  return join(stateDir, 'disk')
+}
+
 export class SandboxVolume {
   /** The image file. */
   readonly image: string
@@ -28,7 +33,7 @@ export class SandboxVolume {
     readonly sizeBytes: number,
   ) {
     this.image = join(spec.stateDir, 'disk.img')
-    this.mountDir = join(spec.stateDir, 'disk')
+    this.mountDir = volumeMountDir(spec.stateDir)
   }
 
   /** The image's temp folder: one fresh folder in it per exec is that exec's /tmp (bwrap). */

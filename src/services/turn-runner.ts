@@ -28,9 +28,9 @@ const TRANSCRIPT_MAX_BYTES = 256 * 1024 * 1024
 const YIELD_EVERY_BYTES = 1024 * 1024
 /**
  * Lines handled between two pauses: each is parsed and stored, so a flood of short lines costs
- * far more per byte than one long line.
+ * far more per byte than one long line (200 lines are a few ms of the API thread).
  */
-const YIELD_EVERY_LINES = 1000
+const YIELD_EVERY_LINES = 200
 
 /**
  * Lets timers and I/O run. A stream whose data is always ready resolves its reads as microtasks,

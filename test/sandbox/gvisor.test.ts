@@ -204,7 +204,7 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
     expect(readNumber(counter)).toBeLessThan(parked + 100)
     // And a running one is taken over as it is.
     const again = await make().recover(s)
-    expect(await make().recover({ ...s, id: 'gone', hostWorkspace: join(root.path, 'nothing') })).toBeNull()
+    expect(await make().recover({ ...s, id: 'gone', hostWorkspace: join(root.path, 'nothing'), stateDir: join(root.path, 'gone-state') })).toBeNull()
     const proc = next.exec(again!, ['/bin/cat', '/workspace/count'], { env: {} })
     expect(Number(await text(proc.stdout))).toBeGreaterThan(parked)
     await next.destroy(recovered!)

@@ -106,7 +106,7 @@ for (const kind of ISOLATING) {
         // (On gVisor: the exit link was ignored until the exec's real exit file replaced it.)
         expect(view.status).not.toBe('failed')
         for (const link of ['leak.txt', 'sub/dir', 'more']) expect(planted(t, id, `workspace/.agentd/artifacts/${link}`)).toBe(true)
-        if (kind === 'gvisor') expect(planted(t, id, 'sandbox/io/probe.link')).toBe(true)
+        if (kind === 'gvisor') expect(planted(t, id, 'sandbox/disk/io/probe.link')).toBe(true)
         expect(await artifactNames(t, id)).toEqual(['ok.txt'])
         const ok = await t.app.handle(new Request(`http://localhost/o/acme/p/_/sessions/${id}/artifacts/ok.txt`, { headers: { authorization: `Bearer ${t.admin.token}` } }))
         expect(await ok.text()).toBe('ok\n')

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { lstatSync, statfsSync } from 'node:fs'
 import { join } from 'node:path'
 import type { TestApp } from '../helpers/app'
-import { caller, ISOLATING, runSession, securityApp } from './helpers'
+import { caller, ISOLATING, runSession, securityApp, toCliStdout } from './helpers'
 
 const MiB = 1024 * 1024
 const DISK_MB = 64
@@ -76,6 +76,21 @@ for (const kind of ISOLATING) {
       // margin over the limit is for whatever else the machine writes meanwhile.
       expect(before - after).toBeLessThan((DISK_MB + 192) * MiB)
     }, 120_000)
+
+    if (kind === 'gvisor') {
+      test("1 GiB printed on the CLI's own output (a file agentd tails, under gVisor) stops at the disk limit too; the host disk is untouched", async () => {
+        const before = hostFree(t.dir)
+        // The CLI's stdout is a file on the sandbox's disk image, which the sandbox can append to.
+        const view = await runSession(t, [{ bash: toCliStdout('head -c 1073741824 /dev/zero | tr "\\0" a') }, { answer: 'printed' }])
+        const after = hostFree(t.dir)
+        // Once the disk is full the CLI cannot print its own last lines either: the turn ends, either way.
+        expect(['completed', 'failed']).toContain(view.status)
+        const image = join(t.dir, 'sandboxes', view.execution_id, 'sandbox', 'disk.img')
+        expect(lstatSync(image).blocks * 512).toBeLessThanOrEqual((DISK_MB + 2) * MiB)
+        expect(before - after).toBeLessThan((DISK_MB + 192) * MiB)
+        expect((await caller(t)('GET', '/healthz')).status).toBe(200)
+      }, 120_000)
+    }
 
     test('a fork bomb is refused forks at the task limit, then a memory hog ends the turn with an error naming the memory limit', async () => {
       // The bomb runs in a process group of its own until the kernel (or gVisor) has refused it a
