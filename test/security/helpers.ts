@@ -118,17 +118,13 @@ export function watchHealth(url: string): { ready: Promise<void>; stop(): Promis
  * could not serve a request, and tells apart the two reasons a stretch happens: the thread was busy
  * (agentd's own code, its GC: what a hostile sandbox must never be able to cause) or the machine
  * did not schedule it (other load on a shared 2-core machine, which no code of agentd's controls).
- * Ticks every 5 ms; at each tick reads the main thread's CPU time from /proc (10 ms resolution).
+ * Ticks every 5 ms; at each tick reads the main thread's CPU time from /proc (schedstat, in ns).
  * `stop()` returns the longest wall gap and the most CPU the thread spent within one gap, in ms.
  */
 export function watchLoop(): { stop(): { maxGapMs: number; maxBusyMs: number } } {
-  const stat = `/proc/self/task/${process.pid}/stat`
-  const msPerTick = 1000 / 100 // USER_HZ is 100 on Linux
-  const cpuMs = () => {
-    const text = readFileSync(stat, 'utf8')
-    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ')
-    return (Number(fields[11]) + Number(fields[12])) * msPerTick // utime + stime
-  }
+  // schedstat's first field: nanoseconds this thread has run on a CPU (exact, unlike stat's ticks).
+  const schedstat = `/proc/self/task/${process.pid}/schedstat`
+  const cpuMs = () => Number(readFileSync(schedstat, 'utf8').split(' ')[0]) / 1e6
   let lastWall = performance.now()
   let lastCpu = cpuMs()
   let maxGapMs = 0
@@ -158,11 +154,11 @@ export function watchLoop(): { stop(): { maxGapMs: number; maxBusyMs: number } }
 export function expectResponsive(label: string, health: { latencies: number[]; max: number; failures: number }, loop: { maxGapMs: number; maxBusyMs: number }): void {
   const sorted = [...health.latencies].sort((a, b) => a - b)
   const p99 = sorted[Math.floor(sorted.length * 0.99)] ?? 0
-  console.log(`${label}: /healthz ${health.latencies.length} polls, p99 ${p99.toFixed(1)} ms, max ${health.max.toFixed(1)} ms; server thread longest gap ${loop.maxGapMs.toFixed(0)} ms, busiest gap ${loop.maxBusyMs} ms of CPU`)
+  console.log(`${label}: /healthz ${health.latencies.length} polls, p99 ${p99.toFixed(1)} ms, max ${health.max.toFixed(1)} ms; server thread longest gap ${loop.maxGapMs.toFixed(0)} ms, busiest gap ${loop.maxBusyMs.toFixed(0)} ms of CPU`)
   if (health.failures !== 0) throw new Error(`${label}: ${health.failures} /healthz requests failed`)
   if (health.latencies.length < 10) throw new Error(`${label}: only ${health.latencies.length} /healthz polls`)
   if (health.max >= 1000) throw new Error(`${label}: a /healthz took ${health.max.toFixed(0)} ms`)
-  if (loop.maxBusyMs >= 100) throw new Error(`${label}: the server's thread was busy ${loop.maxBusyMs} ms without a break`)
+  if (loop.maxBusyMs >= 100) throw new Error(`${label}: the server's thread was busy ${loop.maxBusyMs.toFixed(0)} ms without a break`)
 }
 
 /**
