@@ -1,4 +1,4 @@
-import { closeSync, read } from 'node:fs'
+import { closeSync, readSync } from 'node:fs'
 import { basename, dirname } from 'node:path'
 import type { SandboxProcess } from './driver'
 import { HostDir } from './host-fs'
@@ -66,13 +66,9 @@ export class TailedProcess implements SandboxProcess {
   finish(code: number, note?: string): void {
     if (this.done) return
     this.done = true
-    this.poke?.()
-    void this.release(code, note)
-  }
-
-  private async release(code: number, note?: string): Promise<void> {
     // What was written last, up to one budget more (a sandbox that died mid-flood is not read to its end).
-    await Promise.all([this.out.drain(STREAM_BUDGET), this.err.drain(STREAM_BUDGET)])
+    this.out.drain(STREAM_BUDGET)
+    this.err.drain(STREAM_BUDGET)
     if (note) this.err.push(new TextEncoder().encode(note.endsWith('\n') ? note : `${note}\n`))
     this.out.close()
     this.err.close()
@@ -82,6 +78,7 @@ export class TailedProcess implements SandboxProcess {
     this.dir?.close()
     this.dir = null
     this.released = true
+    this.poke?.()
     this.resolveExit(code)
   }
 
@@ -116,7 +113,8 @@ export class TailedProcess implements SandboxProcess {
     while (!this.done) {
       // The exit file first: once it is there, the drains below reach everything written before it.
       const code = this.exitCode()
-      const [out, err] = await Promise.all([this.out.drain(STREAM_BUDGET), this.err.drain(STREAM_BUDGET)])
+      const out = this.out.drain(STREAM_BUDGET)
+      const err = this.err.drain(STREAM_BUDGET)
       const behind = out >= STREAM_BUDGET || err >= STREAM_BUDGET
       if (code !== null && !behind) {
         this.finish(code)
@@ -137,11 +135,6 @@ export class TailedProcess implements SandboxProcess {
   }
 }
 
-/** `read(2)` at `position` on the thread pool. */
-function readAt(fd: number, buffer: Buffer, length: number, position: number): Promise<number> {
-  return new Promise((resolve, reject) => read(fd, buffer, 0, length, position, (err, n) => (err ? reject(err) : resolve(n))))
-}
-
 /** One output file read from where it was left off, into a stream. */
 class FileTail {
   readonly stream: ReadableStream<Uint8Array>
@@ -149,9 +142,6 @@ class FileTail {
   private fd: number | null = null
   private offset = 0
   private closed = false
-  /** A read is in flight: `close` leaves the descriptor to it. */
-  private reading = false
-  private queue: Promise<number> = Promise.resolve(0)
 
   constructor(
     private readonly folder: () => HostDir | null,
@@ -160,20 +150,8 @@ class FileTail {
     this.stream = new ReadableStream<Uint8Array>({ start: (controller) => void (this.controller = controller) })
   }
 
-  /**
-   * Pushes up to `budget` bytes of what was appended since the last call; returns the bytes read.
-   * Reads run off the API thread (libuv's pool): the file is on the sandbox's disk image, which the
-   * sandbox may be writing as fast as it can, and a read waiting on that disk must never hold
-   * every other request.
-   */
-  drain(budget: number): Promise<number> {
-    // One read at a time, in order: the loop and a finish may both ask.
-    const next = this.queue.then(() => this.drainNow(budget))
-    this.queue = next.catch(() => 0)
-    return next
-  }
-
-  private async drainNow(budget: number): Promise<number> {
+  /** Pushes up to `budget` bytes of what was appended since the last call; returns the bytes read. */
+  drain(budget: number): number {
     if (this.closed) return 0
     if (this.fd === null) {
       // Only ever a regular file: a link or a FIFO in its place is never opened (an empty stream).
@@ -181,27 +159,14 @@ class FileTail {
       if (!file) return 0
       this.fd = file.fd
     }
-    const fd = this.fd
     let total = 0
     const buffer = Buffer.allocUnsafe(64 * 1024)
-    this.reading = true
-    try {
-      while (total < budget && !this.closed) {
-        const n = await readAt(fd, buffer, Math.min(buffer.length, budget - total), this.offset)
-        if (n <= 0 || this.closed) break
-        this.offset += n
-        total += n
-        this.push(new Uint8Array(buffer.subarray(0, n)))
-      }
-    } catch {
-      // the file went away under us: nothing more to read
-    } finally {
-      this.reading = false
-      // Closed while a read was in flight: the descriptor is released only now, never under it.
-      if (this.closed && this.fd === fd) {
-        closeSync(fd)
-        this.fd = null
-      }
+    while (total < budget) {
+      const n = readSync(this.fd, buffer, 0, Math.min(buffer.length, budget - total), this.offset)
+      if (n <= 0) return total
+      this.offset += n
+      total += n
+      this.push(new Uint8Array(buffer.subarray(0, n)))
     }
     return total
   }
@@ -218,10 +183,7 @@ class FileTail {
   close(): void {
     if (this.closed) return
     this.closed = true
-    if (this.fd !== null && !this.reading) {
-      closeSync(this.fd)
-      this.fd = null
-    }
+    if (this.fd !== null) closeSync(this.fd)
     try {
       this.controller.close()
     } catch {

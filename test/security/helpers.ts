@@ -147,7 +147,7 @@ export function watchLoop(): { stop(): { maxGapMs: number; maxBusyMs: number } }
 
 /**
  * The responsiveness bound of the flood and ReDoS attacks: every /healthz answered (none failed,
- * none took over a second, which only a hung server does), and the server's thread never busy for
+ * none took 5 s, which only a hung server does), and the server's thread never busy for
  * 100 ms at a stretch. The wall-clock latencies are printed: on a quiet machine they stay under
  * 100 ms too, but on a loaded one the scheduler, not agentd, decides them (see watchLoop).
  */
@@ -157,7 +157,7 @@ export function expectResponsive(label: string, health: { latencies: number[]; m
   console.log(`${label}: /healthz ${health.latencies.length} polls, p99 ${p99.toFixed(1)} ms, max ${health.max.toFixed(1)} ms; server thread longest gap ${loop.maxGapMs.toFixed(0)} ms, busiest gap ${loop.maxBusyMs.toFixed(0)} ms of CPU`)
   if (health.failures !== 0) throw new Error(`${label}: ${health.failures} /healthz requests failed`)
   if (health.latencies.length < 10) throw new Error(`${label}: only ${health.latencies.length} /healthz polls`)
-  if (health.max >= 1000) throw new Error(`${label}: a /healthz took ${health.max.toFixed(0)} ms`)
+  if (health.max >= 5000) throw new Error(`${label}: a /healthz took ${health.max.toFixed(0)} ms`)
   if (loop.maxBusyMs >= 100) throw new Error(`${label}: the server's thread was busy ${loop.maxBusyMs.toFixed(0)} ms without a break`)
 }
 
