@@ -41,8 +41,8 @@ export class TailedProcess implements SandboxProcess {
     private readonly onKill: (signal: NodeJS.Signals) => void,
   ) {
     this.name = basename(prefix)
-    this.out = new FileTail(() => this.folder(), `${this.name}.out`)
-    this.err = new FileTail(() => this.folder(), `${this.name}.err`)
+    this.out = new FileTail(() => this.folder(), `${this.name}.out`, () => this.wake())
+    this.err = new FileTail(() => this.folder(), `${this.name}.err`, () => this.wake())
     this.stdout = this.out.stream
     this.stderr = this.err.stream
     this.exited = new Promise((resolve) => (this.resolveExit = resolve))
@@ -66,9 +66,10 @@ export class TailedProcess implements SandboxProcess {
   finish(code: number, note?: string): void {
     if (this.done) return
     this.done = true
-    // What was written last, up to one budget more (a sandbox that died mid-flood is not read to its end).
-    this.out.drain(STREAM_BUDGET)
-    this.err.drain(STREAM_BUDGET)
+    // What was written last, up to one budget more whether or not the reader kept up (a sandbox
+    // that died mid-flood is not read to its end).
+    this.out.drain(STREAM_BUDGET, true)
+    this.err.drain(STREAM_BUDGET, true)
     if (note) this.err.push(new TextEncoder().encode(note.endsWith('\n') ? note : `${note}\n`))
     this.out.close()
     this.err.close()
@@ -115,16 +116,18 @@ export class TailedProcess implements SandboxProcess {
       const code = this.exitCode()
       const out = this.out.drain(STREAM_BUDGET)
       const err = this.err.drain(STREAM_BUDGET)
-      const behind = out >= STREAM_BUDGET || err >= STREAM_BUDGET
+      const behind = out.more || err.more
       if (code !== null && !behind) {
         this.finish(code)
         return
       }
-      quiet = out + err > 0 ? 0 : quiet + 1
+      quiet = out.read + err.read > 0 ? 0 : quiet + 1
       // Folder changes poke the loop at once; the timer is the fallback (for missed events).
-      // Behind a fast writer, the next turn comes at once, after whatever else is waiting to run.
+      // Behind a fast writer, the next turn comes at once, after whatever else is waiting to run;
+      // behind a slow reader (a stream full), when the reader takes some (its pull pokes the loop).
+      const full = out.full || err.full
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, behind ? 0 : Math.min(250, 10 * 2 ** Math.min(quiet, 5)))
+        const timer = setTimeout(resolve, behind && !full ? 0 : Math.min(250, 10 * 2 ** Math.min(quiet, 5)))
         this.poke = () => {
           clearTimeout(timer)
           resolve()
@@ -135,40 +138,76 @@ export class TailedProcess implements SandboxProcess {
   }
 }
 
-/** One output file read from where it was left off, into a stream. */
+/**
+ * Bytes a tail holds for its reader before it stops reading the file: a reader slower than the
+ * sandbox's writer (a flood) leaves the rest on the sandbox's disk, not in agentd's memory.
+ */
+export const STREAM_HIGH_WATER = 1024 * 1024
+
+/** One output file read from where it was left off, into a stream that holds at most STREAM_HIGH_WATER bytes. */
 class FileTail {
   readonly stream: ReadableStream<Uint8Array>
   private controller!: ReadableStreamDefaultController<Uint8Array>
   private fd: number | null = null
   private offset = 0
   private closed = false
+  /** The reader cancelled the stream: the file is still read to its end (to see the exit), and dropped. */
+  private readerGone = false
+  /** The last drain stopped for want of room. */
+  private waiting = false
 
   constructor(
     private readonly folder: () => HostDir | null,
     private readonly name: string,
+    onPull: () => void,
   ) {
-    this.stream = new ReadableStream<Uint8Array>({ start: (controller) => void (this.controller = controller) })
+    this.stream = new ReadableStream<Uint8Array>(
+      {
+        start: (controller) => void (this.controller = controller),
+        // Only a tail that stopped for want of room needs the loop at once when the reader takes some.
+        pull: () => {
+          if (!this.waiting) return
+          this.waiting = false
+          onPull()
+        },
+        cancel: () => {
+          this.readerGone = true
+          onPull()
+        },
+      },
+      new ByteLengthQueuingStrategy({ highWaterMark: STREAM_HIGH_WATER }),
+    )
   }
 
-  /** Pushes up to `budget` bytes of what was appended since the last call; returns the bytes read. */
-  drain(budget: number): number {
-    if (this.closed) return 0
+  /**
+   * Pushes up to `budget` bytes of what was appended since the last call, no more than the stream
+   * has room for unless `anyway`. `more`: it stopped before the file's end (budget or room);
+   * `full`: for want of room.
+   */
+  drain(budget: number, anyway = false): { read: number; more: boolean; full: boolean } {
+    if (this.closed) return { read: 0, more: false, full: false }
     if (this.fd === null) {
       // Only ever a regular file: a link or a FIFO in its place is never opened (an empty stream).
       const file = this.folder()?.openFile(this.name)
-      if (!file) return 0
+      if (!file) return { read: 0, more: false, full: false }
       this.fd = file.fd
     }
+    const drop = this.readerGone
+    const limit = anyway || drop ? budget : Math.min(budget, Math.max(0, this.controller.desiredSize ?? 0))
     let total = 0
     const buffer = Buffer.allocUnsafe(64 * 1024)
-    while (total < budget) {
-      const n = readSync(this.fd, buffer, 0, Math.min(buffer.length, budget - total), this.offset)
-      if (n <= 0) return total
+    while (total < limit) {
+      const n = readSync(this.fd, buffer, 0, Math.min(buffer.length, limit - total), this.offset)
+      if (n <= 0) {
+        this.waiting = false
+        return { read: total, more: false, full: false }
+      }
       this.offset += n
       total += n
-      this.push(new Uint8Array(buffer.subarray(0, n)))
+      if (!drop) this.push(new Uint8Array(buffer.subarray(0, n)))
     }
-    return total
+    this.waiting = limit < budget
+    return { read: total, more: true, full: this.waiting }
   }
 
   push(bytes: Uint8Array): void {

@@ -18,6 +18,14 @@ echo
 echo "slowest tests:"
 grep -E '^\((pass|fail)\) .*\[[0-9.]+ms\]$' "$log" | sed -E 's/^(.*) \[([0-9.]+)ms\]$/\2\t\1/' | sort -rn | head -10 \
   | awk -F '\t' '{ printf "  %8.1f s  %s\n", $1 / 1000, $2 }'
+# What each failed test printed just before its (fail) line (its error and stack), at the end where
+# a log cut to its tail still shows it.
+if grep -q '^(fail) ' "$log"; then
+  echo
+  echo "why they failed:"
+  # Up to bun's own list of failures at the end, which names them without their errors.
+  awk '/^[0-9]+ tests? failed:$/ { exit } { print }' "$log" | grep -v '^(pass) ' | grep -B 25 '^(fail) ' | grep -v '^--$' | tail -n 120
+fi
 # bun's own totals: they count errors outside tests (a file that fails to load) as failures too.
 summary=$(grep -E '^ [0-9]+ (pass|fail|skip|error)' "$log" | tr -s ' \n' ' ')
 echo "npm test:${summary:- no totals}, $(( $(date +%s) - start )) s of bun test ($workers workers), exit $status"

@@ -71,6 +71,7 @@ for (const kind of ISOLATING) {
         const loopStats = loop.stop()
         rssPeak = Math.max(rssPeak, process.memoryUsage().rss)
 
+        console.log(`300 MB line on ${kind}: memory grew ${((rssPeak - rssBefore) / MiB).toFixed(0)} MiB at its peak`)
         // The line never sat in memory: 300 MB went by, far less than that stayed.
         expect(rssPeak - rssBefore).toBeLessThan(150 * MiB)
 
@@ -84,6 +85,7 @@ for (const kind of ISOLATING) {
         const cuts = events.filter((e) => e.type === 'error' && /^agentd: a line of \d+ bytes of the CLI's output was cut to its first 1048576 bytes$/.test(e.content))
         expect(cuts.length).toBeGreaterThanOrEqual(1)
         const cutBytes = cuts.reduce((sum, e) => sum + Number(/a line of (\d+) bytes/.exec(e.content)![1]), 0)
+        console.log(`300 MB line on ${kind}: ${cuts.length} cut line(s) holding ${(cutBytes / MiB).toFixed(1)} MiB, status ${view.status}`)
         expect(cutBytes).toBeGreaterThan(FLOOD_BYTES - 16 * MiB)
         // The raw transcript lost bytes: capture is partial, and nothing in it is over a MiB.
         expect(view.session_capture).toBe('partial')
