@@ -16,6 +16,7 @@ import type { SandboxDriver, SandboxKind, SandboxSpec } from '../sandbox/driver'
 import { GvisorDriver, gvisorWorks } from '../sandbox/gvisor'
 import { bwrapWorks } from '../sandbox/index'
 import { ProcessDriver } from '../sandbox/process'
+import { removeDataDir } from '../test/helpers/cleanup'
 import { specFor } from '../test/sandbox/helpers'
 
 const RUNS = Number(process.env.BENCH_SANDBOX_RUNS ?? 30)
@@ -191,7 +192,7 @@ for (const kind of WANTED) {
 }
 
 gateway.stop(true)
-rmSync(root, { recursive: true, force: true })
+await removeDataDir(root) // with the spare disks mounted below it
 for (const controller of ['freezer', 'memory', 'pids']) {
   try {
     rmdirSync(join('/sys/fs/cgroup', controller, 'agentd', scope))

@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { fullLimits, type ExecOptions, type SandboxHandle, type SandboxSpec } from './driver'
 import { HostDriver, type HostCommand, type HostDriverOptions, type HostSandbox } from './host-driver'
 import { holds, NetPool, type NetHolder } from './netns'
-import { bwrapOptionsFromFile } from './private-file'
+import { bwrapOptionsOnFd } from './private-file'
 import { niced } from './priority'
 import { listening, RELAY_SOCKET, relayDir } from './relay'
 import { SandboxVolume } from './volume'
@@ -208,9 +208,11 @@ export class BwrapDriver extends HostDriver {
     }
     const volume = sandbox.volume
     if (volume) layout.tmpDir = volume.execTmp(`${Date.now().toString(36)}-${(this.execs++).toString(36)}`)
+    const bwrap = bwrapOptionsOnFd(bwrapArgs(layout, argv, options), spec.stateDir)
     return {
       // Below agentd in CPU priority, whatever the sandbox runs (see priority.ts).
-      argv: niced(nsenterArgs(net!.netPid, bwrapOptionsFromFile(bwrapArgs(layout, argv, options), spec.stateDir))),
+      argv: niced(nsenterArgs(net!.netPid, bwrap.argv)),
+      fd3: bwrap.fd,
       env: { PATH: '/usr/bin:/bin:/usr/sbin:/sbin' },
       cwd: spec.hostWorkspace,
       ...(volume && layout.tmpDir ? { cleanup: () => volume.dropExecTmp(layout.tmpDir!) } : {}),

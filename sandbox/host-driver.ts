@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, rmSync } from 'node:fs'
+import { closeSync, existsSync, mkdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { cgroupName, cgroupsAvailable, cgroupWrapArgs, listSandboxCgroups, SandboxCgroup } from './cgroup'
 import { diskUsage } from './disk'
@@ -25,6 +25,8 @@ export interface HostCommand {
   argv: string[]
   env: Record<string, string>
   cwd: string
+  /** An open file the process gets as its fd 3 (bwrap's options); closed here once it is spawned. */
+  fd3?: number
   /** Runs once the process has exited (e.g. removes its private /tmp). */
   cleanup?: () => void
 }
@@ -126,7 +128,12 @@ export abstract class HostDriver implements SandboxDriver {
     const sandbox = this.sandbox(handle)
     const command = this.command(sandbox, argv, options)
     const full = sandbox.cgroup ? cgroupWrapArgs(sandbox.cgroup.procsFiles(), command.argv) : command.argv
-    const proc = spawnGroup(full, command.env, command.cwd)
+    let proc: SandboxProcess
+    try {
+      proc = spawnGroup(full, command.env, command.cwd, command.fd3)
+    } finally {
+      if (command.fd3 !== undefined) closeSync(command.fd3)
+    }
     // Without a freezer, a process started while parked is stopped by signal instead.
     if (!sandbox.cgroup && sandbox.parked) signalGroup(proc.pid, 'SIGSTOP')
     sandbox.procs.add(proc)

@@ -1,4 +1,4 @@
-import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs'
+import { closeSync, constants, mkdirSync, openSync, unlinkSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 
 /**
@@ -22,17 +22,23 @@ export function writePrivateFile(stateDir: string, name: string, content: string
 }
 
 /**
- * Runs a bwrap command line (`bwrapArgs`' output) with its options read from a private file on fd
- * 3 (`bwrap --args 3`, NUL-separated): only `bwrap --args 3 -- <command>` stays in argv, and the
- * options (every `--setenv`, among them the gateway token) never are. A shell opens the file, removes
- * it and execs bwrap, so nothing of it is left on disk once bwrap runs; bwrap closes fd 3 before
- * the command starts.
+ * Runs a bwrap command line (`bwrapArgs`' output) with its options read from fd 3 (`bwrap --args
+ * 3`, NUL-separated): only `bwrap --args 3 -- <command>` stays in argv, and the options (every
+ * `--setenv`, among them the gateway token) never are. They are written to a private file that
+ * agentd opens and removes at once: the open file reaches bwrap as its fd 3 (the caller passes
+ * `fd` to the spawn and closes it after), and nothing of it is on disk while anything runs. bwrap
+ * closes fd 3 before the command starts.
  */
-export function bwrapOptionsFromFile(bwrapArgv: string[], stateDir: string): string[] {
+export function bwrapOptionsOnFd(bwrapArgv: string[], stateDir: string): { argv: string[]; fd: number } {
   const end = bwrapArgv.indexOf('--')
-  if (bwrapArgv[0] !== 'bwrap' || end < 0) throw new Error('bwrapOptionsFromFile: not a bwrap command line with --')
+  if (bwrapArgv[0] !== 'bwrap' || end < 0) throw new Error('bwrapOptionsOnFd: not a bwrap command line with --')
   const options = bwrapArgv.slice(1, end)
   if (options.some((arg) => arg.includes('\0'))) throw new Error('a bwrap option holds a NUL byte')
   const file = writePrivateFile(stateDir, `${crypto.randomUUID()}.args`, options.map((arg) => `${arg}\0`).join(''))
-  return ['/bin/sh', '-c', 'exec 3<"$1" || exit 126; rm -f -- "$1"; shift; exec "$@"', 'agentd-bwrap', file, 'bwrap', '--args', '3', ...bwrapArgv.slice(end)]
+  try {
+    // Opened close-on-exec (as Bun opens every file): only the spawn that passes it as fd 3 gives it to a process.
+    return { argv: ['bwrap', '--args', '3', ...bwrapArgv.slice(end)], fd: openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW) }
+  } finally {
+    unlinkSync(file)
+  }
 }

@@ -5,8 +5,9 @@ import type { SandboxProcess } from './driver'
  * The one place that spawns host processes for the drivers. Each process leads its own process
  * group (detached), so a kill reaches every child the agent started, not only the CLI.
  */
-export function spawnGroup(argv: string[], env: Record<string, string>, cwd: string): SandboxProcess {
-  const child = Bun.spawn(argv, { env, cwd, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe', detached: true })
+export function spawnGroup(argv: string[], env: Record<string, string>, cwd: string, fd3?: number): SandboxProcess {
+  const stdio = fd3 === undefined ? (['ignore', 'pipe', 'pipe'] as const) : (['ignore', 'pipe', 'pipe', fd3] as const)
+  const child = Bun.spawn(argv, { env, cwd, stdio: [...stdio], detached: true })
   return {
     pid: child.pid,
     stdout: child.stdout,

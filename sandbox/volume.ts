@@ -3,6 +3,7 @@ import { dirname, join } from 'node:path'
 import { cgroupName } from './cgroup'
 import { diskUsage } from './disk'
 import type { SandboxSpec } from './driver'
+import { bindMount, unmountNow } from './mount'
 import { runHelper } from './spawn'
 
 /**
@@ -74,10 +75,15 @@ export class SandboxVolume {
     const mounted = mountPoints()
     if (!mounted.has(this.mountDir)) {
       const fresh = !existsSync(this.image)
-      if (fresh) await this.format()
-      // nosuid, nodev: a set-uid binary or a device node the sandbox made there means nothing on the host.
-      await must(['mount', '-o', 'loop,nosuid,nodev', this.image, this.mountDir], 'mount the sandbox disk')
-      if (fresh) await this.adopt(mounted)
+      const spares = SpareImages.beside(stateDir, this.sizeBytes)
+      if (!(fresh && spares.take(this.image, this.mountDir))) {
+        if (fresh) await formatImage(this.image, this.sizeBytes)
+        await mountImage(this.image, this.mountDir)
+      }
+      if (fresh) {
+        spares.refill()
+        await this.adopt(mounted)
+      }
     }
     for (const [name, target, mode] of [
       ['workspace', hostWorkspace, 0o755],
@@ -91,7 +97,7 @@ export class SandboxVolume {
         mkdirSync(inside)
         chmodSync(inside, mode)
       }
-      if (target && !mounted.has(target)) await must(['mount', '--bind', inside, target], `bind the sandbox ${name}`)
+      if (target && !mounted.has(target)) bindMount(inside, target)
     }
   }
 
@@ -118,28 +124,14 @@ export class SandboxVolume {
     }
   }
 
-  /**
-   * A sparse file of the limit's size with an ext4 in it: a spare formatted ahead of time when one
-   * is ready (a rename), else formatted now; either way the next spare is formatted in the background.
-   */
-  private async format(): Promise<void> {
-    const spares = SpareImages.beside(this.spec.stateDir, this.sizeBytes)
-    if (!spares.take(this.image)) {
-      const building = `${this.image}.new`
-      await formatImage(building, this.sizeBytes)
-      renameSync(building, this.image)
-    }
-    spares.refill()
-  }
-
   /** Unmounts everything and deletes the image; the sandbox's processes must be gone. */
   async remove(): Promise<void> {
     const mounted = mountPoints()
     for (const path of [this.spec.hostWorkspace, this.spec.hostHome, this.mountDir]) {
-      if (mounted.has(path)) await unmount(path)
+      if (mounted.has(path)) unmount(path)
     }
     rmSync(this.image, { force: true })
-    rmSync(`${this.image}.new`, { force: true })
+    rmSync(`${this.image}.new`, { force: true }) // a format a crash cut short
   }
 
   /** Bytes the sandbox's files hold on the host's disk: the image's allocated blocks. */
@@ -152,24 +144,47 @@ export class SandboxVolume {
   }
 }
 
-/** Writes a sparse ext4 image of `sizeBytes` at `path` (0600): only the metadata's blocks are written. */
-async function formatImage(path: string, sizeBytes: number): Promise<void> {
-  rmSync(path, { force: true })
-  writeFileSync(path, '', { mode: 0o600 })
-  truncateSync(path, Math.max(MIN_BYTES, sizeBytes)) // sparse: no block is allocated
+/**
+ * Writes a sparse ext4 image of `sizeBytes` at `path` (0600): only the metadata's blocks are
+ * written. Built under another name and renamed, so `path` is only ever a whole image.
+ */
+async function formatImage(path: string, sizeBytes: number, background = false): Promise<void> {
+  const building = `${path}.new`
+  rmSync(building, { force: true })
+  writeFileSync(building, '', { mode: 0o600 })
+  truncateSync(building, Math.max(MIN_BYTES, sizeBytes)) // sparse: no block is allocated
   // -m 0: nothing reserved for root (everything in it is the sandbox's); lazy init and nodiscard
   // keep the format at a few ms whatever the size, writing only the metadata's blocks.
-  await must(['mkfs.ext4', '-q', '-F', '-m', '0', '-E', 'nodiscard,lazy_itable_init=1,lazy_journal_init=1', path], 'format the sandbox disk')
+  await must(lowly(['mkfs.ext4', '-q', '-F', '-m', '0', '-E', 'nodiscard,lazy_itable_init=1,lazy_journal_init=1', building], background), 'format the sandbox disk')
+  renameSync(building, path)
+}
+
+/** Loop-mounts an image. nosuid, nodev: a set-uid binary or a device node the sandbox made there means nothing on the host. */
+function mountImage(image: string, dir: string, background = false): Promise<void> {
+  return must(lowly(['mount', '-o', 'loop,nosuid,nodev', image, dir], background), 'mount the sandbox disk')
 }
 
 /**
- * Formatted, empty images kept ready so that creating a sandbox costs a rename and a mount, not a
- * `mkfs.ext4` (tens of ms, most of a bwrap sandbox's start). They sit in `.spare-disks` beside the
- * sandboxes' folders (the same file system, so the rename works), one pool per image size, and
- * hold no data: a sparse image's metadata only.
+ * A spare disk is made in the background, right as the sandbox that took the last one starts: at
+ * the lowest CPU priority, it never slows that start (sandboxes themselves run at nice 10).
+ */
+function lowly(argv: string[], background: boolean): string[] {
+  return background ? ['nice', '-n', '19', ...argv] : argv
+}
+
+/**
+ * Formatted, empty images kept ready and already loop-mounted, so that creating a sandbox costs a
+ * rename and a bind (microseconds), not a `mkfs.ext4` and a `mount -o loop` (tens of ms, most of
+ * a bwrap sandbox's start). They sit in `.spare-disks` beside the sandboxes' folders (the same file
+ * system, so the rename works), one pool per image size: `<size>-<uuid>.img`, mounted on
+ * `<size>-<uuid>.mnt`; an image is renamed to `.img` only once it is mounted, so a spare is ready
+ * when both are there. They hold no data (a sparse image's metadata only), and outlive agentd:
+ * the next start takes them as they are, and clears those a reboot unmounted.
  */
 class SpareImages {
   private static readonly pools = new Map<string, SpareImages>()
+  /** Refills running in the background, in every pool (awaited by settleSpareDisks). */
+  static readonly inFlight = new Set<Promise<void>>()
   /** Spares kept per size: enough for a small burst of creates. */
   static readonly KEEP = 3
 
@@ -182,53 +197,102 @@ class SpareImages {
     return pool
   }
 
-  private building = 0
+  private building = false
 
   private constructor(
     readonly dir: string,
     readonly sizeBytes: number,
   ) {}
 
-  private ready(): string[] {
+  private names(): string[] {
     try {
-      return readdirSync(this.dir).filter((name) => name.startsWith(`${this.sizeBytes}-`) && name.endsWith('.img'))
+      return readdirSync(this.dir).filter((name) => name.startsWith(`${this.sizeBytes}-`))
     } catch {
       return []
     }
   }
 
-  /** Moves a ready spare to `image`; false when there is none. */
-  take(image: string): boolean {
+  private mountOf(image: string): string {
+    return join(this.dir, image.replace(/\.img$/, '.mnt'))
+  }
+
+  /** Spare images ready to take: renamed to `.img`, and mounted. */
+  private ready(): string[] {
+    const mounted = mountPoints()
+    return this.names().filter((name) => name.endsWith('.img') && mounted.has(this.mountOf(name)))
+  }
+
+  /**
+   * Moves a ready spare to `image` and binds its file system onto `mountDir` (then drops the
+   * spare's own mount); false when there is none, or when the bind failed (the spare is gone then:
+   * one image is never mounted twice).
+   */
+  take(image: string, mountDir: string): boolean {
     for (const name of this.ready()) {
+      const spareMount = this.mountOf(name)
       try {
         renameSync(join(this.dir, name), image)
-        return true
       } catch {
-        // taken meanwhile by another create: try the next
+        continue // taken meanwhile: try the next
       }
+      let bound = true
+      try {
+        bindMount(spareMount, mountDir)
+      } catch {
+        bound = false
+      }
+      unmount(spareMount)
+      rmSync(spareMount, { recursive: true, force: true })
+      if (bound) return true
+      rmSync(image, { force: true })
+      return false
     }
     return false
   }
 
-  /** Formats spares in the background until KEEP are ready; failures only mean no spare. */
+  /** Formats and mounts spares in the background until KEEP are ready; failures only mean no spare. */
   refill(): void {
-    if (this.building > 0 || this.ready().length >= SpareImages.KEEP) return
-    this.building++
-    void (async () => {
-      try {
-        mkdirSync(this.dir, { recursive: true, mode: 0o700 })
-        while (this.ready().length < SpareImages.KEEP) {
-          const name = `${this.sizeBytes}-${crypto.randomUUID()}.img`
-          await formatImage(join(this.dir, `${name}.new`), this.sizeBytes)
-          renameSync(join(this.dir, `${name}.new`), join(this.dir, name))
-        }
-      } catch {
-        // the next create formats its own image, and says so if that fails too
-      } finally {
-        this.building--
-      }
-    })()
+    if (this.building || this.ready().length >= SpareImages.KEEP) return
+    this.building = true
+    const run: Promise<void> = this.build().finally(() => {
+      this.building = false
+      SpareImages.inFlight.delete(run)
+    })
+    SpareImages.inFlight.add(run)
   }
+
+  private async build(): Promise<void> {
+    try {
+      mkdirSync(this.dir, { recursive: true, mode: 0o700 })
+      this.clearStale()
+      while (this.ready().length < SpareImages.KEEP) {
+        const base = join(this.dir, `${this.sizeBytes}-${crypto.randomUUID()}`)
+        await formatImage(`${base}.img.new`, this.sizeBytes, true)
+        mkdirSync(`${base}.mnt`)
+        await mountImage(`${base}.img.new`, `${base}.mnt`, true)
+        renameSync(`${base}.img.new`, `${base}.img`)
+      }
+    } catch {
+      // the next create formats and mounts its own image, and says so if that fails too
+    }
+  }
+
+  /** Removes what is not a ready spare: half-built ones (a crash), and those a reboot unmounted. Only while nothing builds. */
+  private clearStale(): void {
+    const ready = new Set(this.ready())
+    const mounted = mountPoints()
+    for (const name of this.names()) {
+      if (ready.has(name) || (name.endsWith('.mnt') && ready.has(name.replace(/\.mnt$/, '.img')))) continue
+      const path = join(this.dir, name)
+      if (mounted.has(path)) unmount(path)
+      rmSync(path, { recursive: true, force: true })
+    }
+  }
+}
+
+/** Waits for the spare disks being made in the background (before removing a DATA_DIR). */
+export async function settleSpareDisks(): Promise<void> {
+  await Promise.allSettled([...SpareImages.inFlight])
 }
 
 /** Disk use of a volume-backed sandbox: its image plus the driver's other state (checkpoints, bundle). */
@@ -290,10 +354,12 @@ export function mountPoints(): Set<string> {
 }
 
 /** Unmounts `path`; a mount a dying process still holds is detached lazily (freed when released). */
-async function unmount(path: string): Promise<void> {
-  const plain = await runHelper(['umount', path], 30_000)
-  if (plain.code === 0) return
-  await must(['umount', '--lazy', path], `unmount ${path}`)
+function unmount(path: string): void {
+  try {
+    unmountNow(path)
+  } catch {
+    unmountNow(path, true)
+  }
 }
 
 async function must(argv: string[], what: string): Promise<void> {
@@ -308,5 +374,11 @@ async function must(argv: string[], what: string): Promise<void> {
 export function unmountUnder(dir: string): void {
   const prefix = `${dir.replace(/\/+$/, '')}/`
   const below = [...mountPoints()].filter((point) => point.startsWith(prefix)).sort((a, b) => b.length - a.length)
-  for (const point of below) Bun.spawnSync(['umount', '--lazy', point], { stdout: 'ignore', stderr: 'ignore' })
+  for (const point of below) {
+    try {
+      unmountNow(point, true)
+    } catch {
+      // gone already (a parent's detach took it)
+    }
+  }
 }

@@ -1,16 +1,13 @@
+import { removeDataDir } from '../helpers/cleanup'
 import { afterAll, describe, expect, test } from 'bun:test'
-import { readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs'
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 import { script } from '../helpers/http'
 import { client, seededDataDir, startServer } from '../helpers/server'
 import { openSse, type SseFrame } from '../helpers/sse'
-import { unmountUnder } from '../../sandbox/volume'
 
 const dirs: string[] = []
-afterAll(() => {
-  for (const dir of dirs) {
-    unmountUnder(dir) // sandbox disks a stopped server left mounted
-    rmSync(dir, { recursive: true, force: true })
-  }
+afterAll(async () => {
+  for (const dir of dirs) await removeDataDir(dir) // with the sandbox disks a stopped server left mounted
 })
 
 /** Host processes whose command line or working directory mentions `needle`. */

@@ -1,9 +1,9 @@
+import { removeDataDir } from '../helpers/cleanup'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { existsSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { script, waitFor } from '../helpers/http'
 import { client, seededDataDir, startServer, type RunningServer } from '../helpers/server'
-import { unmountUnder } from '../../sandbox/volume'
 
 /**
  * The newcomer's path, on real parts: the admin CLI as a process, the server as a process with
@@ -22,8 +22,7 @@ beforeAll(async () => {
 })
 afterAll(async () => {
   await server.stop()
-  unmountUnder(dir) // sandbox disks the stopped server left mounted
-  rmSync(dir, { recursive: true, force: true })
+  await removeDataDir(dir) // with the sandbox disks the stopped server left mounted
 })
 
 async function runToEnd(body: Record<string, unknown>) {

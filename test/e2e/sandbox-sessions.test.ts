@@ -1,9 +1,8 @@
+import { removeDataDir } from '../helpers/cleanup'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { script } from '../helpers/http'
 import { client, seededDataDir, startServer, type RunningServer } from '../helpers/server'
-import { unmountUnder } from '../../sandbox/volume'
 
 /**
  * Sessions on the real isolating drivers, through a real server: what a turn leaves in its
@@ -22,8 +21,7 @@ for (const driver of ['gvisor', 'bwrap'] as const) {
     })
     afterAll(async () => {
       await server.stop()
-      unmountUnder(dir) // sandbox disks the stopped server left mounted
-      rmSync(dir, { recursive: true, force: true })
+      await removeDataDir(dir) // with the sandbox disks the stopped server left mounted
     })
 
     const session = (id: string) => call('GET', `/o/acme/p/_/sessions/${id}`).then((r) => r.body)

@@ -1,5 +1,6 @@
+import { removeDataDir } from '../helpers/cleanup'
 import { afterAll, expect, test } from 'bun:test'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Webhook } from 'standardwebhooks'
@@ -8,8 +9,8 @@ import { startReceiver } from '../helpers/keys'
 import { admin, startServer, type RunningServer } from '../helpers/server'
 
 const dirs: string[] = []
-afterAll(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
+afterAll(async () => {
+  for (const dir of dirs) await removeDataDir(dir)
 })
 
 async function until<T>(read: () => Promise<T>, done: (v: T) => boolean, timeoutMs = 30_000): Promise<T> {

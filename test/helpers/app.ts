@@ -1,9 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs'
+import { removeDataDir } from './cleanup'
+import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createDriver } from '../../sandbox'
 import { ProcessDriver } from '../../sandbox/process'
-import { unmountUnder } from '../../sandbox/volume'
 import { loadConfig } from '../../src/config'
 import { sandboxScope, startServices, type ServerOptions } from '../../src/server'
 
@@ -57,8 +57,7 @@ export async function makeTestApp(env: Record<string, string> = {}, options: Ser
       listening?.stop()
       await services.close()
       await sweepScope(driver)
-      unmountUnder(dir) // any sandbox disk the sweep did not take (a driver of another scope)
-      rmSync(dir, { recursive: true, force: true })
+      await removeDataDir(dir) // with any disk the sweep did not take (spares, a driver of another scope)
     },
   }
 }

@@ -20,7 +20,7 @@ const make = () => new GvisorDriver({ scope, log: (line) => logs.push(line) })
 afterAll(async () => {
   if (!skip) await make().sweep([])
   removeScope(scope)
-  root[Symbol.dispose]()
+  await root[Symbol.asyncDispose]()
   gateway[Symbol.dispose]()
 })
 

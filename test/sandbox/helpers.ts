@@ -1,12 +1,14 @@
+import { removeDataDir } from '../helpers/cleanup'
 import { mkdtempSync, readFileSync, rmdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { SandboxSpec } from '../../sandbox/driver'
 
 /** A temp folder for a test's sandboxes, removed at dispose. */
-export function tempRoot(prefix = 'agentd-sbx-'): { path: string; [Symbol.dispose](): void } {
+export function tempRoot(prefix = 'agentd-sbx-'): { path: string; [Symbol.asyncDispose](): Promise<void> } {
   const path = mkdtempSync(join(tmpdir(), prefix))
-  return { path, [Symbol.dispose]: () => rmSync(path, { recursive: true, force: true }) }
+  // Disks of sandboxes (and spare disks) may still be mounted below it.
+  return { path, [Symbol.asyncDispose]: () => removeDataDir(path) }
 }
 
 /** A sandbox spec under `root` for the given id. */

@@ -17,8 +17,8 @@ if (skip) console.warn(`test/sandbox/host-drivers: skipped (${skip})`)
 
 const root = tempRoot()
 const gateway = fakeGateway()
-afterAll(() => {
-  root[Symbol.dispose]()
+afterAll(async () => {
+  await root[Symbol.asyncDispose]()
   gateway[Symbol.dispose]()
 })
 

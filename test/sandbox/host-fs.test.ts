@@ -18,8 +18,8 @@ beforeAll(() => {
   root = tempRoot('agentd-hostfs-')
   canary = hostCanary()
 })
-afterAll(() => {
-  root[Symbol.dispose]()
+afterAll(async () => {
+  await root[Symbol.asyncDispose]()
   canary[Symbol.dispose]()
 })
 

@@ -18,8 +18,8 @@ if (!skip && gvisorSkip) console.warn(`test/sandbox/isolation: gvisor skipped ($
 
 const root = tempRoot()
 const gateway = fakeGateway()
-afterAll(() => {
-  root[Symbol.dispose]()
+afterAll(async () => {
+  await root[Symbol.asyncDispose]()
   gateway[Symbol.dispose]()
 })
 

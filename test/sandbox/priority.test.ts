@@ -21,7 +21,7 @@ const drivers: SandboxDriver[] = []
 afterAll(async () => {
   for (const driver of drivers) await driver.sweep([])
   removeScope(scope)
-  root[Symbol.dispose]()
+  await root[Symbol.asyncDispose]()
   gateway[Symbol.dispose]()
 })
 

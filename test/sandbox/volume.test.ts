@@ -1,7 +1,7 @@
 import { expect, test } from 'bun:test'
-import { existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, statfsSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, statfsSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { mountPoints, SandboxVolume, unmountUnder } from '../../sandbox/volume'
+import { mountPoints, SandboxVolume, settleSpareDisks, unmountUnder } from '../../sandbox/volume'
 import { tempRoot } from './helpers'
 
 /** The disk image under a sandbox's workspace and home, on the host (root: mount needs it). */
@@ -14,7 +14,7 @@ function volumeIn(root: string, id: string, sizeBytes: number): SandboxVolume {
 }
 
 test('ensure makes a sparse image, binds its workspace and home, is idempotent, mounts it again after a reboot; remove unmounts and deletes it', async () => {
-  using root = tempRoot('agentd-vol-')
+  await using root = tempRoot('agentd-vol-')
   try {
     const volume = volumeIn(root.path, 's1', 64 * MiB)
     await volume.ensure()
@@ -36,12 +36,13 @@ test('ensure makes a sparse image, binds its workspace and home, is idempotent, 
     for (const path of [volume.mountDir, volume.spec.hostWorkspace, volume.spec.hostHome]) expect(after.has(path)).toBe(false)
     expect(existsSync(volume.image)).toBe(false)
   } finally {
-    unmountUnder(root.path)
+    await settleSpareDisks()
+    unmountUnder(root.path) // before the folder goes: a failed expectation leaves disks mounted
   }
 })
 
 test('files a sandbox had before it had an image move into it as they are, links not followed', async () => {
-  using root = tempRoot('agentd-vol-')
+  await using root = tempRoot('agentd-vol-')
   try {
     const volume = volumeIn(root.path, 's2', 64 * MiB)
     mkdirSync(join(volume.spec.hostWorkspace, 'src'), { recursive: true })
@@ -56,12 +57,13 @@ test('files a sandbox had before it had an image move into it as they are, links
     expect(existsSync(join(root.path, 's2', 'sandbox', 'disk', 'home', 'src'))).toBe(false)
     await volume.remove()
   } finally {
-    unmountUnder(root.path)
+    await settleSpareDisks()
+    unmountUnder(root.path) // before the folder goes: a failed expectation leaves disks mounted
   }
 })
 
 test('files that do not fit the limit stay where they were, and ensure says why', async () => {
-  using root = tempRoot('agentd-vol-')
+  await using root = tempRoot('agentd-vol-')
   try {
     const volume = volumeIn(root.path, 's3', 16 * MiB)
     mkdirSync(volume.spec.hostWorkspace, { recursive: true })
@@ -71,6 +73,56 @@ test('files that do not fit the limit stay where they were, and ensure says why'
     expect(lstatSync(join(volume.spec.hostWorkspace, 'big')).size).toBe(40 * MiB)
     expect(existsSync(volume.image)).toBe(false)
   } finally {
-    unmountUnder(root.path)
+    await settleSpareDisks()
+    unmountUnder(root.path) // before the folder goes: a failed expectation leaves disks mounted
+  }
+})
+
+test('spare disks: a create takes one already formatted and mounted (its own mount gone after), the pool refills, and leftovers a reboot unmounted are cleared', async () => {
+  await using root = tempRoot('agentd-vol-')
+  try {
+    const spareDir = join(root.path, '.spare-disks')
+    const spares = () => (existsSync(spareDir) ? readdirSync(spareDir).sort() : [])
+    // Leftovers of an earlier boot: an image no longer mounted, a half-built one, an empty mount folder.
+    mkdirSync(spareDir, { recursive: true })
+    // Spares are named by their size in bytes.
+    const stale = [`${64 * MiB}-old.img`, `${64 * MiB}-half.img.new`, `${64 * MiB}-old.mnt`]
+    for (const name of stale) {
+      if (name.endsWith('.mnt')) mkdirSync(join(spareDir, name))
+      else writeFileSync(join(spareDir, name), '')
+    }
+
+    const first = volumeIn(root.path, 's1', 64 * MiB)
+    await first.ensure() // no spare ready: formats its own, then the pool fills
+    await settleSpareDisks()
+    const ready = spares().filter((name) => name.endsWith('.img'))
+    expect(ready).toHaveLength(3)
+    for (const name of stale) expect(spares()).not.toContain(name)
+    const mounted = mountPoints()
+    for (const name of ready) expect(mounted.has(join(spareDir, name.replace(/\.img$/, '.mnt')))).toBe(true)
+
+    const second = volumeIn(root.path, 's2', 64 * MiB)
+    await second.ensure()
+    // One spare went to s2: its image is s2's, its file system is on s2's mount, its own mount is gone.
+    const taken = ready.filter((name) => !spares().includes(name))
+    expect(taken).toHaveLength(1)
+    const after = mountPoints()
+    expect(after.has(join(spareDir, taken[0]!.replace(/\.img$/, '.mnt')))).toBe(false)
+    for (const path of [second.mountDir, second.spec.hostWorkspace, second.spec.hostHome]) expect(after.has(path)).toBe(true)
+    const fs = statfsSync(second.spec.hostWorkspace)
+    expect(fs.blocks * fs.bsize).toBeLessThanOrEqual(64 * MiB)
+    // What s2 writes is in s2's image (mounted again from the image file alone, it is still there).
+    writeFileSync(join(second.spec.hostWorkspace, 'mine'), 's2')
+    unmountUnder(join(root.path, 's2'))
+    await second.ensure()
+    expect(readFileSync(join(second.spec.hostWorkspace, 'mine'), 'utf8')).toBe('s2')
+    await settleSpareDisks()
+    expect(spares().filter((name) => name.endsWith('.img'))).toHaveLength(3)
+    await first.remove()
+    await second.remove()
+    expect(existsSync(second.image)).toBe(false)
+  } finally {
+    await settleSpareDisks()
+    unmountUnder(root.path) // before the folder goes: a failed expectation leaves disks mounted
   }
 })

@@ -1,3 +1,4 @@
+import { removeDataDir } from '../helpers/cleanup'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { chmodSync, lstatSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -55,7 +56,7 @@ describe.each(ISOLATING)('DATA_DIR created by a %s server', (kind) => {
     await server?.stop()
     // The server parks its sandboxes at shutdown; remove them (and their mounted disks) first.
     await sweepScope(createDriver(kind, () => {}, { scope: sandboxScope(dir) }))
-    rmSync(parent, { recursive: true, force: true })
+    await removeDataDir(parent)
   })
 
   test('after a session with an artifact, no file or folder of agentd’s under DATA_DIR has a group or other bit', async () => {
