@@ -18,6 +18,13 @@ import { runHelper } from './spawn'
 /** Smallest image: ext4's own metadata needs a few MB before any file fits. */
 const MIN_BYTES = 16 * 1024 * 1024
 
+/** The folders of a sandbox's disk and their modes: workspace and home are bound onto the host paths; tmp holds each exec's /tmp. */
+const FOLDERS = [
+  ['workspace', 0o755],
+  ['home', 0o755],
+  ['tmp', 0o1777],
+] as const
+
 /** Where a sandbox's disk image is mounted: everything the sandbox can write lives below it. */
 export function volumeMountDir(stateDir: string): string {
   return join(stateDir, 'disk')
@@ -85,11 +92,8 @@ export class SandboxVolume {
         await this.adopt(mounted)
       }
     }
-    for (const [name, target, mode] of [
-      ['workspace', hostWorkspace, 0o755],
-      ['home', hostHome, 0o755],
-      ['tmp', null, 0o1777],
-    ] as const) {
+    for (const [name, mode] of FOLDERS) {
+      const target = name === 'workspace' ? hostWorkspace : name === 'home' ? hostHome : null
       const inside = join(this.mountDir, name)
       // A link the sandbox planted in place of one of these folders is never followed: replaced.
       if (existsSync(inside) && !lstatSync(inside).isDirectory()) rmSync(inside, { force: true })
@@ -270,6 +274,10 @@ class SpareImages {
         await formatImage(`${base}.img.new`, this.sizeBytes, true)
         mkdirSync(`${base}.mnt`)
         await mountImage(`${base}.img.new`, `${base}.mnt`, true)
+        for (const [name, mode] of FOLDERS) {
+          mkdirSync(join(`${base}.mnt`, name))
+          chmodSync(join(`${base}.mnt`, name), mode) // the umask would narrow mkdir's mode
+        }
         renameSync(`${base}.img.new`, `${base}.img`)
       }
     } catch {
