@@ -47,7 +47,8 @@ for (const driver of ['gvisor', 'bwrap'] as const) {
     test('a file written in turn 1 is there in turn 2, after a park and a wake; the generation went up', async () => {
       const background =
         driver === 'gvisor'
-          ? " && (setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > count; sleep 0.1; done' </dev/null >/dev/null 2>&1 &) && sleep 1 && cat count"
+          ? // Each count is written aside and renamed over the last: a read never meets a file the shell just truncated.
+            " && (setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > count.new; mv count.new count; sleep 0.1; done' </dev/null >/dev/null 2>&1 &) && sleep 1 && cat count"
           : ''
       const created = await call('POST', '/o/acme/p/_/sessions', {
         agent: 'harness_1',
