@@ -21,6 +21,14 @@ import { consequenceOf, FULL, ROWS, SLOT, VARIANTS, type Run } from './lifecycle
 
 /** The prompt of the runs that hold an org's only run slot. */
 export const OCCUPIER_PROMPT = 'occupies the run slot'
+/**
+ * The CLI a run drives: the lifecycle is the same for each harness, and Codex starts a turn in a
+ * fraction of the time the Node CLIs take (each harness has its own end-to-end tests). A run with
+ * an answer that misses its schema takes Claude Code: Codex hands the schema to the gateway, which
+ * enforces it, so such a turn fails there instead of ending in `needs_review`.
+ */
+const HARNESS = 'harness_2'
+const HARNESS_UNPROVEN = 'harness_1'
 const SCHEMA = { type: 'object', properties: { verdict: { type: 'string' } }, required: ['verdict'], additionalProperties: false }
 const WAIT_MS = 30_000
 
@@ -352,7 +360,7 @@ export class RunExecutor {
     if (heldQueued) await this.occupy()
     else this.world.holdStart.set(this.orgId, this.mustHoldAllocating(1))
     const res = await this.call('POST', `/o/${this.org}/p/_/sessions`, {
-      agent: 'harness_1',
+      agent: Object.values(this.endings).includes('unproven') ? HARNESS_UNPROVEN : HARNESS,
       prompt: this.promptFor(0),
       persistence: variant.persistence,
       mode: variant.mode,
@@ -385,7 +393,7 @@ export class RunExecutor {
   /** Another run takes the org's only slot (its sandbox start held, so it stays in `allocating`). */
   private async occupy(): Promise<void> {
     if (this.occupier) return
-    const res = await this.call('POST', `/o/${this.org}/p/_/sessions`, { agent: 'harness_1', prompt: OCCUPIER_PROMPT })
+    const res = await this.call('POST', `/o/${this.org}/p/_/sessions`, { agent: HARNESS, prompt: OCCUPIER_PROMPT })
     const body = await json(res)
     if (res.status !== 202 || body.status !== 'allocating') this.fail(`the occupying run answered ${res.status} ${body.status}`)
     this.occupier = body.execution_id as string

@@ -126,7 +126,9 @@ describe('POST …/messages (follow-ups)', () => {
   })
 
   test('1 delivered, then queued positions 1..20 while it runs; the 21st is 429; they run in order', async () => {
-    const id = await start('first')
+    // Codex: 22 turns of the queue's logic, which is the same for every harness, and Codex starts a
+    // turn in a fraction of the time the Node CLIs take.
+    const id = await start('first', { agent: 'harness_2' })
     await settle(id)
     const sent = await call('POST', path(id, '/messages'), { content: script([{ sleep: 1500 }, { answer: 'slow' }]) })
     expect(sent.status).toBe(200)
