@@ -17,8 +17,12 @@ afterAll(() => t[Symbol.asyncDispose]())
 const path = (id: string, rest = '') => `/o/acme/p/_/sessions/${id}${rest}`
 const call = (method: string, url: string, body?: unknown) => t.app.handle(req(method, url, { token: t.admin.token, body }))
 const get = async (id: string) => json(await call('GET', path(id)))
+/**
+ * Codex by default: what is tested here (streams, follow-ups, pause, stop) is the same for every
+ * harness, and Codex starts a turn in a fraction of the Node CLIs' time.
+ */
 async function start(prompt: string, extra: Record<string, unknown> = {}) {
-  const res = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt, ...extra })
+  const res = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt, ...extra })
   expect(res.status).toBe(202)
   return (await json(res)).execution_id as string
 }
@@ -126,9 +130,7 @@ describe('POST …/messages (follow-ups)', () => {
   })
 
   test('1 delivered, then queued positions 1..20 while it runs; the 21st is 429; they run in order', async () => {
-    // Codex: 22 turns of the queue's logic, which is the same for every harness, and Codex starts a
-    // turn in a fraction of the time the Node CLIs take.
-    const id = await start('first', { agent: 'harness_2' })
+    const id = await start('first')
     await settle(id)
     const sent = await call('POST', path(id, '/messages'), { content: script([{ sleep: 1500 }, { answer: 'slow' }]) })
     expect(sent.status).toBe(200)
