@@ -24,8 +24,9 @@ afterAll(async () => {
   await t[Symbol.asyncDispose]()
 })
 
+/** Codex unless a test names a harness: deliveries are the same for each, and Codex starts fastest. */
 const start = async (body: Record<string, unknown>, token = key.secret) => {
-  const res = await t.call('POST', '/o/acme/p/_/sessions', token, { agent: 'harness_1', ...body })
+  const res = await t.call('POST', '/o/acme/p/_/sessions', token, { agent: 'harness_2', ...body })
   expect(res.status).toBe(202)
   return res.body.execution_id as string
 }
