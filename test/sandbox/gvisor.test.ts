@@ -71,12 +71,14 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
     await driver.destroy(handle)
   }, 60_000)
 
+  // Counters write each number aside and rename it into place: a read never meets a file the
+  // shell has just truncated.
   test('a background counter goes on counting from where it stopped after a wake', async () => {
     const s = spec()
     const handle = await driver.create(s)
     const counter = join(handle.hostWorkspace, 'count')
     // Started by one exec that ends at once: the loop lives on in the sandbox, as an agent's would.
-    expect(await sh(handle, 'setsid sh -c \'i=0; while :; do i=$((i+1)); echo $i > /workspace/count; sleep 0.05; done\' </dev/null >/dev/null 2>&1 &').exited).toBe(0)
+    expect(await sh(handle, 'setsid sh -c \'i=0; while :; do i=$((i+1)); echo $i > /workspace/count.new; mv /workspace/count.new /workspace/count; sleep 0.05; done\' </dev/null >/dev/null 2>&1 &').exited).toBe(0)
     await waitFor('the counter to count', () => readNumber(counter) >= 5)
     await driver.park(handle)
     const parked = readNumber(counter)
@@ -192,7 +194,7 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
     const s = spec()
     const handle = await driver.create(s)
     const counter = join(handle.hostWorkspace, 'count')
-    await sh(handle, 'setsid sh -c \'i=0; while :; do i=$((i+1)); echo $i > /workspace/count; sleep 0.05; done\' </dev/null >/dev/null 2>&1 &').exited
+    await sh(handle, 'setsid sh -c \'i=0; while :; do i=$((i+1)); echo $i > /workspace/count.new; mv /workspace/count.new /workspace/count; sleep 0.05; done\' </dev/null >/dev/null 2>&1 &').exited
     await waitFor('the counter', () => readNumber(counter) >= 3)
     await driver.park(handle)
     const parked = readNumber(counter)
@@ -215,7 +217,7 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
     const s = spec()
     const handle = await driver.create(s)
     const counter = join(handle.hostWorkspace, 'count')
-    await sh(handle, 'setsid sh -c \'i=0; while :; do i=$((i+1)); echo $i > /workspace/count; sleep 0.05; done\' </dev/null >/dev/null 2>&1 &').exited
+    await sh(handle, 'setsid sh -c \'i=0; while :; do i=$((i+1)); echo $i > /workspace/count.new; mv /workspace/count.new /workspace/count; sleep 0.05; done\' </dev/null >/dev/null 2>&1 &').exited
     sh(handle, 'exec sleep 600') // the turn in flight when the server died
     await waitFor('the counter', () => readNumber(counter) >= 3)
     await Bun.sleep(300)

@@ -42,7 +42,7 @@ for (const [kind, make] of makers) {
     test('park stops a counter loop, wake resumes it', async () => {
       const handle = await driver.create(spec())
       const counter = join(handle.hostWorkspace, 'count')
-      sh(handle, 'i=0; while :; do i=$((i+1)); echo $i > count; sleep 0.02; done')
+      sh(handle, 'i=0; while :; do i=$((i+1)); echo $i > count.new; mv count.new count; sleep 0.02; done')
       await waitFor('the counter to count', () => readNumber(counter) > 5)
       await driver.park(handle)
       const parked = readNumber(counter)
