@@ -32,7 +32,7 @@ export async function turnEnded(t: TestApp, id: string, turns = 1, timeoutMs = 5
   for (;;) {
     const { body } = await call('GET', `/o/acme/p/_/sessions/${id}`)
     if (body.turns_count >= turns && !ACTIVE.includes(body.status)) return body
-    if (Date.now() > deadline) throw new Error(`turn ${turns} of ${id} did not end: ${JSON.stringify(body).slice(0, 400)}`)
+    if (Date.now() > deadline) throw new Error(`turn ${turns} of ${id} did not end: ${JSON.stringify(body).slice(0, 400)}\n${await whereItIs(t, id)}`)
     await Bun.sleep(100)
   }
 }
@@ -42,6 +42,16 @@ export async function runSession(t: TestApp, steps: unknown[], extra: Record<str
   const created = await caller(t)('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script(steps), ...extra })
   if (created.status !== 202) throw new Error(`create failed: ${created.status} ${JSON.stringify(created.body)}`)
   return turnEnded(t, created.body.execution_id, 1)
+}
+
+/** What a session that did not end got to: its events so far and its last log lines (for a failure's message). */
+async function whereItIs(t: TestApp, id: string): Promise<string> {
+  const call = caller(t)
+  const messages = await call('GET', `/o/acme/p/_/sessions/${id}/messages`)
+  const events = ((messages.body?.events ?? []) as { type: string; role?: string; name?: string }[]).map((e) => [e.type, e.role ?? e.name].filter(Boolean).join(':'))
+  const logs = await call('GET', `/o/acme/p/_/sessions/${id}/logs`)
+  const lines = String(logs.body?.logs ?? JSON.stringify(logs.body)).slice(-1500)
+  return `events so far: ${events.join(', ') || 'none'}\nlast logs: ${lines}`
 }
 
 /** Sends a follow-up running `steps` and waits for turn `turn` to end. */
