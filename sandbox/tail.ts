@@ -46,7 +46,11 @@ export class TailedProcess implements SandboxProcess {
     this.stdout = this.out.stream
     this.stderr = this.err.stream
     this.exited = new Promise((resolve) => (this.resolveExit = resolve))
-    void this.loop()
+    // A loop that threw would leave the process running forever for agentd: it ends it instead, saying why.
+    this.loop().catch((err: unknown) => {
+      this.kill('SIGKILL')
+      this.finish(1, `agentd: reading the process's output failed: ${(err as Error)?.message ?? err}`)
+    })
   }
 
   get finished(): boolean {
@@ -66,17 +70,27 @@ export class TailedProcess implements SandboxProcess {
   finish(code: number, note?: string): void {
     if (this.done) return
     this.done = true
-    // What was written last, up to one budget more whether or not the reader kept up (a sandbox
-    // that died mid-flood is not read to its end).
-    this.out.drain(STREAM_BUDGET, true)
-    this.err.drain(STREAM_BUDGET, true)
+    // Whatever fails below, the streams close and the exit is reported: never a process that
+    // agentd waits on forever.
+    try {
+      // What was written last, up to one budget more whether or not the reader kept up (a sandbox
+      // that died mid-flood is not read to its end).
+      this.out.drain(STREAM_BUDGET, true)
+      this.err.drain(STREAM_BUDGET, true)
+    } catch {
+      // the files went bad: what was read is all there is
+    }
     if (note) this.err.push(new TextEncoder().encode(note.endsWith('\n') ? note : `${note}\n`))
     this.out.close()
     this.err.close()
-    // Read to the end: the files go (a background process still writing keeps its own copy open).
-    // Unlinked through the folder's fd: a planted link goes itself, never its target.
-    for (const suffix of ['.out', '.err', '.pid', '.exit', '.code']) this.dir?.remove(`${this.name}${suffix}`)
-    this.dir?.close()
+    try {
+      // Read to the end: the files go (a background process still writing keeps its own copy open).
+      // Unlinked through the folder's fd: a planted link goes itself, never its target.
+      for (const suffix of ['.out', '.err', '.pid', '.exit', '.code']) this.dir?.remove(`${this.name}${suffix}`)
+      this.dir?.close()
+    } catch {
+      // left for the sandbox's removal
+    }
     this.dir = null
     this.released = true
     this.poke?.()

@@ -1,5 +1,5 @@
 import { afterEach, expect, test } from 'bun:test'
-import { mkdtempSync, openSync, rmSync, writeFileSync, writeSync, closeSync } from 'node:fs'
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { STREAM_HIGH_WATER, TailedProcess } from '../../sandbox/tail'
@@ -50,4 +50,19 @@ test('a reader that cancels its stream does not hold the process: the file is re
   writeFileSync(`${prefix}.exit`, '0')
   expect(await proc.exited).toBe(0)
   expect(proc.finished).toBe(true)
+})
+
+test('a tail that cannot read ends the process, killed, with the reason on stderr: never one agentd waits on forever', async () => {
+  dir = mkdtempSync(join(tmpdir(), 'agentd-tail-'))
+  // The io folder is a link (as a sandbox could plant): it is refused, not followed.
+  mkdirSync(join(dir, 'real'))
+  symlinkSync(join(dir, 'real'), join(dir, 'io'))
+  writeFileSync(join(dir, 'real', 'p3.out'), 'never read')
+  const signals: string[] = []
+  const proc = new TailedProcess(join(dir, 'io', 'p3'), (signal) => signals.push(signal))
+  const [out, err, code] = await Promise.all([readAll(proc.stdout), readAll(proc.stderr), proc.exited])
+  expect(code).toBe(1)
+  expect(out.length).toBe(0)
+  expect(err.toString()).toContain("agentd: reading the process's output failed")
+  expect(signals).toEqual(['SIGKILL'])
 })
