@@ -36,10 +36,10 @@ for (const driver of ['default', 'process'] as const) {
       let server = await startServer(env)
       const request = client(() => server, token)
       const call = async (method: string, path: string, body?: unknown) => (await request(method, path, body)).body
-      const finished = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: 'first' })
+      const finished = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: 'first' })
       while ((await call('GET', `/o/acme/p/_/sessions/${finished.execution_id}`)).status !== 'completed') await Bun.sleep(50)
 
-      const long = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ sleep: 3000 }, { answer: 'late' }]) })
+      const long = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: script([{ sleep: 3000 }, { answer: 'late' }]) })
       const id = long.execution_id as string
       while ((await call('GET', `/o/acme/p/_/sessions/${id}`)).status !== 'running') await Bun.sleep(20)
       // Let the CLI get into its model call.
@@ -75,7 +75,7 @@ describe('across a restart (bwrap driver)', () => {
     let server = await startServer({ DATA_DIR: dir, AGENTD_SANDBOX: 'bwrap' })
     try {
       const created = (
-        await client(() => server, token)('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ say: 'before' }, { sleep: 3000 }, { answer: 'after' }]) })
+        await client(() => server, token)('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: script([{ say: 'before' }, { sleep: 3000 }, { answer: 'after' }]) })
       ).body as { execution_id: string }
       const url = (base: string) => `${base}/o/acme/p/_/sessions/${created.execution_id}/events`
       const first = await openSse(url(server.url), token)
@@ -104,7 +104,7 @@ describe('across a restart (bwrap driver)', () => {
     let server = await startServer({ DATA_DIR: dir, AGENTD_SANDBOX: 'bwrap' })
     const call = client(() => server, token)
     try {
-      const id = (await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ sleep: 5000 }]) })).body.execution_id
+      const id = (await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: script([{ sleep: 5000 }]) })).body.execution_id
       while ((await call('GET', `/o/acme/p/_/sessions/${id}`)).body.status !== 'running') await Bun.sleep(20)
       expect((await call('POST', `/o/acme/p/_/sessions/${id}/messages`, { content: 'first queued' })).body.position).toBe(1)
       expect((await call('POST', `/o/acme/p/_/sessions/${id}/messages`, { content: 'second queued' })).body.position).toBe(2)

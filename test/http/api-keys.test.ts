@@ -315,7 +315,7 @@ describe('a key as a bearer', () => {
   test('scopes: runs:read for GET session routes, runs:write for POST and PATCH; else 403 INSUFFICIENT_SCOPE', async () => {
     const reader = (await t.createKey({ name: 'r', scopes: ['runs:read'] })).body
     const writer = (await t.createKey({ name: 'w', scopes: ['runs:write'] })).body
-    const create = (token: string) => t.call('POST', '/o/acme/p/_/sessions', token, { agent: 'harness_1', prompt: 'hello' })
+    const create = (token: string) => t.call('POST', '/o/acme/p/_/sessions', token, { agent: 'harness_2', prompt: 'hello' })
     const denied = await create(reader.secret)
     expect(denied.status).toBe(403)
     expect(denied.body).toMatchObject({ code: 'INSUFFICIENT_SCOPE' })
@@ -332,17 +332,17 @@ describe('a key as a bearer', () => {
 describe('runs started with a key', () => {
   test('the run records its key and acts as the creator (started_by)', async () => {
     const key = (await t.createKey({ name: 'starter' })).body
-    const res = await t.call('POST', '/o/acme/p/_/sessions', key.secret, { agent: 'harness_1', prompt: 'hello' })
+    const res = await t.call('POST', '/o/acme/p/_/sessions', key.secret, { agent: 'harness_2', prompt: 'hello' })
     expect(res.status).toBe(202)
     expect(res.body.started_by).toEqual({ name: 'admin', avatar_url: null })
     expect(t.sessions.store.get(res.body.execution_id)!.apiKeyId).toBe(key.id)
-    const byUser = await t.call('POST', '/o/acme/p/_/sessions', t.admin.token, { agent: 'harness_1', prompt: 'hello' })
+    const byUser = await t.call('POST', '/o/acme/p/_/sessions', t.admin.token, { agent: 'harness_2', prompt: 'hello' })
     expect(t.sessions.store.get(byUser.body.execution_id)!.apiKeyId).toBeNull()
   })
 
   test('429 RATE_LIMITED once max_concurrent runs are in progress; a slot frees when one ends', async () => {
     const key = (await t.createKey({ name: 'limited', max_concurrent: 2 })).body
-    const start = (prompt: string) => t.call('POST', '/o/acme/p/_/sessions', key.secret, { agent: 'harness_1', prompt })
+    const start = (prompt: string) => t.call('POST', '/o/acme/p/_/sessions', key.secret, { agent: 'harness_2', prompt })
     const short = await start(script([{ answer: 'quick' }]))
     const long = await start(script([{ sleep: 60_000 }]))
     expect([short.status, long.status]).toEqual([202, 202])
@@ -350,7 +350,7 @@ describe('runs started with a key', () => {
     expect(limited.status).toBe(429)
     expect(limited.body).toMatchObject({ code: 'RATE_LIMITED' })
     // The same caller signed in is not limited by the key.
-    expect((await t.call('POST', '/o/acme/p/_/sessions', t.admin.token, { agent: 'harness_1', prompt: 'signed in' })).status).toBe(202)
+    expect((await t.call('POST', '/o/acme/p/_/sessions', t.admin.token, { agent: 'harness_2', prompt: 'signed in' })).status).toBe(202)
     await waitFor(() => t.call('GET', `/o/acme/p/_/sessions/${short.body.execution_id}`, key.secret), (r) => !['queued', 'allocating', 'running'].includes(r.body.status), 50_000)
     expect((await start('fits again')).status).toBe(202)
   }, 60_000)
@@ -358,11 +358,11 @@ describe('runs started with a key', () => {
   test('422 API_KEY_FIELD_UNSUPPORTED for a saved agent or sources on a key run', async () => {
     const key = (await t.createKey({ name: 'shape A only' })).body
     for (const extra of [{ agent_id: 'agent_123' }, { resources: [{ url: 'https://github.com/acme/web' }] }]) {
-      const res = await t.call('POST', '/o/acme/p/_/sessions', key.secret, { agent: 'harness_1', prompt: 'hello', ...extra })
+      const res = await t.call('POST', '/o/acme/p/_/sessions', key.secret, { agent: 'harness_2', prompt: 'hello', ...extra })
       expect(res.status).toBe(422)
       expect(res.body).toMatchObject({ code: 'API_KEY_FIELD_UNSUPPORTED' })
       // Signed in, the same body is not run silently without them either.
-      expect((await t.call('POST', '/o/acme/p/_/sessions', t.admin.token, { agent: 'harness_1', prompt: 'hello', ...extra })).status).toBe(400)
+      expect((await t.call('POST', '/o/acme/p/_/sessions', t.admin.token, { agent: 'harness_2', prompt: 'hello', ...extra })).status).toBe(400)
     }
   })
 })
