@@ -209,16 +209,17 @@ class FileTail {
     const drop = this.readerGone
     const limit = anyway || drop ? budget : Math.min(budget, Math.max(0, this.controller.desiredSize ?? 0))
     let total = 0
-    const buffer = Buffer.allocUnsafe(64 * 1024)
     while (total < limit) {
-      const n = readSync(this.fd, buffer, 0, Math.min(buffer.length, limit - total), this.offset)
+      // Read straight into the chunk the stream hands on (no copy: a flood makes half the garbage).
+      const chunk = Buffer.allocUnsafe(Math.min(64 * 1024, limit - total))
+      const n = readSync(this.fd, chunk, 0, chunk.length, this.offset)
       if (n <= 0) {
         this.waiting = false
         return { read: total, more: false, full: false }
       }
       this.offset += n
       total += n
-      if (!drop) this.push(new Uint8Array(buffer.subarray(0, n)))
+      if (!drop) this.push(n === chunk.length ? chunk : chunk.subarray(0, n))
     }
     this.waiting = limit < budget
     return { read: total, more: true, full: this.waiting }

@@ -43,7 +43,7 @@ test('kill -9 between webhook attempts: the restarted server sends the retry wit
   try {
     const key = (await call('POST', '/o/acme/api-keys', token, { name: 'restart' })).body
     const whsec = (await call('PATCH', `/o/acme/api-keys/${key.id}`, token, { webhook_url: rx.url })).body.webhook_secret
-    const run = await call('POST', '/o/acme/p/_/sessions', key.secret, { agent: 'harness_1', prompt: script([{ answer: 'survives' }]) })
+    const run = await call('POST', '/o/acme/p/_/sessions', key.secret, { agent: 'harness_2', prompt: script([{ answer: 'survives' }]) })
     expect(run.status).toBe(202)
     const deliveries = () => call('GET', `/o/acme/api-keys/${key.id}/deliveries`, token).then((r) => r.body.data)
     // The first attempt failed (500) and is on record; the retry is still pending.

@@ -9,7 +9,7 @@ beforeAll(async () => {
 afterAll(() => t[Symbol.asyncDispose]())
 
 const start = async (prompt: string) =>
-  (await json(await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt } })))).execution_id as string
+  (await json(await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_2', prompt } })))).execution_id as string
 const settled = (id: string) =>
   waitFor(() => t.app.handle(req('GET', `/o/acme/p/_/sessions/${id}`, { token: t.admin.token })).then(json), (s) => ['completed', 'failed'].includes(s.status), 30_000)
 

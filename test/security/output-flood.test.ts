@@ -11,6 +11,12 @@ import type { TestApp } from '../helpers/app'
 import { caller, expectResponsive, ISOLATING, runSession, securityApp, toCliStdout, watchHealth, watchLoop } from './helpers'
 
 const FLOOD_BYTES = 300_000_000
+/**
+ * The flood's bytes, 'a' only: 100 MB made once in the sandbox's /tmp, then printed three times
+ * by `cat` in large writes (a `tr` in the pipe writes 4 KiB at a time, which gVisor takes 13 s for).
+ */
+const FLOOD_PREP = `head -c 1000000 /dev/zero | tr '\\0' a > /tmp/a1 && for i in 0 1 2 3 4 5 6 7 8 9; do cat${' /tmp/a1'.repeat(10)}; done > /tmp/a100`
+const FLOOD = 'cat /tmp/a100 /tmp/a100 /tmp/a100'
 const MiB = 1024 * 1024
 /** AGENTD_TRANSCRIPT_MAX_MB of the app (100 KiB): a few of the CLI's own tool-result lines go over it. */
 const TRANSCRIPT_MAX_MB = '0.1'
@@ -62,7 +68,7 @@ for (const kind of ISOLATING) {
         let view: any
         let stopped: Awaited<ReturnType<typeof health.stop>>
         try {
-          view = await runSession(t, [{ bash: toCliStdout(`head -c ${FLOOD_BYTES} /dev/zero | tr '\\0' a`) }, { answer: 'flooded' }])
+          view = await runSession(t, [{ bash: `${FLOOD_PREP} && ${toCliStdout(FLOOD)}` }, { answer: 'flooded' }])
         } finally {
           // Stopped whatever happened: a poller left running would outlive the test run.
           clearInterval(sampler)
