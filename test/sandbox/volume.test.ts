@@ -15,114 +15,94 @@ function volumeIn(root: string, id: string, sizeBytes: number): SandboxVolume {
 
 test('ensure makes a sparse image, binds its workspace and home, is idempotent, mounts it again after a reboot; remove unmounts and deletes it', async () => {
   await using root = tempRoot('agentd-vol-')
-  try {
-    const volume = volumeIn(root.path, 's1', 64 * MiB)
-    await volume.ensure()
-    await volume.ensure()
-    const mounted = mountPoints()
-    for (const path of [volume.mountDir, volume.spec.hostWorkspace, volume.spec.hostHome]) expect(mounted.has(path)).toBe(true)
-    // The host paths are the image's: their filesystem is the image's size, not the host disk's.
-    const fs = statfsSync(volume.spec.hostWorkspace)
-    expect(fs.blocks * fs.bsize).toBeLessThanOrEqual(64 * MiB)
-    expect(lstatSync(volume.image).blocks * 512).toBeLessThan(8 * MiB) // sparse: metadata only
-    writeFileSync(join(volume.spec.hostHome, 'kept'), 'across a remount')
-    // A reboot (or an operator) unmounted everything: the next ensure mounts the same image again.
-    unmountUnder(join(root.path, 's1'))
-    expect(existsSync(join(volume.spec.hostHome, 'kept'))).toBe(false)
-    await volume.ensure()
-    expect(readFileSync(join(volume.spec.hostHome, 'kept'), 'utf8')).toBe('across a remount')
-    await volume.remove()
-    const after = mountPoints()
-    for (const path of [volume.mountDir, volume.spec.hostWorkspace, volume.spec.hostHome]) expect(after.has(path)).toBe(false)
-    expect(existsSync(volume.image)).toBe(false)
-  } finally {
-    await settleSpareDisks()
-    unmountUnder(root.path) // before the folder goes: a failed expectation leaves disks mounted
-  }
+  const volume = volumeIn(root.path, 's1', 64 * MiB)
+  await volume.ensure()
+  await volume.ensure()
+  const mounted = mountPoints()
+  for (const path of [volume.mountDir, volume.spec.hostWorkspace, volume.spec.hostHome]) expect(mounted.has(path)).toBe(true)
+  // The host paths are the image's: their filesystem is the image's size, not the host disk's.
+  const fs = statfsSync(volume.spec.hostWorkspace)
+  expect(fs.blocks * fs.bsize).toBeLessThanOrEqual(64 * MiB)
+  expect(lstatSync(volume.image).blocks * 512).toBeLessThan(8 * MiB) // sparse: metadata only
+  writeFileSync(join(volume.spec.hostHome, 'kept'), 'across a remount')
+  // A reboot (or an operator) unmounted everything: the next ensure mounts the same image again.
+  unmountUnder(join(root.path, 's1'))
+  expect(existsSync(join(volume.spec.hostHome, 'kept'))).toBe(false)
+  await volume.ensure()
+  expect(readFileSync(join(volume.spec.hostHome, 'kept'), 'utf8')).toBe('across a remount')
+  await volume.remove()
+  const after = mountPoints()
+  for (const path of [volume.mountDir, volume.spec.hostWorkspace, volume.spec.hostHome]) expect(after.has(path)).toBe(false)
+  expect(existsSync(volume.image)).toBe(false)
 })
 
 test('files a sandbox had before it had an image move into it as they are, links not followed', async () => {
   await using root = tempRoot('agentd-vol-')
-  try {
-    const volume = volumeIn(root.path, 's2', 64 * MiB)
-    mkdirSync(join(volume.spec.hostWorkspace, 'src'), { recursive: true })
-    writeFileSync(join(volume.spec.hostWorkspace, 'src', 'a.txt'), 'old work')
-    mkdirSync(volume.spec.hostHome, { recursive: true })
-    symlinkSync('/etc/passwd', join(volume.spec.hostHome, 'link'))
-    await volume.ensure()
-    expect(mountPoints().has(volume.spec.hostWorkspace)).toBe(true)
-    expect(readFileSync(join(volume.spec.hostWorkspace, 'src', 'a.txt'), 'utf8')).toBe('old work')
-    expect(readlinkSync(join(volume.spec.hostHome, 'link'))).toBe('/etc/passwd')
-    expect(lstatSync(join(volume.mountDir, 'home', 'link')).isSymbolicLink()).toBe(true) // a link in the image too
-    expect(existsSync(join(root.path, 's2', 'sandbox', 'disk', 'home', 'src'))).toBe(false)
-    await volume.remove()
-  } finally {
-    await settleSpareDisks()
-    unmountUnder(root.path) // before the folder goes: a failed expectation leaves disks mounted
-  }
+  const volume = volumeIn(root.path, 's2', 64 * MiB)
+  mkdirSync(join(volume.spec.hostWorkspace, 'src'), { recursive: true })
+  writeFileSync(join(volume.spec.hostWorkspace, 'src', 'a.txt'), 'old work')
+  mkdirSync(volume.spec.hostHome, { recursive: true })
+  symlinkSync('/etc/passwd', join(volume.spec.hostHome, 'link'))
+  await volume.ensure()
+  expect(mountPoints().has(volume.spec.hostWorkspace)).toBe(true)
+  expect(readFileSync(join(volume.spec.hostWorkspace, 'src', 'a.txt'), 'utf8')).toBe('old work')
+  expect(readlinkSync(join(volume.spec.hostHome, 'link'))).toBe('/etc/passwd')
+  expect(lstatSync(join(volume.mountDir, 'home', 'link')).isSymbolicLink()).toBe(true) // a link in the image too
+  expect(existsSync(join(root.path, 's2', 'sandbox', 'disk', 'home', 'src'))).toBe(false)
+  await volume.remove()
 })
 
 test('files that do not fit the limit stay where they were, and ensure says why', async () => {
   await using root = tempRoot('agentd-vol-')
-  try {
-    const volume = volumeIn(root.path, 's3', 16 * MiB)
-    mkdirSync(volume.spec.hostWorkspace, { recursive: true })
-    writeFileSync(join(volume.spec.hostWorkspace, 'big'), Buffer.alloc(40 * MiB, 1))
-    await expect(volume.ensure()).rejects.toThrow('do not fit its disk limit of 16 MB')
-    expect(mountPoints().has(volume.mountDir)).toBe(false)
-    expect(lstatSync(join(volume.spec.hostWorkspace, 'big')).size).toBe(40 * MiB)
-    expect(existsSync(volume.image)).toBe(false)
-  } finally {
-    await settleSpareDisks()
-    unmountUnder(root.path) // before the folder goes: a failed expectation leaves disks mounted
-  }
+  const volume = volumeIn(root.path, 's3', 16 * MiB)
+  mkdirSync(volume.spec.hostWorkspace, { recursive: true })
+  writeFileSync(join(volume.spec.hostWorkspace, 'big'), Buffer.alloc(40 * MiB, 1))
+  await expect(volume.ensure()).rejects.toThrow('do not fit its disk limit of 16 MB')
+  expect(mountPoints().has(volume.mountDir)).toBe(false)
+  expect(lstatSync(join(volume.spec.hostWorkspace, 'big')).size).toBe(40 * MiB)
+  expect(existsSync(volume.image)).toBe(false)
 })
 
 test('spare disks: a create takes one already formatted and mounted (its own mount gone after), the pool refills, and leftovers a reboot unmounted are cleared', async () => {
   await using root = tempRoot('agentd-vol-')
-  try {
-    const spareDir = join(root.path, '.spare-disks')
-    const spares = () => (existsSync(spareDir) ? readdirSync(spareDir).sort() : [])
-    // Leftovers of an earlier boot: an image no longer mounted, a half-built one, an empty mount folder.
-    mkdirSync(spareDir, { recursive: true })
-    // Spares are named by their size in bytes.
-    const stale = [`${64 * MiB}-old.img`, `${64 * MiB}-half.img.new`, `${64 * MiB}-old.mnt`]
-    for (const name of stale) {
-      if (name.endsWith('.mnt')) mkdirSync(join(spareDir, name))
-      else writeFileSync(join(spareDir, name), '')
-    }
-
-    const first = volumeIn(root.path, 's1', 64 * MiB)
-    await first.ensure() // no spare ready: formats its own, then the pool fills
-    await settleSpareDisks()
-    const ready = spares().filter((name) => name.endsWith('.img'))
-    expect(ready).toHaveLength(3)
-    for (const name of stale) expect(spares()).not.toContain(name)
-    const mounted = mountPoints()
-    for (const name of ready) expect(mounted.has(join(spareDir, name.replace(/\.img$/, '.mnt')))).toBe(true)
-
-    const second = volumeIn(root.path, 's2', 64 * MiB)
-    await second.ensure()
-    // One spare went to s2: its image is s2's, its file system is on s2's mount, its own mount is gone.
-    const taken = ready.filter((name) => !spares().includes(name))
-    expect(taken).toHaveLength(1)
-    const after = mountPoints()
-    expect(after.has(join(spareDir, taken[0]!.replace(/\.img$/, '.mnt')))).toBe(false)
-    for (const path of [second.mountDir, second.spec.hostWorkspace, second.spec.hostHome]) expect(after.has(path)).toBe(true)
-    const fs = statfsSync(second.spec.hostWorkspace)
-    expect(fs.blocks * fs.bsize).toBeLessThanOrEqual(64 * MiB)
-    // What s2 writes is in s2's image (mounted again from the image file alone, it is still there).
-    writeFileSync(join(second.spec.hostWorkspace, 'mine'), 's2')
-    unmountUnder(join(root.path, 's2'))
-    await second.ensure()
-    expect(readFileSync(join(second.spec.hostWorkspace, 'mine'), 'utf8')).toBe('s2')
-    await settleSpareDisks()
-    expect(spares().filter((name) => name.endsWith('.img'))).toHaveLength(3)
-    await first.remove()
-    await second.remove()
-    expect(existsSync(second.image)).toBe(false)
-  } finally {
-    await settleSpareDisks()
-    unmountUnder(root.path) // before the folder goes: a failed expectation leaves disks mounted
+  const spareDir = join(root.path, '.spare-disks')
+  const spares = () => (existsSync(spareDir) ? readdirSync(spareDir).sort() : [])
+  // Leftovers of an earlier boot: an image no longer mounted, a half-built one, an empty mount folder.
+  mkdirSync(spareDir, { recursive: true })
+  // Spares are named by their size in bytes.
+  const stale = [`${64 * MiB}-old.img`, `${64 * MiB}-half.img.new`, `${64 * MiB}-old.mnt`]
+  for (const name of stale) {
+    if (name.endsWith('.mnt')) mkdirSync(join(spareDir, name))
+    else writeFileSync(join(spareDir, name), '')
   }
+
+  const first = volumeIn(root.path, 's1', 64 * MiB)
+  await first.ensure() // no spare ready: formats its own, then the pool fills
+  await settleSpareDisks()
+  const ready = spares().filter((name) => name.endsWith('.img'))
+  expect(ready).toHaveLength(3)
+  for (const name of stale) expect(spares()).not.toContain(name)
+  const mounted = mountPoints()
+  for (const name of ready) expect(mounted.has(join(spareDir, name.replace(/\.img$/, '.mnt')))).toBe(true)
+
+  const second = volumeIn(root.path, 's2', 64 * MiB)
+  await second.ensure()
+  // One spare went to s2: its image is s2's, its file system is on s2's mount, its own mount is gone.
+  const taken = ready.filter((name) => !spares().includes(name))
+  expect(taken).toHaveLength(1)
+  const after = mountPoints()
+  expect(after.has(join(spareDir, taken[0]!.replace(/\.img$/, '.mnt')))).toBe(false)
+  for (const path of [second.mountDir, second.spec.hostWorkspace, second.spec.hostHome]) expect(after.has(path)).toBe(true)
+  const fs = statfsSync(second.spec.hostWorkspace)
+  expect(fs.blocks * fs.bsize).toBeLessThanOrEqual(64 * MiB)
+  // What s2 writes is in s2's image (mounted again from the image file alone, it is still there).
+  writeFileSync(join(second.spec.hostWorkspace, 'mine'), 's2')
+  unmountUnder(join(root.path, 's2'))
+  await second.ensure()
+  expect(readFileSync(join(second.spec.hostWorkspace, 'mine'), 'utf8')).toBe('s2')
+  await settleSpareDisks()
+  expect(spares().filter((name) => name.endsWith('.img'))).toHaveLength(3)
+  await first.remove()
+  await second.remove()
+  expect(existsSync(second.image)).toBe(false)
 })
