@@ -44,14 +44,28 @@ export function cgroupName(id: string): string {
 }
 
 /**
- * argv that joins the cgroups listed in `procsFiles` (in order) and then execs `argv`: a `sh` that
- * writes its own pid into each `cgroup.procs` and replaces itself with the command, so the command
- * and everything it starts is inside from its first instruction. On v1 the freezer goes last, so
- * a process started while the sandbox is parked is fully placed before it stops.
+ * The files a new process writes itself into to join a sandbox's cgroups, in joining order, and
+ * what it writes. v1: `0` into each hierarchy's `tasks`, which moves the writing thread alone (the
+ * wrapper `sh` has one). The kernel skips its global threadgroup lock for that case, and taking
+ * that lock after a quiet moment costs an RCU grace period, 5-15 ms on a small machine: a first
+ * exec in a new sandbox paid it on every create. v2 has no such file for a whole process: its pid
+ * into `cgroup.procs`.
  */
-export function cgroupWrapArgs(procsFiles: string[], argv: string[]): string[] {
-  const script = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"'
-  return ['/bin/sh', '-c', script, 'agentd-cgroup', String(procsFiles.length), ...procsFiles, ...argv]
+export interface CgroupJoin {
+  files: string[]
+  writes: 'own thread' | 'own pid'
+}
+
+/**
+ * argv that joins the cgroups (`join`, in order) and then execs `argv`: a `sh` that writes itself
+ * into each file and replaces itself with the command, so the command and everything it starts
+ * is inside from its first instruction. On v1 the freezer goes last, so a process started while
+ * the sandbox is parked is fully placed before it stops.
+ */
+export function cgroupWrapArgs(join: CgroupJoin, argv: string[]): string[] {
+  const self = join.writes === 'own thread' ? '0' : '$$'
+  const script = `n=$1; shift; while [ "$n" -gt 0 ]; do echo ${self} > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"`
+  return ['/bin/sh', '-c', script, 'agentd-cgroup', String(join.files.length), ...join.files, ...argv]
 }
 
 export interface CgroupStats {
@@ -105,9 +119,15 @@ export class SandboxCgroup {
     return this.version === 'v2' ? join(this.root, this.path) : join(this.root, controller, this.path)
   }
 
-  /** The `cgroup.procs` files a new process writes itself into, in joining order. */
+  /** The `cgroup.procs` files: every process in the cgroups. */
   procsFiles(): string[] {
     return this.dirs().map((dir) => join(dir, 'cgroup.procs'))
+  }
+
+  /** How a new process joins (see CgroupJoin). */
+  joinFiles(): CgroupJoin {
+    if (this.version === 'v2') return { files: this.procsFiles(), writes: 'own pid' }
+    return { files: this.dirs().map((dir) => join(dir, 'tasks')), writes: 'own thread' }
   }
 
   exists(): boolean {

@@ -127,7 +127,7 @@ export abstract class HostDriver implements SandboxDriver {
   exec(handle: SandboxHandle, argv: string[], options: ExecOptions): SandboxProcess {
     const sandbox = this.sandbox(handle)
     const command = this.command(sandbox, argv, options)
-    const full = sandbox.cgroup ? cgroupWrapArgs(sandbox.cgroup.procsFiles(), command.argv) : command.argv
+    const full = sandbox.cgroup ? cgroupWrapArgs(sandbox.cgroup.joinFiles(), command.argv) : command.argv
     let proc: SandboxProcess
     try {
       proc = spawnGroup(full, command.env, command.cwd, command.fd3)

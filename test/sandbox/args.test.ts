@@ -57,22 +57,28 @@ test('listenPattern matches /proc/net/tcp for a listener on 127.0.0.1', () => {
 })
 
 test('cgroupWrapArgs: a sh that joins each cgroup in order, then execs', () => {
-  const argv = cgroupWrapArgs(['/cg/pids/a/cgroup.procs', '/cg/freezer/a/cgroup.procs'], ['bwrap', '--', 'x y'])
+  const argv = cgroupWrapArgs({ files: ['/cg/pids/a/tasks', '/cg/freezer/a/tasks'], writes: 'own thread' }, ['bwrap', '--', 'x y'])
   expect(argv).toEqual([
-    '/bin/sh', '-c', 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"',
-    'agentd-cgroup', '2', '/cg/pids/a/cgroup.procs', '/cg/freezer/a/cgroup.procs', 'bwrap', '--', 'x y',
+    '/bin/sh', '-c', 'n=$1; shift; while [ "$n" -gt 0 ]; do echo 0 > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"',
+    'agentd-cgroup', '2', '/cg/pids/a/tasks', '/cg/freezer/a/tasks', 'bwrap', '--', 'x y',
   ])
+  expect(cgroupWrapArgs({ files: ['/cg/a/cgroup.procs'], writes: 'own pid' }, ['true'])[2]).toContain('echo $$ > "$1"')
 })
 
-test('cgroupWrapArgs really joins and execs (a file stands in for cgroup.procs)', async () => {
+test('cgroupWrapArgs really joins and execs (files stand in for tasks and cgroup.procs)', async () => {
   const dir = `${process.env.TMPDIR ?? '/tmp'}/cgwrap-${crypto.randomUUID()}`
   await Bun.write(`${dir}/a`, '')
   await Bun.write(`${dir}/b`, '')
-  const child = Bun.spawn(cgroupWrapArgs([`${dir}/a`, `${dir}/b`], ['/bin/sh', '-c', 'echo "$0 $$"', 'args ok']), { stdout: 'pipe' })
+  await Bun.write(`${dir}/c`, '')
+  const child = Bun.spawn(cgroupWrapArgs({ files: [`${dir}/a`, `${dir}/b`], writes: 'own thread' }, ['/bin/sh', '-c', 'echo "$0 $$"', 'args ok']), { stdout: 'pipe' })
   const out = await new Response(child.stdout).text()
   expect(out).toBe(`args ok ${child.pid}\n`)
-  expect(await Bun.file(`${dir}/a`).text()).toBe(`${child.pid}\n`)
-  expect(await Bun.file(`${dir}/b`).text()).toBe(`${child.pid}\n`)
+  // 0: the writing thread itself (to the kernel); the file only records what was written.
+  expect(await Bun.file(`${dir}/a`).text()).toBe('0\n')
+  expect(await Bun.file(`${dir}/b`).text()).toBe('0\n')
+  const byPid = Bun.spawn(cgroupWrapArgs({ files: [`${dir}/c`], writes: 'own pid' }, ['true']))
+  expect(await byPid.exited).toBe(0)
+  expect(await Bun.file(`${dir}/c`).text()).toBe(`${byPid.pid}\n`)
 })
 
 test('names: cgroups keep a safe alphabet; relay folders are short and stable', () => {

@@ -63,6 +63,7 @@ test('create delegates memory, pids and cpu down from the root and writes the li
   expect(read(...dir, 'cpu.max')).toBe('150000 100000')
   expect(read(...dir, 'cgroup.freeze')).toBe('0')
   expect(cgroup.procsFiles()).toEqual([join(root, 'agentd', 's1', 'sbx-1', 'cgroup.procs')])
+  expect(cgroup.joinFiles()).toEqual({ files: cgroup.procsFiles(), writes: 'own pid' })
   expect(listSandboxCgroups('agentd/s1', root)).toEqual(['sbx-1'])
 })
 
@@ -77,7 +78,7 @@ test('a controller already delegated is not written again; without cpu offered, 
 
 test('a process joins by the one cgroup.procs file from its first instruction', async () => {
   const cgroup = made()
-  const child = Bun.spawn(cgroupWrapArgs(cgroup.procsFiles(), ['/bin/sh', '-c', 'echo $$']), { stdout: 'pipe' })
+  const child = Bun.spawn(cgroupWrapArgs(cgroup.joinFiles(), ['/bin/sh', '-c', 'echo $$']), { stdout: 'pipe' })
   const pid = Number((await new Response(child.stdout).text()).trim())
   expect(await child.exited).toBe(0)
   expect(read('agentd', 's1', 'sbx-1', 'cgroup.procs')).toBe(String(pid))
@@ -114,7 +115,7 @@ test('stats read anon + shmem of memory.stat and oom_kill of memory.events', () 
 test('remove kills what is inside (cgroup.kill, and each process), then removes the cgroup but not its parents', async () => {
   const cgroup = made()
   writeFileSync(join(root, cgroup.path, 'cgroup.kill'), '')
-  const child = Bun.spawn(cgroupWrapArgs(cgroup.procsFiles(), ['sleep', '600']), { stdout: 'ignore' })
+  const child = Bun.spawn(cgroupWrapArgs(cgroup.joinFiles(), ['sleep', '600']), { stdout: 'ignore' })
   await waitFor('the process to join', () => read('agentd', 's1', 'sbx-1', 'cgroup.procs') === String(child.pid), 30_000)
   expect(cgroup.pids()).toEqual([child.pid])
   await cgroup.remove()

@@ -97,6 +97,19 @@ for (const [kind, make] of makers) {
       await driver.destroy(handle)
     })
 
+    test('an exec and what it forks are in every hierarchy of the cgroups (joined thread by thread: one thread, so all of it)', async () => {
+      const handle = await driver.create(spec())
+      const proc = sh(handle, 'sleep 600 & sleep 600')
+      const hierarchies = ['pids', 'memory', 'freezer', ...(existsSync(join(CGROUP_ROOT, 'cpu', 'cgroup.procs')) ? ['cpu'] : [])]
+      const members = (controller: string) => readFileSync(join(CGROUP_ROOT, controller, 'agentd', scope, handle.id, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number)
+      await waitFor('the exec and both sleeps', () => members('freezer').length >= 3)
+      for (const controller of hierarchies) {
+        expect(members(controller)).toContain(proc.pid)
+        expect(members(controller).sort()).toEqual(members('freezer').sort())
+      }
+      await driver.destroy(handle)
+    })
+
     test('the memory limit kills a memory hog', async () => {
       const handle = await driver.create(spec({ limits: { memoryBytes: 64 * 1024 * 1024, maxProcesses: 256 } }))
       // tail keeps the last line in memory until it ends: 400 MB of zeros without a newline.
