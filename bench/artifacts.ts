@@ -12,7 +12,7 @@ import { join, relative } from 'node:path'
 import { sql } from 'drizzle-orm'
 import { openDb, type Db } from '../src/db/client'
 import { artifacts } from '../src/db/schema'
-import { ARTIFACTS_DIR, ArtifactStore } from '../src/services/artifacts'
+import { ARTIFACTS_DIR, ArtifactStore } from '../src/runtime/artifacts'
 
 const FILES = 200
 const SIZE = 16 * 1024

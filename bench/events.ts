@@ -10,9 +10,9 @@ import { join } from 'node:path'
 import { initialTransition } from 'xstate'
 import { SESSION_MACHINE_VERSION, sessionMachine } from '../machines/session.machine'
 import { openDb } from '../src/db/client'
-import { IdentityService } from '../src/services/identity'
-import { SessionStore } from '../src/services/session-store'
-import { sessionEventStream } from '../src/services/session-stream'
+import { IdentityService } from '../src/identity/service'
+import { SessionStore } from '../src/sessions/store'
+import { sessionEventStream } from '../src/sessions/stream'
 
 const SUBSCRIBERS = 100
 const RATE = 20_000 // events per second offered

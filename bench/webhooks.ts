@@ -16,9 +16,9 @@ import { loadConfig } from '../src/config'
 import { openDb } from '../src/db/client'
 import { sessions, webhookDeliveries } from '../src/db/schema'
 import { startServices } from '../src/server'
-import { ApiKeyService } from '../src/services/api-keys'
-import { IdentityService } from '../src/services/identity'
-import { WebhookService } from '../src/services/webhooks'
+import { ApiKeyService } from '../src/api-keys/service'
+import { IdentityService } from '../src/identity/service'
+import { WebhookService } from '../src/webhooks/service'
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 10)
 const DELIVERIES = Number(process.env.BENCH_DELIVERIES ?? 5000)

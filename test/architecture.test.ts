@@ -1,43 +1,122 @@
 import { expect, test } from 'bun:test'
 import { Glob } from 'bun'
-import { readFileSync } from 'node:fs'
-import { join, relative, resolve, dirname } from 'node:path'
+import { existsSync, readFileSync } from 'node:fs'
+import { dirname, join, relative, resolve } from 'node:path'
 
 /**
- * The dependency rule (docs/architecture.md): http → services → {machines, db, sandbox, harness,
- * gateway}; domain is imported by all and imports nothing of ours; machines and sandbox know
- * nothing of the layers around them.
+ * The dependency rule (docs/architecture.md). Feature folders under src/ hold a feature's routes,
+ * model and services; routes → feature services → {machines, db, sandbox, harness, gateway};
+ * domain is imported by all and imports nothing of ours; machines and sandbox know nothing of the
+ * layers around them; HTTP (elysia, src/http, route files) stays in the route layer; and no file
+ * reaches itself again through its imports.
  */
 const root = join(import.meta.dir, '..')
 
+const FEATURES = ['api-keys', 'catalog', 'identity', 'runtime', 'search', 'sessions', 'statechart', 'transcript', 'webhooks'].map((f) => `src/${f}`)
+const HTTP = ['src/http', 'src/app.ts']
+const BELOW = ['machines', 'sandbox', 'src/db', 'src/gateway', 'src/harness']
+
 const rules: { layer: string; forbidden: string[] }[] = [
-  { layer: 'src/domain', forbidden: ['src/http', 'src/services', 'src/db', 'src/gateway', 'src/harness', 'machines', 'sandbox'] },
-  { layer: 'machines', forbidden: ['src/http', 'src/services', 'src/db', 'src/gateway', 'src/harness', 'sandbox'] },
-  { layer: 'sandbox', forbidden: ['src/http', 'src/services', 'src/db', 'src/gateway', 'src/harness', 'machines'] },
+  { layer: 'src/domain', forbidden: [...HTTP, ...FEATURES, ...BELOW] },
+  { layer: 'machines', forbidden: [...HTTP, ...FEATURES, ...BELOW.filter((l) => l !== 'machines')] },
+  { layer: 'sandbox', forbidden: [...HTTP, ...FEATURES, ...BELOW.filter((l) => l !== 'sandbox')] },
+  { layer: 'src/db', forbidden: [...HTTP, ...FEATURES, 'machines', 'sandbox', 'src/gateway', 'src/harness'] },
+  { layer: 'src/gateway', forbidden: [...HTTP, ...FEATURES, 'machines', 'sandbox', 'src/db'] },
+  { layer: 'src/harness', forbidden: [...HTTP, ...FEATURES, 'machines', 'sandbox', 'src/db'] },
   { layer: 'src/http', forbidden: ['src/db', 'machines', 'sandbox', 'src/gateway', 'src/harness'] },
-  { layer: 'src/db', forbidden: ['src/http', 'src/services', 'machines', 'sandbox', 'src/gateway', 'src/harness'] },
-  { layer: 'src/gateway', forbidden: ['src/http', 'src/services', 'src/db', 'machines', 'sandbox'] },
-  { layer: 'src/harness', forbidden: ['src/http', 'src/services', 'src/db', 'machines', 'sandbox'] },
 ]
 
-function importsOf(file: string): string[] {
+/** A route file: the HTTP face of a feature (`routes.ts`, `*-routes.ts`). */
+const isRouteFile = (path: string) => /(^|\/|-)routes\.ts$/.test(path)
+/**
+ * A feature's model (`model.ts`): its TypeBox schemas, built with Elysia's `t` because the route
+ * layer validates and coerces with them (Elysia's own module layout puts `t` there too). Services
+ * may take types and schemas from a model.
+ */
+const isModelFile = (path: string) => /(^|\/)model\.ts$/.test(path)
+
+/** Imports of `file`: package names as written, our files as repo-relative paths (with extension). */
+function importsOf(file: string): { packages: string[]; files: string[] } {
   const text = readFileSync(file, 'utf8')
   const specs = [...text.matchAll(/(?:^|\n)\s*(?:import|export)[^'"]*?from\s+['"]([^'"]+)['"]/g)].map((m) => m[1]!)
-  return specs.filter((s) => s.startsWith('.')).map((s) => relative(root, resolve(dirname(file), s)))
+  const files: string[] = []
+  for (const spec of specs.filter((s) => s.startsWith('.'))) {
+    const base = resolve(dirname(file), spec)
+    const found = [base, `${base}.ts`, join(base, 'index.ts')].find((p) => existsSync(p) && p.endsWith('.ts'))
+    files.push(relative(root, found ?? base))
+  }
+  return { packages: specs.filter((s) => !s.startsWith('.')), files }
 }
+
+const sources = () => ['src', 'machines', 'sandbox'].flatMap((dir) => [...new Glob(`${dir}/**/*.ts`).scanSync({ cwd: root })]).sort()
+
+const inside = (path: string, layer: string) => path === layer || path.startsWith(`${layer}/`)
 
 test('no layer imports a layer it must not know', () => {
   const violations: string[] = []
   for (const { layer, forbidden } of rules) {
-    for (const path of new Glob(`${layer}/**/*.ts`).scanSync({ cwd: root })) {
-      for (const target of importsOf(join(root, path))) {
-        if (forbidden.some((f) => target === f || target.startsWith(`${f}/`))) violations.push(`${path} imports ${target}`)
+    for (const path of sources().filter((p) => inside(p, layer))) {
+      for (const target of importsOf(join(root, path)).files) {
+        if (forbidden.some((f) => inside(target, f))) violations.push(`${path} imports ${target}`)
       }
     }
   }
   expect(violations).toEqual([])
 })
 
-test('the rule is checked against real files', () => {
-  expect(importsOf(join(root, 'src/services/session-service.ts'))).toContain('machines/session.machine')
+test('HTTP stays in the route layer: elysia only in route files, models, src/http and the app; src/http and route files only imported there', () => {
+  const violations: string[] = []
+  for (const path of sources()) {
+    if (isRouteFile(path) || HTTP.some((h) => inside(path, h)) || path === 'src/server.ts') continue
+    const { packages, files } = importsOf(join(root, path))
+    const elysia = packages.filter((pkg) => pkg === 'elysia' || pkg.startsWith('elysia/') || pkg.startsWith('@elysiajs/'))
+    if (!isModelFile(path)) for (const pkg of elysia) violations.push(`${path} imports ${pkg}`)
+    for (const target of files) if (isRouteFile(target) || HTTP.some((h) => inside(target, h))) violations.push(`${path} imports ${target}`)
+  }
+  expect(violations).toEqual([])
+})
+
+/** Every import cycle among `graph`'s files (each reported once, from its smallest file). */
+function importCycles(graph: Map<string, string[]>): string[][] {
+  const cycles: string[][] = []
+  const seen = new Set<string>()
+  const state = new Map<string, 'open' | 'done'>()
+  const stack: string[] = []
+  const visit = (file: string) => {
+    state.set(file, 'open')
+    stack.push(file)
+    for (const next of graph.get(file) ?? []) {
+      if (state.get(next) === 'open') {
+        const cycle = stack.slice(stack.indexOf(next))
+        const start = cycle.indexOf([...cycle].sort()[0]!)
+        const key = [...cycle.slice(start), ...cycle.slice(0, start)]
+        if (!seen.has(key.join(' → '))) {
+          seen.add(key.join(' → '))
+          cycles.push(key)
+        }
+      } else if (!state.has(next)) visit(next)
+    }
+    stack.pop()
+    state.set(file, 'done')
+  }
+  for (const file of [...graph.keys()].sort()) if (!state.has(file)) visit(file)
+  return cycles
+}
+
+test('no import cycle (type-only imports included: a cycle of types is a cycle of ideas)', () => {
+  const graph = new Map(sources().map((path) => [path, importsOf(join(root, path)).files]))
+  expect(importCycles(graph).map((cycle) => [...cycle, cycle[0]].join(' → '))).toEqual([])
+})
+
+test('the checks see real files and real cycles', () => {
+  expect(importsOf(join(root, 'src/sessions/service.ts')).files).toContain('machines/session.machine.ts')
+  expect(importsOf(join(root, 'src/sessions/routes.ts')).packages).toContain('elysia')
+  const graph = new Map([
+    ['a.ts', ['b.ts']],
+    ['b.ts', ['c.ts']],
+    ['c.ts', ['a.ts', 'd.ts']],
+    ['d.ts', []],
+  ])
+  expect(importCycles(graph)).toEqual([['a.ts', 'b.ts', 'c.ts']])
+  expect(importCycles(new Map([['a.ts', ['d.ts']], ['d.ts', []]]))).toEqual([])
 })

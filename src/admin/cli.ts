@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig } from '../config'
 import { openDb } from '../db/client'
-import { IdentityError, IdentityService, type PlanInput } from '../services/identity'
+import { IdentityError, IdentityService, type PlanInput } from '../identity/service'
 import type { Role } from '../db/schema'
 
 /**

@@ -4,7 +4,7 @@
  * https://docs.anthropic.com/en/api/messages-streaming
  */
 import { posix } from 'node:path'
-import type { ProtocolContext, ProtocolHandler } from './gateway'
+import type { ProtocolContext, ProtocolHandler } from './protocol'
 import { isInjectedText, nextReply, replyUsage, type ConversationEntry, type Reply, type TokenCounts } from './script'
 import type { Metered } from './upstream'
 import { bearer, describeCommand, isObject, randomId, sseResponse, stall } from './wire'

@@ -7,45 +7,11 @@
 import { anthropicProtocol } from './anthropic'
 import { geminiProtocol } from './gemini'
 import { openaiProtocol } from './openai'
-import { forward, type Upstream } from './upstream'
+import type { GatewaySession, ProtocolHandler, Providers, UsageRecord } from './protocol'
+import { forward } from './upstream'
 import { parseJson, SCRIPTED_MODEL } from './wire'
 
-/** The session (and its turn in progress) a gateway token belongs to. */
-export interface GatewaySession {
-  sessionId: string
-  /** The turn the token was minted for; usage metered after it is not that turn's. */
-  turn?: number
-  /** The session's workspace as the sandbox sees it; file tools get absolute paths under it. */
-  workspace: string
-  /**
-   * The model ids this session may call; any other is 403 naming the model. agentd always sets
-   * it; only the wire protocols' own tests, which have no catalog, leave it out.
-   */
-  models?: ReadonlySet<string>
-  /** Why this turn may call the model no more (a plan limit it reached), or null; asked per call. */
-  refusal?(): string | null
-}
-
-export interface UsageRecord {
-  sessionId: string
-  turn?: number
-  model: string
-  input: number
-  output: number
-  cacheRead: number
-  cacheWrite: number
-}
-
-/** The operator's real model providers (`AGENTD_CONFIG` key `providers`). */
-export type ProviderName = 'anthropic' | 'openai' | 'google'
-
-export interface ProviderConfig {
-  /** What the CLI would use as its base URL: `https://api.anthropic.com`, `https://api.openai.com/v1`, `https://generativelanguage.googleapis.com`. */
-  baseUrl: string
-  apiKey: string
-}
-
-export type Providers = Partial<Record<ProviderName, ProviderConfig>>
+export type { GatewaySession, ProtocolContext, ProtocolHandler, ProviderConfig, ProviderName, Providers, UsageRecord } from './protocol'
 
 export interface GatewayOptions {
   /** Maps the API key the CLI sends to its session, or null for an unknown key. */
@@ -64,31 +30,6 @@ export interface Gateway {
   url: string
   port: number
   stop(): Promise<void>
-}
-
-/** What a protocol handler gets for one authenticated request. */
-export interface ProtocolContext {
-  session: GatewaySession
-  meter(usage: Omit<UsageRecord, 'sessionId'>): void
-}
-
-export interface ProtocolHandler {
-  /** The provider that speaks this protocol, for forwarding. */
-  readonly provider: ProviderName
-  /** Whether this protocol serves the route. */
-  matches(method: string, pathname: string): boolean
-  /** The API key as this protocol's clients send it. */
-  credential(req: Request): string | null
-  /** A 401 in this protocol's error shape, so the CLI reports it legibly. */
-  unauthorized(): Response
-  /** Any other refusal (403 a model the session may not use, 402 a plan limit) in this protocol's error shape. */
-  refuse(status: 402 | 403, message: string): Response
-  /** The model a request asks for (from its body or its path), or null when it names none. */
-  modelOf(url: URL, body: unknown): string | null
-  /** Answers with the scripted model. */
-  handle(req: Request, ctx: ProtocolContext): Promise<Response>
-  /** How a request travels to the real provider and how its reply is metered. */
-  readonly upstream: Upstream
 }
 
 const PROTOCOLS: readonly ProtocolHandler[] = [anthropicProtocol, openaiProtocol, geminiProtocol]

@@ -8,7 +8,7 @@
  * model answers those with a conforming object and a one-line summary, never with script steps.
  */
 import { posix } from 'node:path'
-import type { ProtocolContext, ProtocolHandler } from './gateway'
+import type { ProtocolContext, ProtocolHandler } from './protocol'
 import { isInjectedText, nextReply, replyUsage, type ConversationEntry, type Reply, type TokenCounts } from './script'
 import type { Metered } from './upstream'
 import { describeCommand, isObject, parseJson, randomId, sseResponse, stall } from './wire'

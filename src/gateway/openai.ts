@@ -9,7 +9,7 @@
  */
 import { posix } from 'node:path'
 import { errorsText, ValidatorCache } from '../domain/json-schema'
-import type { ProtocolContext, ProtocolHandler } from './gateway'
+import type { ProtocolContext, ProtocolHandler } from './protocol'
 import { isInjectedText, nextReply, replyUsage, type ConversationEntry, type Reply, type ReplyPart, type TokenCounts } from './script'
 import type { Metered } from './upstream'
 import { bearer, isObject, parseJson, randomId, sseResponse, stall, writeFileCommand } from './wire'

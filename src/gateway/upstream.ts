@@ -4,22 +4,10 @@
  * back unchanged while a copy is read for its token counts, so metering is the same as for the
  * scripted model.
  */
-import type { ProviderConfig, UsageRecord } from './gateway'
+import type { Metered, ProviderConfig, UsageRecord, Upstream } from './protocol'
+
+export type { Metered, Upstream } from './protocol'
 import { parseJson } from './wire'
-
-export type Metered = Omit<UsageRecord, 'sessionId' | 'model'>
-
-export interface Upstream {
-  /** The provider URL for a gateway URL, given the provider's base URL (no trailing slash). */
-  target(url: URL, baseUrl: string): string
-  /** Headers carrying the provider key. */
-  authHeaders(apiKey: string): Record<string, string>
-  /**
-   * Folds one reply payload into the running counts: the whole JSON body of a plain reply, or
-   * one `data:` payload of a streamed one. Returns the counts so far (null while none were seen).
-   */
-  usage(payload: unknown, sofar: Metered | null): Metered | null
-}
 
 /** Request headers that must not travel upstream: hop-by-hop ones, sizes, and every credential. */
 const DROP_REQUEST = new Set(['host', 'connection', 'content-length', 'accept-encoding', 'authorization', 'x-api-key', 'x-goog-api-key', 'transfer-encoding'])

@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
-import type { AuthService } from '../services/auth'
-import type { Principal } from '../services/identity'
+import type { AuthService } from '../identity/auth'
+import type { Principal } from '../identity/service'
 import { bodyLimit, parseBody } from './body'
 
 export interface AuthOptions {

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ConfigError } from '../../src/config'
 import { startGateway, type Gateway, type Providers, type UsageRecord } from '../../src/gateway/gateway'
-import { loadProviders, parseProviders } from '../../src/services/providers'
+import { loadProviders, parseProviders } from '../../src/gateway/providers'
 
 const SESSION_TOKEN = 'agw_session_token'
 const PROVIDER_KEY = 'sk-provider-secret'

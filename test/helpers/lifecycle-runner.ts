@@ -14,8 +14,8 @@ import { refusalOf, sessionMachine, statusOf, type SessionMachineEvent, type Ses
 import type { SandboxHandle, SandboxSpec } from '../../sandbox/driver'
 import { ProcessDriver } from '../../sandbox/process'
 import type { HostDriverOptions } from '../../sandbox/host-driver'
-import type { IdentityService } from '../../src/services/identity'
-import type { SessionService } from '../../src/services/session-service'
+import type { IdentityService } from '../../src/identity/service'
+import type { SessionService } from '../../src/sessions/service'
 import { json, req, script } from './http'
 import { consequenceOf, FULL, ROWS, SLOT, VARIANTS, type Run } from './lifecycle-model'
 

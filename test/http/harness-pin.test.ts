@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { HarnessInstaller } from '../../src/services/harness-install'
+import { HarnessInstaller } from '../../src/runtime/harness-install'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { json, req, script, waitFor } from '../helpers/http'
 

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { makeTestApp, type TestApp } from '../helpers/app'
+import { readFileSync } from 'node:fs'
 import { json, req } from '../helpers/http'
+import { operations } from '../helpers/openapi'
 
 let t: TestApp
 beforeAll(async () => {
@@ -22,6 +24,14 @@ test('GET /openapi.json is OpenAPI 3.1.0, version 1.0.0, generated from the rout
   for (const path of ['/o/{org}/p/{project}/sessions/{session}', '/o/{org}/p/{project}/sessions/{session}/result', '/o/{org}/agents/available', '/healthz']) {
     expect(doc.paths[path]).toBeDefined()
   }
+})
+
+test('every path and operation is as the fixture holds it, components aside (regenerate the fixture only for an intended API change)', async () => {
+  const doc = await json(await t.app.handle(req('GET', '/openapi.json')))
+  const fixture = JSON.parse(readFileSync(`${import.meta.dir}/../fixtures/openapi-operations.json`, 'utf8'))
+  const now = operations(doc)
+  expect(Object.keys(now)).toEqual(Object.keys(fixture))
+  for (const key of Object.keys(fixture)) expect({ [key]: now[key] }).toEqual({ [key]: fixture[key] })
 })
 
 test('/docs serves the API reference page', async () => {

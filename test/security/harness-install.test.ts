@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto'
 import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, type Stats } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { HarnessInstaller } from '../../src/services/harness-install'
+import { HarnessInstaller } from '../../src/runtime/harness-install'
 
 const PKG = `agentd-evil-cli-${crypto.randomUUID().slice(0, 8)}`
 const work = mkdtempSync(join(tmpdir(), 'agentd-evil-registry-'))

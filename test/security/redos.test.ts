@@ -24,7 +24,7 @@ const schemaWith = (pattern: string) => ({
 
 test('the end-of-turn check itself rejects the crafted answer (in a child process, so a backtracking engine fails the test instead of hanging it)', async () => {
   const code = `
-    import { compileOutputSchema } from ${JSON.stringify(`${import.meta.dir}/../../src/services/output-schema.ts`)}
+    import { compileOutputSchema } from ${JSON.stringify(`${import.meta.dir}/../../src/catalog/output-schema.ts`)}
     const valid = compileOutputSchema(${JSON.stringify(schemaWith(EVIL))})
     const crafted = Array.from({ length: 100 }, (_, i) => valid({ s: ${JSON.stringify(CRAFTED)} + i }))
     process.stdout.write(JSON.stringify([crafted.every((ok) => ok === false), valid({ s: 'aaaa' })]))

@@ -8,7 +8,7 @@
 import { Database, type Statement } from 'bun:sqlite'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { openDb } from '../../src/db/client'
-import { inOrg, orgToken } from '../../src/services/session-search-text'
+import { inOrg, orgToken } from '../../src/search/text'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { json, req } from '../helpers/http'
 import { message, seedSessions, type SeedSession } from '../helpers/seed-sessions'

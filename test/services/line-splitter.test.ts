@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test'
-import { LineSplitter, MAX_LINE_BYTES, type Line } from '../../src/services/line-splitter'
+import { LineSplitter, MAX_LINE_BYTES, type Line } from '../../src/runtime/line-splitter'
 
 const bytes = (text: string) => new TextEncoder().encode(text)
 

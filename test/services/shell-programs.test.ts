@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test'
-import { shellPrograms } from '../../src/services/shell-programs'
+import { shellPrograms } from '../../src/transcript/shell-programs'
 
 describe('shellPrograms', () => {
   const cases: [string, string[]][] = [

@@ -1,8 +1,8 @@
 import { describe, expect, test } from 'bun:test'
 import type { SessionEvent } from '../../src/domain/session-event'
 import type { HarnessEvent } from '../../src/harness/harness'
-import { indexToolCalls } from '../../src/services/tool-calls'
-import { roleOf, splitTurns } from '../../src/services/transcript'
+import { indexToolCalls } from '../../src/transcript/tool-calls'
+import { roleOf, splitTurns } from '../../src/transcript/service'
 
 const ev = (type: SessionEvent['type'], fields: Partial<HarnessEvent> = {}): HarnessEvent => ({ type, agent: 'harness_1', timestamp: '2026-01-01T00:00:00.000Z', ...fields })
 const user = (content: string) => ev('message', { role: 'user', content })

@@ -7,11 +7,11 @@ import { Webhook } from 'standardwebhooks'
 import { openDb } from '../../src/db/client'
 import { sessions, webhookDeliveries } from '../../src/db/schema'
 import type { SessionStatus } from '../../src/domain/status'
-import { ApiKeyService } from '../../src/services/api-keys'
-import { IdentityService, type Principal } from '../../src/services/identity'
-import type { SessionPatch, SessionRow } from '../../src/services/session-store'
-import { isPublicAddress, webhookUrlProblem } from '../../src/services/webhook-url'
-import { INLINE_RESULT_BYTES, WebhookService, type WebhookDeps } from '../../src/services/webhooks'
+import { ApiKeyService } from '../../src/api-keys/service'
+import { IdentityService, type Principal } from '../../src/identity/service'
+import type { SessionPatch, SessionRow } from '../../src/sessions/store'
+import { isPublicAddress, webhookUrlProblem } from '../../src/webhooks/url-policy'
+import { INLINE_RESULT_BYTES, WebhookService, type WebhookDeps } from '../../src/webhooks/service'
 import { waitFor } from '../helpers/http'
 import { startReceiver } from '../helpers/keys'
 
@@ -396,7 +396,7 @@ describe('SSRF', () => {
     }
     expect(await webhookUrlProblem('https://public.test/hook?x=1', false, resolve)).toBeNull()
     // The real resolver: `localhost` is this machine.
-    expect(await webhookUrlProblem('https://localhost:8443/hook', false, (h) => import('../../src/services/webhook-url').then((m) => m.resolveHost(h)))).toContain('non-public')
+    expect(await webhookUrlProblem('https://localhost:8443/hook', false, (h) => import('../../src/webhooks/url-policy').then((m) => m.resolveHost(h)))).toContain('non-public')
     // AGENTD_WEBHOOK_ALLOW_PRIVATE lifts it (tests only).
     expect(await webhookUrlProblem('http://127.0.0.1:9/hook', true, resolve)).toBeNull()
   })

@@ -18,7 +18,7 @@ import { sessions } from './sessions'
  * reads only this narrow table. `message_count` counts the session's `message` events.
  *
  * The FTS5 table `session_fts` (contentless, rows deletable by rowid; queried with raw SQL in
- * `src/services/session-search-text.ts`, since drizzle-kit would try to create a declared one as a
+ * `src/search/text.ts`, since drizzle-kit would try to create a declared one as a
  * plain table) holds one row per searchable piece of text, `rowid = doc * 2^32 + seq`: seq 0 is the
  * title and prompt, seq n the content of the session's `message` event with that seq (event seqs
  * start at 1; one at or past 2^32, four billion events into a session, is not indexed). The view

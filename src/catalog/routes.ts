@@ -1,0 +1,23 @@
+import { Elysia, t } from 'elysia'
+import type { AuthService } from '../identity/auth'
+import { agentsAvailable } from './discovery'
+import type { Catalog } from './catalog'
+import type { HarnessVersions } from '../sessions/create-rules'
+import { authPlugin } from '../http/auth'
+import { errorResponses } from '../http/errors'
+import { HarnessSchema } from '../sessions/model'
+
+export const agentRoutes = (auth: AuthService, catalog: Catalog, runnable: HarnessVersions, now: () => number) =>
+  new Elysia({ name: 'agentd/agents' }).use(authPlugin(auth)).get(
+    '/o/:org/agents/available',
+    ({ principal, params, query }) => {
+      auth.access(principal, params.org)
+      return agentsAvailable(catalog, runnable, new Date(now()), query.harness)
+    },
+    {
+      params: t.Object({ org: t.String() }),
+      query: t.Object({ harness: t.Optional(HarnessSchema) }),
+      response: { 200: t.Record(t.String(), t.Unknown()), ...errorResponses(400, 401, 404) },
+      detail: { operationId: 'agents.available', tags: ['discovery'], summary: 'Harnesses, models, connectors and plugins the org can run' },
+    },
+  )

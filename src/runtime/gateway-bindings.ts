@@ -1,0 +1,124 @@
+import { randomBytes } from 'node:crypto'
+import type { GatewaySession as GatewayBinding, UsageRecord as MeteredUsage } from '../gateway/protocol'
+import type { TokenUsage } from '../harness/harness'
+import type { CatalogModel } from '../catalog/catalog'
+import { limitReached, type PlanStanding } from '../sessions/plan-check'
+
+/** What the runtime knows of a turn when it opens the gateway for it. */
+export interface TurnOpening {
+  sessionId: string
+  orgId: string
+  turn: number
+  /** The session's workspace as the sandbox sees it. */
+  workspace: string
+  /** The catalog models of the session's harness: the only ones served, each at its own price. */
+  models: readonly CatalogModel[]
+  /** The org's standing against its plan's token and spend limits (null: none set). */
+  standing: () => PlanStanding | null
+}
+
+/** What a turn used, as the gateway metered it. */
+export interface TurnMeter extends TokenUsage {
+  calls: number
+  /** At the catalog price of each model actually called. */
+  costUsd: number
+}
+
+/** What closing a turn's gateway reports. */
+export interface TurnClosed {
+  /** Null when the model was never called. */
+  usage: TurnMeter | null
+  /** The plan limit this turn crossed (its calls were refused past it), naming the limit; else null. */
+  limit: string | null
+}
+
+interface OpenTurn {
+  opening: TurnOpening
+  binding: GatewayBinding
+  prices: Map<string, CatalogModel['pricing']>
+  meter: TurnMeter
+  limit: string | null
+}
+
+/**
+ * Which gateway key belongs to which session's current turn, and what each turn in progress used.
+ * A key is minted per turn and forgotten when the turn ends, so a leaked key dies with its turn.
+ * The plan's token and spend limits hold mid-turn: once the org's stored usage plus what its turns
+ * in progress used reaches a limit, every further model call of the org's turns is refused and
+ * those turns end failed, naming the limit.
+ */
+export class GatewaySessions {
+  private readonly byToken = new Map<string, OpenTurn>()
+  private readonly bySession = new Map<string, OpenTurn>()
+
+  open(opening: TurnOpening): string {
+    const token = `gw_${randomBytes(24).toString('base64url')}`
+    const open: OpenTurn = {
+      opening,
+      prices: new Map(opening.models.map((m) => [m.id, m.pricing])),
+      meter: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, reasoning: 0, calls: 0, costUsd: 0 },
+      limit: null,
+      binding: {
+        sessionId: opening.sessionId,
+        turn: opening.turn,
+        workspace: opening.workspace,
+        models: new Set(opening.models.map((m) => m.id)),
+        refusal: () => this.refusal(open),
+      },
+    }
+    this.byToken.set(token, open)
+    this.bySession.set(opening.sessionId, open)
+    return token
+  }
+
+  /** Forgets the key: from now on it is 401. Returns what the turn used and the limit it crossed. */
+  close(token: string): TurnClosed {
+    const open = this.byToken.get(token)
+    this.byToken.delete(token)
+    if (!open) return { usage: null, limit: null }
+    if (this.bySession.get(open.opening.sessionId) === open) this.bySession.delete(open.opening.sessionId)
+    return { usage: open.meter.calls > 0 ? open.meter : null, limit: open.limit }
+  }
+
+  resolve(token: string): GatewayBinding | null {
+    return this.byToken.get(token)?.binding ?? null
+  }
+
+  record(usage: MeteredUsage): void {
+    const open = this.bySession.get(usage.sessionId)
+    // A reply that finished streaming after its turn ended belongs to no turn in progress.
+    if (!open || (usage.turn !== undefined && usage.turn !== open.opening.turn)) return
+    const meter = open.meter
+    meter.input += usage.input
+    meter.output += usage.output
+    meter.cacheRead += usage.cacheRead
+    meter.cacheWrite += usage.cacheWrite
+    meter.calls += 1
+    // Priced as turnPatch prices a turn: cache reads are free, cache writes cost as input.
+    const price = open.prices.get(usage.model)
+    if (price) meter.costUsd += ((usage.input + usage.cacheWrite) * price.input_per_million + usage.output * price.output_per_million) / 1e6
+    // The call that crosses a limit was already served; the turn fails for having crossed it.
+    this.refusal(open)
+  }
+
+  /**
+   * Why this turn may call the model no more, or null. Evaluated per call: the org's stored usage
+   * (which other sessions' ended turns raise) plus every turn of the org still in progress.
+   */
+  private refusal(open: OpenTurn): string | null {
+    if (open.limit) return open.limit
+    const standing = open.opening.standing()
+    if (!standing) return null
+    let tokens = 0
+    let spend = 0
+    for (const other of this.bySession.values()) {
+      if (other.opening.orgId !== open.opening.orgId) continue
+      tokens += other.meter.input + other.meter.cacheWrite + other.meter.output
+      spend += other.meter.costUsd
+    }
+    const reached = limitReached(standing, tokens, spend)
+    if (!reached) return null
+    open.limit = `${reached.code}: ${reached.message}; the model gateway refuses this turn's further calls`
+    return open.limit
+  }
+}

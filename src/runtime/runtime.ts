@@ -1,0 +1,430 @@
+import { rmSync } from 'node:fs'
+import { join } from 'node:path'
+import type { SessionMachineEvent } from '../../machines/session.machine'
+import type { Harness } from '../domain/harness'
+import type { HarnessAdapter, TokenUsage, TurnOutcome } from '../harness/harness'
+import type { SandboxDriver, SandboxHandle, SandboxLimits, SandboxSpec } from '../../sandbox/driver'
+import type { ArtifactStore } from './artifacts'
+import type { Catalog } from '../catalog/catalog'
+import type { GatewaySessions } from './gateway-bindings'
+import type { PlanStanding } from '../sessions/plan-check'
+import type { HarnessInstaller } from './harness-install'
+import type { SessionPatch, SessionRow, SessionStore } from '../sessions/store'
+import { LOG_CAP_BYTES } from '../transcript/logs'
+import { turnPatch } from './turn-patch'
+import { startTurn, type RunningTurn } from './turn-runner'
+
+export interface RuntimeDeps {
+  store: SessionStore
+  adapters: Partial<Record<Harness, HarnessAdapter>>
+  catalog: Catalog
+  driver: SandboxDriver
+  gateway: { host: string; port: number }
+  gatewaySessions: GatewaySessions
+  /** The org's standing against its plan's token and spend limits, which the gateway enforces mid-turn. */
+  planStanding: (orgId: string) => PlanStanding | null
+  installer: HarnessInstaller
+  artifacts: ArtifactStore
+  dataDir: string
+  limits: SandboxLimits
+  /** A turn running longer than this is killed and fails. */
+  turnTimeoutMs: number
+  /** Raw stdout one turn may store (AGENTD_TRANSCRIPT_MAX_MB); the turn runner's default otherwise. */
+  transcriptMaxBytes?: number
+  now: () => number
+  log: (line: string) => void
+  apply: (id: string, event: SessionMachineEvent, patch?: SessionPatch) => boolean
+  admit: (orgId: string) => void
+}
+
+interface Live {
+  handle?: SandboxHandle
+  parked: boolean
+  turn?: RunningTurn & { stopped: boolean; timedOut: boolean }
+  /** Sandbox operations of this session run one after the other, in the order they were asked. */
+  ops: Promise<unknown>
+  logBytes: number
+}
+
+/** A machine action as `transition()` returns it. */
+interface ActionObject {
+  type: string
+  params?: unknown
+}
+
+const projectRoot = join(import.meta.dir, '..', '..')
+// Actions the service carries out inside the transition's transaction, not here.
+const TRANSACTIONAL = new Set(['enqueueMessage', 'deliverMessage', 'dequeueMessage', 'dropQueue', 'refuse'])
+const STOP_GRACE_MS = 3000
+
+/**
+ * Carries out the machine's actions after their transition is committed: sandboxes, turns, and
+ * admission. Results come back to the machine as events (`sandbox.ready`, `turn.ended`, …).
+ */
+export class SessionRuntime {
+  private readonly live = new Map<string, Live>()
+  private readonly pending = new Set<Promise<unknown>>()
+  private closing = false
+
+  constructor(private readonly deps: RuntimeDeps) {}
+
+  carryOut(id: string, actions: ActionObject[]): void {
+    // While shutting down, nothing new starts; what runs is being stopped.
+    if (this.closing) return
+    for (const action of actions) {
+      switch (action.type) {
+        case 'provisionSandbox':
+          this.serial(id, () => this.provision(id))
+          break
+        case 'startTurn':
+          this.serial(id, () => this.runTurn(id))
+          break
+        case 'stopTurn':
+          this.stop(id)
+          break
+        case 'killTurn':
+          this.liveOf(id).turn?.process.kill('SIGKILL')
+          break
+        case 'parkSandbox':
+          this.serial(id, () => this.park(id, true))
+          break
+        case 'wakeSandbox':
+          this.serial(id, () => this.wake(id))
+          break
+        case 'releaseSandbox':
+          if ((action.params as { keep: boolean }).keep) this.serial(id, () => this.park(id, false))
+          else this.serial(id, () => this.destroy(id))
+          break
+        case 'destroySandbox':
+          this.serial(id, () => this.destroy(id))
+          break
+        case 'admitQueued': {
+          const row = this.deps.store.get(id)
+          if (row) queueMicrotask(() => this.closing || this.deps.admit(row.orgId))
+          break
+        }
+        default:
+          if (!TRANSACTIONAL.has(action.type)) this.deps.log(`agentd: session ${id}: no effect for action ${action.type}`)
+      }
+    }
+  }
+
+  /** Resolves once the running turn's CLI has exited after a stop_turn, or rejects on timeout. */
+  async stopped(id: string, timeoutMs: number): Promise<void> {
+    const turn = this.live.get(id)?.turn
+    if (!turn) return
+    const timer = Bun.sleep(timeoutMs).then(() => 'timeout' as const)
+    if ((await Promise.race([turn.process.exited.then(() => 'exited' as const), timer])) === 'timeout') {
+      throw new Error('the harness did not stop in time')
+    }
+  }
+
+  private liveOf(id: string): Live {
+    let live = this.live.get(id)
+    if (!live) {
+      live = { parked: false, ops: Promise.resolve(), logBytes: 0 }
+      this.live.set(id, live)
+    }
+    return live
+  }
+
+  private serial(id: string, op: () => Promise<void>): void {
+    const live = this.liveOf(id)
+    const next = live.ops.then(op).catch((err) => this.deps.log(`agentd: session ${id}: ${(err as Error).stack ?? err}`))
+    live.ops = next
+    this.pending.add(next)
+    void next.finally(() => this.pending.delete(next))
+  }
+
+  private sandboxDir(id: string): string {
+    return join(this.deps.dataDir, 'sandboxes', id)
+  }
+
+  private spec(id: string): SandboxSpec {
+    const dir = this.sandboxDir(id)
+    return {
+      id,
+      hostWorkspace: join(dir, 'workspace'),
+      hostHome: join(dir, 'home'),
+      stateDir: join(dir, 'sandbox'),
+      readOnlyPaths: [join(projectRoot, 'node_modules'), this.deps.installer.root],
+      gateway: this.deps.gateway,
+      limits: this.deps.limits,
+    }
+  }
+
+  private async provision(id: string): Promise<void> {
+    try {
+      const handle = await this.deps.driver.create(this.spec(id))
+      Object.assign(this.liveOf(id), { handle, parked: false })
+      if (!this.deps.apply(id, { type: 'sandbox.ready' })) await this.destroy(id)
+    } catch (err) {
+      this.deps.apply(id, { type: 'sandbox.failed', error: `sandbox could not start: ${(err as Error).message}` })
+    }
+  }
+
+  /** The session's sandbox handle; after a restart, found again on disk by the driver. */
+  private async handleOf(id: string): Promise<SandboxHandle> {
+    const live = this.liveOf(id)
+    if (!live.handle) {
+      const recovered = await this.deps.driver.recover(this.spec(id))
+      if (!recovered) throw new Error('the sandbox of this session is gone')
+      Object.assign(live, { handle: recovered, parked: true })
+    }
+    return live.handle!
+  }
+
+  private async park(id: string, announce: boolean): Promise<void> {
+    const live = this.liveOf(id)
+    try {
+      const handle = await this.handleOf(id)
+      await this.deps.driver.park(handle)
+    } catch (err) {
+      // A sandbox that could not be parked is still there: the next wake picks it up either way.
+      this.deps.log(`agentd: session ${id}: park failed, kept as it is: ${(err as Error).message}`)
+    }
+    live.parked = true
+    if (announce) this.deps.apply(id, { type: 'sandbox.parked' })
+  }
+
+  private async wake(id: string): Promise<void> {
+    const live = this.liveOf(id)
+    try {
+      const handle = await this.handleOf(id)
+      await this.deps.driver.wake(handle)
+      live.parked = false
+      const row = this.deps.store.get(id)
+      this.deps.apply(id, { type: 'sandbox.woken' }, { sandboxGeneration: (row?.sandboxGeneration ?? 0) + 1 })
+    } catch (err) {
+      this.deps.apply(id, { type: 'sandbox.failed', error: `the sandbox could not be woken: ${(err as Error).message}` })
+    }
+  }
+
+  /** Starts the session's next turn; its end comes back as `turn.ended`, without holding the queue. */
+  private async runTurn(id: string): Promise<void> {
+    const row = this.deps.store.get(id)
+    const live = this.liveOf(id)
+    if (!row) return
+    const turn = row.turnsCount + 1
+    const prompt = turn === 1 ? row.prompt : this.deps.store.messageForTurn(id, turn)?.content
+    const adapter = this.deps.adapters[row.harness as Harness]
+    let handle: SandboxHandle
+    try {
+      handle = await this.handleOf(id)
+    } catch (err) {
+      this.deps.apply(id, { type: 'sandbox.failed', error: (err as Error).message })
+      return
+    }
+    // Drivers ask for a wake before every turn: a no-op on a running sandbox, a restart of a
+    // stopped one (gVisor after an out-of-memory kill).
+    let oomBefore = 0
+    try {
+      await this.deps.driver.wake(handle)
+      oomBefore = (await this.deps.driver.stats(handle)).oomKills
+    } catch (err) {
+      this.deps.apply(id, { type: 'sandbox.failed', error: `the sandbox could not be woken: ${(err as Error).message}` })
+      return
+    }
+    // The key serves this turn only, the harness's catalog models only, within the org's plan.
+    const token = this.deps.gatewaySessions.open({
+      sessionId: id,
+      orgId: row.orgId,
+      turn,
+      workspace: handle.workspace,
+      models: this.deps.catalog.models.filter((m) => m.harnesses.includes(row.harness as Harness)),
+      standing: () => this.deps.planStanding(row.orgId),
+    })
+    const summary = { last: null as string | null }
+    const events = this.deps.store.events
+    const finish = async (running: Promise<TurnOutcome>) => {
+      let outcome: TurnOutcome
+      try {
+        outcome = await running
+      } catch (err) {
+        outcome = failedOutcome(`the turn could not run: ${(err as Error).message}`)
+      }
+      const current = live.turn
+      live.turn = undefined
+      const { usage: metered, limit } = this.deps.gatewaySessions.close(token)
+      // A turn killed by shutdown is left as it was; the next start ends it as "restarted".
+      if (this.closing) return
+      const fresh = this.deps.store.get(id)
+      if (!fresh) return
+      const stopped = current?.stopped === true
+      // The gateway refused this turn's calls past a plan limit: the turn fails naming it.
+      if (limit !== null && !stopped) outcome = { ...outcome, error: limit }
+      if (current?.timedOut) outcome = { ...outcome, error: `the turn ran longer than ${Math.round(this.deps.turnTimeoutMs / 1000)} s and was stopped` }
+      else if (!stopped && (await this.outOfMemory(handle, oomBefore))) {
+        // A process of the turn went over the sandbox's memory limit: the turn fails, saying so,
+        // even when the agent carried on after its tool call was killed.
+        outcome = { ...outcome, error: `the sandbox ran out of memory (limit ${Math.round(this.deps.limits.memoryBytes / 1024 / 1024)} MB): a process of this turn was killed` }
+      }
+      let artifactCount = fresh.artifactCount
+      try {
+        artifactCount = this.deps.artifacts.collect(id, handle.hostWorkspace, turn)
+      } catch (err) {
+        this.deps.log(`agentd: session ${id}: artifacts not collected: ${(err as Error).message}`)
+      }
+      // Tokens as the gateway metered them; reasoning only the CLI reports.
+      const usage = metered ? { ...metered, reasoning: outcome.usage?.reasoning ?? 0 } : outcome.usage
+      const patch = turnPatch(this.deps.catalog, fresh, turn, outcome, usage, summary.last, stopped, this.deps.now())
+      this.deps.apply(id, { type: 'turn.ended', error: stopped ? null : outcome.error, schemaValid: patch.schemaValid ?? null, stopped }, { ...patch, artifactCount })
+    }
+    try {
+      if (!adapter) throw new Error(`${row.harness} has no runner on this server`)
+      if (prompt === undefined) throw new Error(`no prompt is stored for turn ${turn}`)
+      const cliRoot = await this.cliRoot(row)
+      const running = await startTurn(
+        this.deps.driver,
+        handle,
+        adapter,
+        {
+          prompt,
+          workspace: handle.workspace,
+          home: handle.home,
+          gatewayUrl: handle.gatewayUrl,
+          gatewayToken: token,
+          model: row.model,
+          ...(row.effort ? { effort: row.effort } : {}),
+          ...(row.speed ? { speed: row.speed } : {}),
+          ...(row.outputSchema ? { outputSchema: row.outputSchema } : {}),
+          ...(row.harnessSessionId ? { resumeId: row.harnessSessionId } : {}),
+          ...(cliRoot ? { cliRoot } : {}),
+          ...(turn > 1 ? { priorUsage: this.priorUsage(id) } : {}),
+        },
+        {
+          onOutput: (normalized, rawLines) => {
+            for (const event of normalized) {
+              if (event.type === 'message' && event.role === 'assistant' && event.content?.trim()) summary.last = event.content
+            }
+            events.append(
+              id,
+              normalized.map((data) => ({ turn, kind: 'harness' as const, type: data.type, data: data as Record<string, unknown> })),
+              rawLines.map((line) => ({ turn, line })),
+            )
+          },
+          onStderr: (text) => this.log(id, turn, text),
+        },
+        { transcriptMaxBytes: this.deps.transcriptMaxBytes },
+      )
+      live.turn = { ...running, stopped: false, timedOut: false }
+      // Shutdown began while the CLI was starting: it must not outlive the server.
+      if (this.closing) running.process.kill('SIGKILL')
+      const timer = setTimeout(() => {
+        if (live.turn?.process !== running.process) return
+        live.turn.timedOut = true
+        running.process.kill('SIGKILL')
+      }, this.deps.turnTimeoutMs)
+      const done = finish(running.outcome).finally(() => clearTimeout(timer))
+      this.pending.add(done)
+      void done.finally(() => this.pending.delete(done))
+    } catch (err) {
+      await finish(Promise.reject(err))
+    }
+  }
+
+  /** Stores harness stderr up to the per-session cap, then one marker that it was cut. */
+  private log(id: string, turn: number, text: string): void {
+    const live = this.liveOf(id)
+    if (live.logBytes >= LOG_CAP_BYTES) return
+    live.logBytes += text.length
+    const data = live.logBytes >= LOG_CAP_BYTES ? { truncated: true } : { text }
+    this.deps.store.events.append(id, [{ turn, kind: 'log', type: 'stderr', data }])
+  }
+
+  private async outOfMemory(handle: SandboxHandle, before: number): Promise<boolean> {
+    try {
+      return (await this.deps.driver.stats(handle)).oomKills > before
+    } catch {
+      return false
+    }
+  }
+
+  /** Interrupts the running turn: SIGINT first, as a user at the terminal would, then SIGKILL. */
+  private stop(id: string): void {
+    const turn = this.live.get(id)?.turn
+    if (!turn) return
+    turn.stopped = true
+    turn.process.kill('SIGINT')
+    const kill = setTimeout(() => turn.process.kill('SIGKILL'), STOP_GRACE_MS)
+    void turn.process.exited.finally(() => clearTimeout(kill))
+  }
+
+  /** A pinned CLI version's install (made once, on first use); undefined for the bundled one. */
+  private async cliRoot(row: SessionRow): Promise<string | undefined> {
+    const pkg = this.deps.catalog.harnesses.find((h) => h.id === row.harness)?.package
+    if (!pkg || !row.harnessVersionRequested || !row.harnessVersionResolved) return undefined
+    return this.deps.installer.modulesFor(pkg, row.harnessVersionResolved)
+  }
+
+  /** What earlier turns reported in their `usage` events: Codex reports thread totals, not the turn's. */
+  private priorUsage(id: string): TokenUsage {
+    const sum: TokenUsage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, reasoning: 0 }
+    for (const row of this.deps.store.allEvents(id)) {
+      if (row.kind !== 'harness' || row.type !== 'usage') continue
+      const n = (key: string) => (typeof row.data[key] === 'number' ? (row.data[key] as number) : 0)
+      sum.input += n('inputTokens')
+      sum.output += n('outputTokens')
+      sum.cacheRead += n('cacheReadTokens')
+      sum.cacheWrite += n('cacheCreationTokens')
+    }
+    return sum
+  }
+
+  private async destroy(id: string): Promise<void> {
+    const live = this.live.get(id)
+    live?.turn?.process.kill('SIGKILL')
+    const handle = live?.handle ?? (await this.deps.driver.recover(this.spec(id)).catch(() => null))
+    if (handle) await this.deps.driver.destroy(handle).catch((err) => this.deps.log(`agentd: session ${id}: destroy failed: ${err}`))
+    if (live) {
+      live.handle = undefined
+      live.parked = false
+    }
+    // A destroyed sandbox takes its disk with it: workspace, CLI state home, pid file.
+    rmSync(this.sandboxDir(id), { recursive: true, force: true })
+    this.deps.store.forget(id)
+  }
+
+  /**
+   * After a restart: takes the session's sandbox over again. The driver kills what the previous
+   * server's turn left running in it and keeps the disk (and, on gVisor, background processes).
+   */
+  async adopt(id: string): Promise<void> {
+    const live = this.liveOf(id)
+    if (live.handle) return
+    const handle = await this.deps.driver.recover(this.spec(id)).catch((err) => {
+      this.deps.log(`agentd: session ${id}: sandbox not recovered: ${(err as Error).message}`)
+      return null
+    })
+    if (handle) Object.assign(live, { handle, parked: true })
+  }
+
+  /**
+   * Stops every turn and waits until no effect is in flight, so the database can be closed.
+   * The sessions stay as they are; the next start treats them like after a crash.
+   */
+  async shutdown(): Promise<void> {
+    this.closing = true
+    // A frozen process only dies once thawed; a gVisor checkpoint holds no process to kill.
+    const thaw = this.deps.driver.kind !== 'gvisor'
+    while (this.pending.size > 0) {
+      for (const live of this.live.values()) {
+        if (!live.turn) continue
+        live.turn.process.kill('SIGKILL')
+        if (thaw && live.handle) await this.deps.driver.wake(live.handle).catch(() => {})
+      }
+      await Promise.race([Promise.allSettled([...this.pending]), Bun.sleep(100)])
+    }
+    // Whatever still runs is parked: a gVisor sandbox is checkpointed and holds no process while
+    // the server is down; the next start takes it over.
+    for (const [id, live] of this.live) {
+      if (!live.handle || live.parked) continue
+      await this.deps.driver.park(live.handle).catch((err) => this.deps.log(`agentd: session ${id}: not parked at shutdown: ${(err as Error).message}`))
+    }
+    this.deps.store.events.flush()
+  }
+}
+
+function failedOutcome(error: string): TurnOutcome {
+  return { resumeId: null, answerText: null, structured: null, error, usage: null, model: null, harnessVersion: null, toolCalls: 0, toolErrors: 0, capture: 'failed' }
+}

@@ -1,0 +1,38 @@
+import { Elysia, t } from 'elysia'
+import type { AuthService } from '../identity/auth'
+import type { SessionService } from './service'
+import { authPlugin } from '../http/auth'
+import { errorResponses } from '../http/errors'
+import { decodePathParam } from '../http/path-params'
+import { artifactHeaders } from './artifact-headers'
+import { ArtifactFile, SessionParams } from './model'
+
+const tags = ['artifacts']
+
+/** The files a session produced (spec 4.4). */
+export const artifactRoutes = (auth: AuthService, sessions: SessionService) =>
+  new Elysia({ name: 'agentd/artifacts' })
+    .use(authPlugin(auth, { apiKeys: true }))
+    .get(
+      '/o/:org/p/:project/sessions/:session/artifacts',
+      ({ principal, params }) => sessions.artifactList(auth.access(principal, params.org), params.project, params.session),
+      {
+        params: SessionParams,
+        response: { 200: t.Object({ execution_id: t.String(), artifacts: t.Array(ArtifactFile) }), ...errorResponses(401, 403, 404) },
+        detail: { operationId: 'artifacts.list', tags, summary: 'A session’s artifacts in upload order' },
+      },
+    )
+    .get(
+      // Artifact names may hold folders (`reports/summary.md`), hence the wildcard.
+      '/o/:org/p/:project/sessions/:session/artifacts/*',
+      ({ principal, params }) => {
+        const name = decodePathParam('artifact name', params['*'])
+        const { bytes, contentType } = sessions.artifact(auth.access(principal, params.org), params.project, params.session, name)
+        return new Response(bytes, { headers: artifactHeaders(name, contentType) })
+      },
+      {
+        params: t.Object({ org: t.String(), project: t.String(), session: t.String(), '*': t.String() }),
+        response: { 200: t.String({ description: 'The file’s bytes, with the Content-Type it was stored with' }), ...errorResponses(401, 403, 404) },
+        detail: { operationId: 'artifacts.download', tags, summary: 'Download one artifact' },
+      },
+    )

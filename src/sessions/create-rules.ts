@@ -1,0 +1,154 @@
+import { parseAgent, isHarness, type Harness } from '../domain/harness'
+import { and, eq, inArray, sql } from 'drizzle-orm'
+import type { Db } from '../db/client'
+import { sessions } from '../db/schema'
+import { ApiError, badRequest, unprocessable } from '../domain/errors'
+import type { PersistenceMode, RunMode, SessionStatus } from '../domain/status'
+import type { KeyPrincipal, Principal } from '../identity/service'
+import { modelFor, offersMode, type Catalog } from '../catalog/catalog'
+import { outputSchemaProblem } from '../catalog/output-schema'
+
+/** Shape A create body (spec 4.1) after the route's type checks. */
+export interface CreateBody {
+  agent?: string
+  prompt?: string
+  model?: string
+  effort?: string
+  speed?: string
+  mode?: RunMode
+  persistence?: PersistenceMode
+  account_id?: string
+  base_branch?: string
+  on_pr?: number
+  output_schema?: Record<string, unknown>
+}
+
+/** What a session is started with, once every create rule passed. */
+export interface SessionPlan {
+  agent: string
+  harness: Harness
+  versionRequested: string | null
+  /** The bundled version, or the pin as written until npm resolves it (a dist-tag, say). */
+  versionResolved: string
+  /** True when the pin names a version other than the bundled one, to fetch from npm. */
+  pinned: boolean
+  prompt: string
+  title: string
+  model: string
+  requestedModel: string | null
+  effort: string | null
+  speed: string | null
+  mode: RunMode
+  persistence: PersistenceMode
+  baseBranch: string | null
+  onPr: number | null
+  outputSchema: Record<string, unknown> | null
+}
+
+export const MAX_PROMPT_BYTES = 256 * 1024
+/** A semver version or an npm dist-tag; never a URL or path npm would also accept. */
+const VERSION_FORM = /^[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}$/
+
+/** Runnable harnesses and the CLI version each runs; a harness missing here cannot start. */
+export type HarnessVersions = Partial<Record<Harness, string>>
+
+export function titleOf(prompt: string): string {
+  const firstLine = prompt.trim().split('\n', 1)[0] ?? ''
+  return firstLine.length > 80 ? firstLine.slice(0, 80) : firstLine
+}
+
+/**
+ * Applies the create rules of spec 4.1 (shape A) that do not need the database. `defaultAgent`
+ * is used when the body names none (a Project run); a `_` run must name one.
+ */
+export function planSession(body: CreateBody, catalog: Catalog, runnable: HarnessVersions, projectless: boolean): SessionPlan {
+  if (typeof body.prompt !== 'string' || body.prompt.trim() === '') throw badRequest('prompt is required')
+  if (new TextEncoder().encode(body.prompt).length > MAX_PROMPT_BYTES) {
+    throw badRequest('prompt is larger than 256 KiB', 'CONTENT_TOO_LARGE')
+  }
+  if (body.agent === undefined && projectless) throw badRequest('agent is required for a run without a Project (_)')
+  const agent = body.agent ?? 'harness_1'
+  const { harness, version } = parseAgent(agent)
+  if (!isHarness(harness)) {
+    throw unprocessable(`unsupported agent "${agent}"; use harness_1, harness_2 or harness_3`, 'UNSUPPORTED_AGENT', 'error_code')
+  }
+
+  const harnessRow = catalog.harnesses.find((h) => h.id === harness)!
+  const modelId = body.model ?? harnessRow.default_model
+  const model = modelFor(catalog, harness, modelId)
+  if (!model) throw unprocessable(`model "${modelId}" is not offered for ${harness}`, 'MODEL_UNSUPPORTED', 'error_code')
+  if (body.effort !== undefined && !model.effort.includes(body.effort)) {
+    throw badRequest(`effort "${body.effort}" is not offered for model ${model.id} (offered: ${model.effort.join(', ')})`)
+  }
+  if (body.speed === 'fast') {
+    if (harness === 'harness_3') throw badRequest('speed "fast" is not available on harness_3')
+    if (!offersMode(model, harness, 'fast')) throw badRequest(`speed "fast" is not offered for model ${model.id} on ${harness}`)
+  }
+  if (body.base_branch !== undefined && body.on_pr !== undefined) throw badRequest('base_branch and on_pr cannot be used together')
+  if (body.account_id !== undefined) throw badRequest(`unknown account "${body.account_id}"`)
+  if (body.output_schema !== undefined) {
+    if (harness === 'harness_3') {
+      throw unprocessable('output_schema is not supported on harness_3', 'FIELD_UNSUPPORTED_FOR_HARNESS', 'error_code')
+    }
+    const problem = outputSchemaProblem(body.output_schema)
+    if (problem) throw badRequest(problem, 'OUTPUT_SCHEMA_INVALID')
+  }
+  // Availability last, so a caller learns about every rule of the body first.
+  const installed = runnable[harness]
+  if (!installed) throw unprocessable(`${harness} is not available on this server`, 'UNSUPPORTED_AGENT', 'error_code')
+  // Another version is fetched from npm (harness-install.ts); here only its form is checked.
+  if (version !== null && !VERSION_FORM.test(version)) {
+    throw unprocessable(`${agent}: "${version}" is not a version or dist-tag of the ${harness} CLI`, 'UNSUPPORTED_AGENT', 'error_code')
+  }
+
+  return {
+    agent,
+    harness,
+    versionRequested: version,
+    versionResolved: version ?? installed,
+    pinned: version !== null && version !== installed,
+    prompt: body.prompt,
+    title: titleOf(body.prompt),
+    model: model.id,
+    requestedModel: body.model ?? null,
+    effort: body.effort ?? null,
+    speed: body.speed ?? null,
+    mode: body.mode ?? 'headless',
+    persistence: body.persistence ?? 'resumable',
+    baseBranch: body.base_branch ?? null,
+    onPr: body.on_pr ?? null,
+    outputSchema: body.output_schema ?? null,
+  }
+}
+
+/** Runs that count against a key's `max_concurrent` (spec 8). */
+const IN_PROGRESS: SessionStatus[] = ['queued', 'allocating', 'running']
+/** Create fields a key run may not use (spec 4.1): a saved agent, sources. */
+const KEY_UNSUPPORTED_FIELDS = ['agent_id', 'resources']
+
+/**
+ * Shape B fields of a create (spec 4.1): a saved agent (`agent_id`) and sources (`resources`).
+ * A run started with an API key may not use them (422 API_KEY_FIELD_UNSUPPORTED); agentd does not
+ * run them for signed-in callers yet either (400).
+ */
+export function refuseSources(principal: Principal, body: object): void {
+  const field = KEY_UNSUPPORTED_FIELDS.find((f) => (body as Record<string, unknown>)[f] !== undefined)
+  if (!field) return
+  if (principal.apiKey) throw new ApiError(422, `${field} cannot be used by a run started with an API key`, 'API_KEY_FIELD_UNSUPPORTED')
+  throw badRequest(`${field} is not supported by this server yet`)
+}
+
+/**
+ * 429 RATE_LIMITED when the key already has `max_concurrent` runs in progress (spec 8).
+ * Synchronous, so the caller can insert the session before anything else runs.
+ */
+export function assertKeySlot(db: Db, key: KeyPrincipal): void {
+  const running = db
+    .select({ n: sql<number>`count(*)` })
+    .from(sessions)
+    .where(and(eq(sessions.apiKeyId, key.id), inArray(sessions.status, IN_PROGRESS)))
+    .get()
+  if ((running?.n ?? 0) >= key.maxConcurrent) {
+    throw new ApiError(429, `This API key already has ${key.maxConcurrent} runs in progress (max_concurrent)`, 'RATE_LIMITED')
+  }
+}

@@ -1,0 +1,78 @@
+import { Elysia, t } from 'elysia'
+import { badRequest } from '../domain/errors'
+import type { AuthService } from '../identity/auth'
+import type { SessionService } from './service'
+import { authPlugin } from '../http/auth'
+import { errorResponses } from '../http/errors'
+import { EventsQuery, MAX_MESSAGE_BYTES, MessageQueued, MessageSent, PostMessageBody, SessionLogs, SessionParams } from './model'
+
+const tags = ['sessions']
+
+/** How often an open event stream asks again whether its credential still grants it. */
+const CREDENTIAL_RECHECK_MS = 1_000
+
+/**
+ * Whether the bearer a stream was opened with still reads the org's sessions, asked the way a new
+ * request would be (through the same caches): false once a key is revoked or rotated, a token
+ * expires, or its user leaves the org.
+ */
+const stillAllowed = (auth: AuthService, authorization: string | undefined, org: string) => async () => {
+  const principal = await auth.authenticate(authorization)
+  auth.authorizeKey(principal, 'runs:read')
+  auth.access(principal, org)
+  return true
+}
+
+/** Following and steering a run: the event stream, follow-up messages, the runtime log. */
+export const liveRoutes = (auth: AuthService, sessions: SessionService, keepaliveMs = 15_000) =>
+  new Elysia({ name: 'agentd/sessions-live' })
+    .use(authPlugin(auth, { apiKeys: true }))
+    .get(
+      '/o/:org/p/:project/sessions/:session/events',
+      ({ principal, params, query, headers, request }) => {
+        const cursor = headers['last-event-id'] ?? query.cursor ?? '0'
+        if (!/^\d+$/.test(cursor)) throw badRequest(`not an event id: "${cursor}"`)
+        const access = auth.access(principal, params.org)
+        const recheck = { everyMs: CREDENTIAL_RECHECK_MS, allowed: stillAllowed(auth, request.headers.get('authorization') ?? undefined, params.org) }
+        const stream = sessions.eventStream(access, params.project, params.session, Number(cursor), keepaliveMs, recheck)
+        return new Response(stream, {
+          headers: {
+            'content-type': 'text/event-stream; charset=utf-8',
+            'cache-control': 'no-cache',
+            // Proxies must pass events through as they come.
+            'x-accel-buffering': 'no',
+          },
+        })
+      },
+      {
+        params: SessionParams,
+        query: EventsQuery,
+        headers: t.Object({ 'last-event-id': t.Optional(t.String()) }),
+        response: { 200: t.String({ description: 'text/event-stream: `status`, unnamed harness events, then `done` or `error`' }), ...errorResponses(400, 401, 403, 404) },
+        detail: { operationId: 'sessions.events', tags, summary: 'Follow a session live (server-sent events)' },
+      },
+    )
+    .post(
+      '/o/:org/p/:project/sessions/:session/messages',
+      ({ principal, params, body, set }) => {
+        if (new TextEncoder().encode(body.content).length > MAX_MESSAGE_BYTES) throw badRequest('content is larger than 256 KiB', 'CONTENT_TOO_LARGE')
+        const answer = sessions.message(auth.access(principal, params.org), params.project, params.session, body.content)
+        set.status = answer.status
+        return answer.body
+      },
+      {
+        params: SessionParams,
+        body: PostMessageBody,
+        response: { 200: MessageSent, 202: MessageQueued, ...errorResponses(400, 401, 402, 403, 404, 409, 413, 429) },
+        detail: { operationId: 'sessions.sendMessage', tags, summary: 'Send a follow-up message' },
+      },
+    )
+    .get(
+      '/o/:org/p/:project/sessions/:session/logs',
+      ({ principal, params }) => sessions.logs(auth.access(principal, params.org), params.project, params.session),
+      {
+        params: SessionParams,
+        response: { 200: SessionLogs, ...errorResponses(401, 403, 404) },
+        detail: { operationId: 'sessions.logs', tags, summary: 'The runtime log of a session' },
+      },
+    )

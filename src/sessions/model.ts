@@ -1,0 +1,136 @@
+import { t, type Static } from 'elysia'
+import { literals } from '../domain/schema-util'
+import { EFFORTS, HARNESSES, SPEEDS } from '../domain/harness'
+import { CAPTURE_STATES, PERSISTENCE_MODES, RUN_MODES, SESSION_STATUSES } from '../domain/status'
+
+const Nullable = <T extends Parameters<typeof t.Union>[0][number]>(schema: T) => t.Union([schema, t.Null()])
+const NString = Nullable(t.String())
+const NInt = Nullable(t.Integer())
+
+export const SessionStatusSchema = literals(SESSION_STATUSES)
+
+export const ArtifactFile = t.Object({ name: t.String(), size: t.Integer(), content_type: t.String() })
+
+export const CloudRunSession = t.Object({
+  execution_id: t.String(),
+  kind: literals(['cloud', 'local'] as const),
+  org_id: NString,
+  project_id: NString,
+  agent: NString,
+  status: SessionStatusSchema,
+  persistence_mode: Nullable(literals(PERSISTENCE_MODES)),
+  machine_state: NString,
+  sandbox_generation: NInt,
+  prompt: NString,
+  repo_owner: NString,
+  repo_name: NString,
+  branch: NString,
+  pr_url: NString,
+  summary: NString,
+  error: NString,
+  started_by: Nullable(t.Object({ name: NString, avatar_url: NString })),
+  input_tokens: NInt,
+  output_tokens: NInt,
+  cache_read_tokens: NInt,
+  cache_write_tokens: NInt,
+  reasoning_tokens: NInt,
+  total_tokens: NInt,
+  total_cost_usd: Nullable(t.Number()),
+  model: NString,
+  tool_calls_count: NInt,
+  tool_errors_count: NInt,
+  turns_count: NInt,
+  files_produced: NInt,
+  attachments: t.Array(t.Object({ id: t.String(), name: t.String(), mime: t.String(), size: t.Integer(), expired_at: NString })),
+  artifacts: t.Array(ArtifactFile),
+  artifact_count: t.Integer(),
+  harness_version_requested: NString,
+  harness_version_resolved: NString,
+  profile_id: NString,
+  profile_revision: NInt,
+  profile_digest: NString,
+  requested_overrides: Nullable(t.Object({ model: t.Optional(t.String()), effort: t.Optional(t.String()), speed: t.Optional(t.String()) })),
+  agent_profile: Nullable(t.Object({ id: t.Optional(t.String()), name: t.Optional(t.String()) })),
+  effective: Nullable(t.Record(t.String(), NString)),
+  snapshot: Nullable(t.Record(t.String(), t.Unknown())),
+  effective_config: Nullable(t.Record(t.String(), t.Unknown())),
+  session_capture: Nullable(literals(CAPTURE_STATES)),
+  created_at: t.String({ format: 'date-time' }),
+  updated_at: NString,
+})
+
+export const SessionAnswer = t.Object({
+  text: NString,
+  structured: Nullable(t.Record(t.String(), t.Unknown())),
+  schema_valid: Nullable(t.Boolean()),
+})
+
+export const SessionResult = t.Object({
+  execution_id: t.String(),
+  status: t.String(),
+  branch: NString,
+  pr_url: NString,
+  output: NString,
+  completed_at: NString,
+  result: Nullable(SessionAnswer),
+})
+
+/** Shape A (spec 4.1). Enumerations are checked here; catalog rules in the service. */
+export const CreateSessionBody = t.Object({
+  agent: t.Optional(t.String({ minLength: 1 })),
+  prompt: t.Optional(t.String()),
+  model: t.Optional(t.String({ minLength: 1 })),
+  effort: t.Optional(literals(EFFORTS)),
+  speed: t.Optional(literals(SPEEDS)),
+  mode: t.Optional(literals(RUN_MODES)),
+  persistence: t.Optional(literals(PERSISTENCE_MODES)),
+  account_id: t.Optional(t.String()),
+  base_branch: t.Optional(t.String({ minLength: 1 })),
+  on_pr: t.Optional(t.Integer({ minimum: 1 })),
+  output_schema: t.Optional(t.Record(t.String(), t.Unknown())),
+  // Shape B: a saved agent and sources. A key run gets 422 API_KEY_FIELD_UNSUPPORTED for them.
+  agent_id: t.Optional(t.String()),
+  resources: t.Optional(t.Array(t.Object({ url: t.String(), connection: t.Optional(t.String()) }))),
+})
+
+export const PatchSessionBody = t.Object(
+  { status: literals(['cancelled', 'paused', 'running', 'stop_turn'] as const) },
+  { additionalProperties: false },
+)
+
+export const PatchSessionResponse = t.Object({ ok: t.Literal(true), status: literals(['cancelled', 'stop_turn_confirmed'] as const) })
+
+export const ProjectListQuery = t.Object({
+  status: t.Optional(SessionStatusSchema),
+  limit: t.Optional(t.Integer({ minimum: 1, maximum: 100 })),
+})
+
+export const SessionParams = t.Object({ org: t.String(), project: t.String(), session: t.String() })
+export const ProjectParams = t.Object({ org: t.String(), project: t.String() })
+
+export const HarnessSchema = literals(HARNESSES)
+
+export type CreateSessionBody = Static<typeof CreateSessionBody>
+
+export const MAX_MESSAGE_BYTES = 256 * 1024
+
+export const PostMessageBody = t.Object({ content: t.String({ minLength: 1 }) })
+
+export const MessageSent = t.Object({ ok: t.Literal(true), status: t.Literal('message_sent') })
+export const MessageQueued = t.Object({
+  ok: t.Literal(true),
+  status: t.Literal('queued'),
+  message_id: t.String({ format: 'uuid' }),
+  position: t.Integer({ minimum: 1 }),
+})
+
+export const OperationAccepted = t.Object({ operation_id: t.String() })
+
+export const SessionLogs = t.Object({
+  logs: t.String(),
+  source: literals(['loki', 'stored'] as const),
+  status: t.String(),
+  truncated: t.Boolean(),
+})
+
+export const EventsQuery = t.Object({ cursor: t.Optional(t.String()) })

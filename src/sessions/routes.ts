@@ -1,0 +1,79 @@
+import { Elysia } from 'elysia'
+import type { AuthService } from '../identity/auth'
+import type { SessionService } from './service'
+import { authPlugin } from '../http/auth'
+import { errorResponses } from '../http/errors'
+import {
+  CloudRunSession,
+  CreateSessionBody,
+  OperationAccepted,
+  PatchSessionBody,
+  PatchSessionResponse,
+  ProjectListQuery,
+  ProjectParams,
+  SessionParams,
+  SessionResult,
+} from './model'
+import { t } from 'elysia'
+
+const tags = ['sessions']
+
+export const sessionRoutes = (auth: AuthService, sessions: SessionService) =>
+  new Elysia({ name: 'agentd/sessions' })
+    .use(authPlugin(auth, { apiKeys: true }))
+    .post(
+      '/o/:org/p/:project/sessions',
+      async ({ principal, params, body, set }) => {
+        const session = await sessions.create(principal, auth.access(principal, params.org), params.project, body)
+        set.status = 202
+        return session
+      },
+      {
+        params: ProjectParams,
+        body: CreateSessionBody,
+        response: { 202: CloudRunSession, ...errorResponses(400, 401, 402, 403, 404, 413, 422, 429) },
+        detail: { operationId: 'sessions.create', tags, summary: 'Start a session (shape A)' },
+      },
+    )
+    .get(
+      '/o/:org/p/:project/sessions',
+      ({ principal, params, query }) => sessions.list(auth.access(principal, params.org), params.project, query),
+      {
+        params: ProjectParams,
+        query: ProjectListQuery,
+        response: { 200: t.Object({ executions: t.Array(CloudRunSession) }), ...errorResponses(400, 401, 403, 404) },
+        detail: { operationId: 'sessions.listInProject', tags, summary: 'List sessions in one Project, newest first' },
+      },
+    )
+    .get(
+      '/o/:org/p/:project/sessions/:session',
+      ({ principal, params }) => sessions.get(auth.access(principal, params.org), params.project, params.session),
+      {
+        params: SessionParams,
+        response: { 200: CloudRunSession, ...errorResponses(401, 403, 404) },
+        detail: { operationId: 'sessions.get', tags, summary: 'Get one session' },
+      },
+    )
+    .patch(
+      '/o/:org/p/:project/sessions/:session',
+      async ({ principal, params, body, set }) => {
+        const answer = await sessions.update(auth.access(principal, params.org), params.project, params.session, body.status)
+        if ('operation_id' in answer) set.status = 202
+        return answer
+      },
+      {
+        params: SessionParams,
+        body: PatchSessionBody,
+        response: { 200: PatchSessionResponse, 202: OperationAccepted, ...errorResponses(400, 401, 403, 404, 409, 413, 422) },
+        detail: { operationId: 'sessions.update', tags, summary: 'Cancel, pause, resume or interrupt a session' },
+      },
+    )
+    .get(
+      '/o/:org/p/:project/sessions/:session/result',
+      ({ principal, params }) => sessions.result(auth.access(principal, params.org), params.project, params.session),
+      {
+        params: SessionParams,
+        response: { 200: SessionResult, ...errorResponses(401, 403, 404) },
+        detail: { operationId: 'sessions.result', tags, summary: 'The run’s status line and last answer' },
+      },
+    )

@@ -1,0 +1,432 @@
+import { join } from 'node:path'
+import { eq, sql } from 'drizzle-orm'
+import { initialTransition, transition } from 'xstate'
+import { refusalOf, SESSION_MACHINE_VERSION, sessionMachine, statusOf, type SessionMachineEvent } from '../../machines/session.machine'
+import type { Db } from '../db/client'
+import { DataCache, DataVersion } from '../db/data-version'
+import { plans, users } from '../db/schema'
+import { ApiError, notFound } from '../domain/errors'
+import type { Harness } from '../domain/harness'
+import { newId } from '../domain/ids'
+import type { SessionStatus } from '../domain/status'
+import type { HarnessAdapter } from '../harness/harness'
+import type { SandboxDriver, SandboxLimits } from '../../sandbox/driver'
+import { ArtifactStore, EMBEDDED_ARTIFACTS } from '../runtime/artifacts'
+import { AuthCache } from '../identity/auth-cache'
+import type { Catalog } from '../catalog/catalog'
+import type { GatewaySessions } from '../runtime/gateway-bindings'
+import { HarnessInstaller } from '../runtime/harness-install'
+import type { OrgAccess, Principal } from '../identity/service'
+import { assertPlanAllows, planStanding } from './plan-check'
+import { findProject, NO_PROJECT } from '../identity/projects'
+import { assertKeySlot, planSession, refuseSources, type CreateBody, type HarnessVersions, type SessionPlan } from './create-rules'
+import { sessionLogs } from '../transcript/logs'
+import { SessionRuntime } from '../runtime/runtime'
+import { sessionEventStream, type StreamRecheck } from './stream'
+import { SessionSearch } from '../search/service'
+import { SessionStore, type NewEvent, type SessionPatch, type SessionRow } from './store'
+import { cloudRunSession, sessionResult } from './view'
+
+export interface SessionServiceDeps {
+  db: Db
+  catalog: Catalog
+  adapters: Partial<Record<Harness, HarnessAdapter>>
+  versions: HarnessVersions
+  driver: SandboxDriver
+  /** Where the model gateway listens on the host; drivers forward it into sandboxes. */
+  gateway: { host: string; port: number }
+  gatewaySessions: GatewaySessions
+  dataDir: string
+  defaultMaxConcurrent: number
+  limits: SandboxLimits
+  turnTimeoutMs: number
+  /** Raw stdout one turn may store (AGENTD_TRANSCRIPT_MAX_MB). */
+  transcriptMaxBytes?: number
+  /** A parked session idle longer than this expires. */
+  idleMs: number
+  now?: () => number
+  log?: (line: string) => void
+  /**
+   * Runs inside the transaction that ends a turn (`turn.ended`, or a cancel while running): the
+   * webhook outbox. Throwing rolls the transition back.
+   */
+  onStatusChange?: (change: StatusChange) => void
+}
+
+/** The end of a turn, as the `onStatusChange` hook sees it inside the transaction. `to` may be `running` when a queued follow-up starts the next turn at once. */
+export interface StatusChange {
+  row: SessionRow
+  from: SessionStatus
+  to: SessionStatus
+  patch: SessionPatch
+}
+
+/** Session views kept for repeated reads of unchanged sessions. */
+const VIEW_CACHE_SIZE = 1000
+
+/** How long stop_turn waits for the harness to exit before answering 422. */
+const STOP_TURN_TIMEOUT_MS = 10_000
+
+/** States whose session still occupies a run slot of its org. */
+const ACTIVE: SessionStatus[] = ['allocating', 'running']
+/** States a run is in before its turn has ended. */
+const IN_FLIGHT: SessionStatus[] = ['queued', 'allocating', 'running', 'paused']
+/** States in which a resumable session rests with a parked sandbox. */
+const PARKABLE: SessionStatus[] = ['paused', 'completed', 'needs_review', 'failed', 'input_required']
+/** States a restart must look at again. */
+const LIVE: SessionStatus[] = ['queued', 'allocating', 'running']
+
+/**
+ * Sessions: create, read, cancel, and the machine loop. Each event goes through the pure
+ * transition; the snapshot, status column and event rows are committed in one transaction, and
+ * only then are the machine's actions carried out (by SessionRuntime).
+ */
+export class SessionService {
+  readonly store: SessionStore
+  /** The query layer shared by the Project list and the org-wide search. */
+  readonly search: SessionSearch
+  private readonly runtime: SessionRuntime
+  private readonly installer: HarnessInstaller
+  readonly artifacts: ArtifactStore
+  private readonly now: () => number
+  private readonly userById
+  /** Kept until the row is written here (the store tells) or another connection commits. */
+  private readonly views: DataCache<{ row: SessionRow; view: ReturnType<typeof cloudRunSession> }>
+  private readonly startedBy: AuthCache<{ name: string | null; avatarUrl: string | null } | null>
+
+  constructor(private readonly deps: SessionServiceDeps) {
+    this.now = deps.now ?? Date.now
+    this.startedBy = new AuthCache(deps.db.$client, this.now)
+    this.userById = deps.db.select({ name: users.name, avatarUrl: users.avatarUrl }).from(users).where(eq(users.id, sql.placeholder('id'))).prepare()
+    this.views = new DataCache(DataVersion.of(deps.db.$client), VIEW_CACHE_SIZE)
+    this.store = new SessionStore(deps.db, this.now, (id) => this.views.delete(id))
+    this.search = new SessionSearch(deps.db, this.now)
+    this.installer = new HarnessInstaller(join(deps.dataDir, 'harnesses'))
+    this.artifacts = new ArtifactStore(deps.db, deps.dataDir, this.now)
+    this.runtime = new SessionRuntime({
+      store: this.store,
+      adapters: deps.adapters,
+      catalog: deps.catalog,
+      driver: deps.driver,
+      gateway: deps.gateway,
+      gatewaySessions: deps.gatewaySessions,
+      planStanding: (orgId) => planStanding(deps.db, orgId),
+      installer: this.installer,
+      artifacts: this.artifacts,
+      dataDir: deps.dataDir,
+      limits: deps.limits,
+      turnTimeoutMs: deps.turnTimeoutMs,
+      ...(deps.transcriptMaxBytes ? { transcriptMaxBytes: deps.transcriptMaxBytes } : {}),
+      now: this.now,
+      log: deps.log ?? console.error,
+      apply: (id, event, patch) => this.apply(id, event, patch),
+      admit: (orgId) => this.admit(orgId),
+    })
+  }
+
+  async create(principal: Principal, access: OrgAccess, projectRef: string, body: CreateBody) {
+    const projectless = projectRef === NO_PROJECT
+    const project = projectless ? null : findProject(this.deps.db, access.orgId, projectRef)
+    if (!projectless && !project) throw notFound('Project not found')
+    refuseSources(principal, body)
+    const plan = planSession(body, this.deps.catalog, this.deps.versions, projectless)
+    assertPlanAllows(this.deps.db, access.orgId)
+    if (plan.pinned) await this.resolvePin(plan)
+    // Synchronous from here to the insert, so two creates cannot both take a key's last slot.
+    if (principal.apiKey) assertKeySlot(this.deps.db, principal.apiKey)
+
+    const id = newId()
+    const [snapshot] = initialTransition(sessionMachine, {
+      persistence: plan.persistence,
+      mode: plan.mode,
+      hasSchema: plan.outputSchema !== null,
+    })
+    const now = this.now()
+    this.store.insert(
+      {
+        id,
+        orgId: access.orgId,
+        projectId: project?.id ?? null,
+        startedByUserId: principal.userId,
+        apiKeyId: principal.apiKey?.id ?? null,
+        agent: plan.agent,
+        harness: plan.harness,
+        harnessVersionRequested: plan.versionRequested,
+        harnessVersionResolved: plan.versionResolved,
+        status: statusOf(snapshot),
+        mode: plan.mode,
+        persistenceMode: plan.persistence,
+        prompt: plan.prompt,
+        title: plan.title,
+        repoOwner: project?.repoOwner ?? null,
+        repoName: project?.repoName ?? null,
+        baseBranch: plan.baseBranch,
+        branch: plan.baseBranch,
+        onPr: plan.onPr,
+        model: plan.model,
+        requestedModel: plan.requestedModel,
+        effort: plan.effort,
+        speed: plan.speed,
+        outputSchema: plan.outputSchema,
+        effectiveConfig: { harness_version: plan.versionResolved },
+        createdAt: now,
+        updatedAt: now,
+      },
+      sessionMachine.getPersistedSnapshot(snapshot),
+      SESSION_MACHINE_VERSION,
+      [statusEvent(0, statusOf(snapshot), id)],
+    )
+    this.admit(access.orgId)
+    return this.view(this.store.get(id)!)
+  }
+
+  /**
+   * A session for a read route, under the same rules as every session route: the caller's org,
+   * and a Project reference that is `_` or the session's own Project (else 404).
+   */
+  findForRead(access: OrgAccess, projectRef: string, id: string): SessionRow {
+    return this.find(access, projectRef, id)
+  }
+
+  /**
+   * One session (spec 4.1). Polled hard by clients, so the view of an unchanged session is reused
+   * (every write of the row goes through the store's `insert` or `commit`, which drop it).
+   */
+  get(access: OrgAccess, projectRef: string, id: string) {
+    const hit = this.views.get(id)
+    if (hit) {
+      this.assertReadable(access, projectRef, hit.row)
+      return hit.view
+    }
+    const row = this.find(access, projectRef, id)
+    const view = this.view(row)
+    this.views.set(id, { row, view })
+    return view
+  }
+
+  result(access: OrgAccess, projectRef: string, id: string) {
+    return sessionResult(this.find(access, projectRef, id))
+  }
+
+  list(access: OrgAccess, projectRef: string, query: { status?: SessionStatus; limit?: number }) {
+    let projectId: string | undefined
+    if (projectRef !== NO_PROJECT) {
+      const project = findProject(this.deps.db, access.orgId, projectRef)
+      if (!project) throw notFound('Project not found')
+      projectId = project.id
+    }
+    const rows = this.search.rows({ orgId: access.orgId, projectId, status: query.status }, { limit: query.limit ?? 50 })
+    return { executions: rows.map((row) => this.view(row)) }
+  }
+
+  /** The live event stream of a session (spec 6.1). */
+  eventStream(access: OrgAccess, projectRef: string, id: string, afterSeq: number, keepaliveMs: number, recheck?: StreamRecheck) {
+    const row = this.find(access, projectRef, id)
+    return sessionEventStream(this.store, row.id, { afterSeq, keepaliveMs, recheck })
+  }
+
+  artifactList(access: OrgAccess, projectRef: string, id: string) {
+    const row = this.find(access, projectRef, id)
+    return { execution_id: row.id, artifacts: this.artifacts.list(row.id) }
+  }
+
+  artifact(access: OrgAccess, projectRef: string, id: string, name: string) {
+    const found = this.artifacts.read(this.find(access, projectRef, id).id, name)
+    if (!found) throw notFound(`No artifact named "${name}"`)
+    return found
+  }
+
+  logs(access: OrgAccess, projectRef: string, id: string) {
+    return sessionLogs(this.store, this.find(access, projectRef, id))
+  }
+
+  /** PATCH `{status}` (spec 4.1): every rule is the machine's; this only maps the answers. */
+  async update(access: OrgAccess, projectRef: string, id: string, status: 'cancelled' | 'paused' | 'running' | 'stop_turn') {
+    const row = this.find(access, projectRef, id)
+    switch (status) {
+      case 'cancelled':
+        this.command(row.id, { type: 'cancel' })
+        return { ok: true as const, status: 'cancelled' as const }
+      case 'paused':
+        this.command(row.id, { type: 'pause' })
+        return { operation_id: newId() }
+      case 'running':
+        this.command(row.id, { type: 'resume', ...this.slots(row.orgId) })
+        return { operation_id: newId() }
+      case 'stop_turn':
+        this.command(row.id, { type: 'stop_turn' })
+        try {
+          await this.runtime.stopped(row.id, STOP_TURN_TIMEOUT_MS)
+        } catch {
+          throw new ApiError(422, 'The runtime could not confirm that the turn stopped', 'STOP_TURN_UNCONFIRMED')
+        }
+        return { ok: true as const, status: 'stop_turn_confirmed' as const }
+    }
+  }
+
+  /** POST a follow-up (spec 4.3): delivered now (200), or queued behind the running turn (202). */
+  message(access: OrgAccess, projectRef: string, id: string, content: string) {
+    const row = this.find(access, projectRef, id)
+    assertPlanAllows(this.deps.db, row.orgId)
+    const message = { id: newId(), content }
+    const { next, actions } = this.command(row.id, { type: 'message', ...this.slots(row.orgId) }, message)
+    if (actions.some((a) => a.type === 'deliverMessage')) return { status: 200, body: { ok: true as const, status: 'message_sent' as const } }
+    return { status: 202, body: { ok: true as const, status: 'queued' as const, message_id: message.id, position: next.context.queued } }
+  }
+
+  /** A caller's command: refused as the machine says, or 409 when the state has no answer for it. */
+  private command(id: string, event: SessionMachineEvent, message?: { id: string; content: string }) {
+    const done = this.transit(id, event, {}, message)
+    if (!done) throw new ApiError(409, `The session cannot take "${event.type}" now`)
+    return done
+  }
+
+  private slots(orgId: string) {
+    return { activeRuns: this.store.countInStatus(orgId, ACTIVE), limit: this.maxConcurrent(orgId) }
+  }
+
+  /** Expires sessions parked longer than the idle limit; the server calls it periodically. */
+  expireIdle(): number {
+    let expired = 0
+    const cutoff = this.now() - this.deps.idleMs
+    for (const id of this.store.idleSince(PARKABLE, cutoff)) {
+      if (this.apply(id, { type: 'idle.timeout' })) expired++
+    }
+    return expired
+  }
+
+  /**
+   * At start: sandboxes no live session owns are removed; sessions that were mid-turn when the
+   * service died get their sandbox back (the driver kills what the lost turn left running) and are
+   * told so; queued ones are admitted.
+   */
+  async rehydrate(): Promise<void> {
+    const owners = this.store.inStatus([...LIVE, ...PARKABLE]).map((row) => row.id)
+    await this.deps.driver.sweep(owners)
+    const orgs = new Set<string>()
+    // gVisor's checkpoints keep a paused turn's processes across a restart; other drivers do not.
+    const statuses: SessionStatus[] = this.deps.driver.kind === 'gvisor' ? LIVE : [...LIVE, 'paused']
+    for (const row of this.store.inStatus(statuses)) {
+      orgs.add(row.orgId)
+      if (row.status === 'queued') continue
+      await this.runtime.adopt(row.id)
+      // The lost turn counts as a turn, so the next one takes the next prompt.
+      const lostTurn = row.status === 'running' || row.status === 'paused'
+      this.apply(row.id, { type: 'service.restarted' }, lostTurn ? { turnsCount: row.turnsCount + 1 } : {})
+    }
+    for (const orgId of orgs) this.admit(orgId)
+  }
+
+  /** Stops every turn this process runs (tests and graceful shutdown). */
+  async shutdown(): Promise<void> {
+    await this.runtime.shutdown()
+  }
+
+  /**
+   * Feeds one event to a session's machine. Returns false (and changes nothing) when the machine
+   * does not accept it in its current state, or refuses it. Synchronous: no other event can
+   * interleave.
+   */
+  apply(id: string, event: SessionMachineEvent, patch: SessionPatch = {}): boolean {
+    try {
+      return this.transit(id, event, patch) !== null
+    } catch (err) {
+      if (err instanceof ApiError) return false
+      throw err
+    }
+  }
+
+  /**
+   * One transition: the pure `transition()`, a refusal thrown as the ApiError the machine names,
+   * then snapshot, status, patch, events and the transition's own writes (follow-up queue, webhook
+   * outbox) in one transaction, and only after the commit its effects.
+   */
+  private transit(id: string, event: SessionMachineEvent, patch: SessionPatch = {}, message?: { id: string; content: string }) {
+    const stored = this.store.snapshotOf(id)
+    if (!stored) return null
+    const current = sessionMachine.resolveState(stored.snapshot as Parameters<typeof sessionMachine.resolveState>[0])
+    if (!current.can(event)) return null
+    const [next, actions] = transition(sessionMachine, current, event)
+    const refusal = refusalOf(actions)
+    if (refusal) throw new ApiError(refusal.status, refusal.message, refusal.code)
+    const from = statusOf(current)
+    const status = statusOf(next)
+    const row = this.store.get(id)!
+    const turnsCount = patch.turnsCount ?? row.turnsCount
+    const fields: SessionPatch = { ...patch, machineState: next.context.machineState, error: next.context.error }
+    // A turn (or a run that never got to one) ended: the webhook outbox hears of it.
+    const turnEnded =
+      event.type === 'turn.ended' || (status !== from && (status === 'failed' || status === 'cancelled') && IN_FLIGHT.includes(from))
+    // A queued follow-up starts at once: report the turn where it would have rested, as the
+    // machine says for the same event without a queue.
+    const endedAs: SessionStatus =
+      event.type === 'turn.ended' && status === 'running'
+        ? statusOf(transition(sessionMachine, sessionMachine.resolveState({ value: current.value, context: { ...current.context, queued: 0 } }), event)[0])
+        : status
+    const writes = () => {
+      for (const action of actions) {
+        if (action.type === 'enqueueMessage') this.store.insertMessage(id, message!.id, message!.content, 'queued', null)
+        if (action.type === 'deliverMessage') this.store.insertMessage(id, message!.id, message!.content, 'delivered', turnsCount + 1)
+        if (action.type === 'dequeueMessage') this.store.deliverOldest(id, turnsCount + 1)
+        if (action.type === 'dropQueue') this.store.dropQueued(id)
+      }
+      if (turnEnded && this.deps.onStatusChange) this.deps.onStatusChange({ row, from, to: endedAs, patch: fields })
+    }
+    const events = status !== from || event.type === 'turn.ended' ? [statusEvent(turnsCount, status, id)] : []
+    this.store.commit(id, stored.version, sessionMachine.getPersistedSnapshot(next), status, fields, events, writes)
+    if (next.status === 'done') this.store.forget(id)
+    this.runtime.carryOut(id, actions)
+    return { next, actions }
+  }
+
+  /**
+   * A pin on another CLI version: npm must know it (422 otherwise). Its install starts now, in the
+   * background, so it is usually ready when the sandbox is; the turn waits for it either way.
+   */
+  private async resolvePin(plan: SessionPlan): Promise<void> {
+    const pkg = this.deps.catalog.harnesses.find((h) => h.id === plan.harness)!.package
+    plan.versionResolved = await this.installer.resolve(plan.agent, pkg, plan.versionResolved)
+    this.installer.modulesFor(pkg, plan.versionResolved).catch((err) => (this.deps.log ?? console.error)(`agentd: ${(err as Error).message}`))
+  }
+
+  /** Moves queued sessions of an org to allocating, oldest first, while the plan allows. */
+  private admit(orgId: string): void {
+    const limit = this.maxConcurrent(orgId)
+    for (const row of this.store.inStatus(['queued'], orgId)) {
+      const activeRuns = this.store.countInStatus(orgId, ACTIVE)
+      if (!this.apply(row.id, { type: 'admit', activeRuns, limit })) break
+    }
+  }
+
+  private maxConcurrent(orgId: string): number | null {
+    const plan = this.deps.db.select({ max: plans.maxConcurrent }).from(plans).where(eq(plans.orgId, orgId)).get()
+    return plan?.max ?? this.deps.defaultMaxConcurrent
+  }
+
+  private find(access: OrgAccess, projectRef: string, id: string): SessionRow {
+    const row = this.store.get(id)
+    if (!row) throw notFound('Session not found')
+    this.assertReadable(access, projectRef, row)
+    return row
+  }
+
+  /** Another org's session, or one outside the named Project, is answered as not found. */
+  private assertReadable(access: OrgAccess, projectRef: string, row: SessionRow): void {
+    if (row.orgId !== access.orgId) throw notFound('Session not found')
+    if (projectRef !== NO_PROJECT) {
+      const project = findProject(this.deps.db, access.orgId, projectRef)
+      if (!project || project.id !== row.projectId) throw notFound('Session not found')
+    }
+  }
+
+  private view(row: SessionRow) {
+    const userId = row.startedByUserId
+    const user = userId ? this.startedBy.get(userId, () => this.userById.get({ id: userId }) ?? null) : null
+    const firstArtifacts = row.artifactCount > 0 ? this.artifacts.list(row.id, EMBEDDED_ARTIFACTS) : []
+    return cloudRunSession(row, user ? { name: user.name, avatar_url: user.avatarUrl } : null, firstArtifacts)
+  }
+}
+
+function statusEvent(turn: number, status: SessionStatus, id: string): NewEvent {
+  return { turn, kind: 'status', type: 'status', data: { status, id } }
+}

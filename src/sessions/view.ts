@@ -1,0 +1,110 @@
+import type { ArtifactFile } from '../runtime/artifacts'
+import type { SessionRow } from './store'
+
+export interface StartedBy {
+  name: string | null
+  avatar_url: string | null
+}
+
+const iso = (ms: number | null | undefined): string | null => (ms === null || ms === undefined ? null : new Date(ms).toISOString())
+
+/** The SessionAnswer of the last finished turn, or null before one finished (spec 2.6). */
+export function answerOf(row: SessionRow) {
+  if (!row.hasResult) return null
+  return {
+    text: row.resultText,
+    structured: row.resultStructured ?? null,
+    schema_valid: row.outputSchema ? (row.schemaValid ?? false) : null,
+  }
+}
+
+/** CloudRunSession (spec 2.2). */
+export function cloudRunSession(row: SessionRow, startedBy: StartedBy | null, artifacts: ArtifactFile[] = []) {
+  return {
+    execution_id: row.id,
+    kind: row.kind,
+    org_id: row.orgId,
+    project_id: row.projectId,
+    agent: row.agent,
+    status: row.status,
+    persistence_mode: row.persistenceMode,
+    machine_state: row.machineState,
+    sandbox_generation: row.sandboxGeneration,
+    prompt: row.prompt,
+    repo_owner: row.repoOwner,
+    repo_name: row.repoName,
+    branch: row.branch,
+    pr_url: row.prUrl,
+    summary: row.summary,
+    error: row.error,
+    started_by: startedBy,
+    input_tokens: row.inputTokens,
+    output_tokens: row.outputTokens,
+    cache_read_tokens: row.cacheReadTokens,
+    cache_write_tokens: row.cacheWriteTokens,
+    reasoning_tokens: row.reasoningTokens,
+    total_tokens: row.totalTokens,
+    total_cost_usd: row.totalCostUsd,
+    model: row.model,
+    tool_calls_count: row.toolCallsCount,
+    tool_errors_count: row.toolErrorsCount,
+    turns_count: row.turnsCount,
+    files_produced: row.filesProduced,
+    attachments: [],
+    artifacts,
+    artifact_count: row.artifactCount,
+    harness_version_requested: row.harnessVersionRequested,
+    harness_version_resolved: row.harnessVersionResolved,
+    profile_id: null,
+    profile_revision: null,
+    profile_digest: null,
+    requested_overrides:
+      row.requestedModel || row.effort || row.speed
+        ? {
+            ...(row.requestedModel ? { model: row.requestedModel } : {}),
+            ...(row.effort ? { effort: row.effort } : {}),
+            ...(row.speed ? { speed: row.speed } : {}),
+          }
+        : null,
+    agent_profile: null,
+    effective: null,
+    snapshot: null,
+    effective_config: row.effectiveConfig ?? null,
+    session_capture: row.sessionCapture,
+    created_at: iso(row.createdAt)!,
+    updated_at: iso(row.updatedAt),
+  }
+}
+
+/** One line saying how the run ended (contract section 5), or where it stands. */
+export function outputLine(row: SessionRow): string | null {
+  if (row.error && (row.status === 'failed' || row.status === 'cancelled' || row.status === 'expired')) {
+    return row.error.split('\n', 1)[0]!.slice(0, 50_000)
+  }
+  const turns = `${row.turnsCount} turn${row.turnsCount === 1 ? '' : 's'}`
+  switch (row.status) {
+    case 'completed':
+    case 'needs_review':
+    case 'input_required':
+    case 'failed':
+      return `${row.status.replace('_', ' ')} in ${turns}`
+    case 'cancelled':
+    case 'expired':
+      return `${row.status} after ${turns}`
+    default:
+      return null
+  }
+}
+
+/** SessionResult (spec 2.7). */
+export function sessionResult(row: SessionRow) {
+  return {
+    execution_id: row.id,
+    status: row.status,
+    branch: row.branch,
+    pr_url: row.prUrl,
+    output: outputLine(row),
+    completed_at: iso(row.completedAt),
+    result: answerOf(row),
+  }
+}

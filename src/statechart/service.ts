@@ -1,0 +1,115 @@
+import { mermaidChart } from '../../machines/chart'
+import { ApiError, notFound } from '../domain/errors'
+import type { AuthService } from '../identity/auth'
+import type { Principal } from '../identity/service'
+import type { SessionStore } from '../sessions/store'
+
+/** The browser bundle of the `mermaid` package, served by agentd itself (no CDN). */
+export const MERMAID_SCRIPT = Bun.resolveSync('mermaid/dist/mermaid.min.js', import.meta.dir)
+
+export interface StatusChange {
+  at: string
+  from: string | null
+  to: string
+  turn: number
+}
+
+/**
+ * The lifecycle chart as an HTML page: the Mermaid diagram generated from the session machine,
+ * and for one session its current state highlighted and its transitions as persisted.
+ */
+export class StatechartService {
+  constructor(
+    private readonly auth: AuthService,
+    private readonly store: SessionStore,
+  ) {}
+
+  /** The page; with `sessionId`, that session must be in one of the caller's orgs (404 otherwise). */
+  page(principal: Principal, sessionId?: string): string {
+    if (sessionId === undefined) return renderPage(mermaidChart(), null)
+    const row = this.store.get(sessionId)
+    if (!row) throw notFound('Session not found')
+    try {
+      this.auth.access(principal, row.orgId)
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) throw notFound('Session not found')
+      throw err
+    }
+    return renderPage(mermaidChart(undefined, { highlight: row.status }), {
+      id: row.id,
+      status: row.status,
+      machineState: row.machineState,
+      history: this.history(row.id),
+    })
+  }
+
+  /** Status changes from the session's persisted `status` events, oldest first. */
+  history(sessionId: string): StatusChange[] {
+    const changes: StatusChange[] = []
+    let from: string | null = null
+    for (const event of this.store.allEvents(sessionId)) {
+      if (event.kind !== 'status') continue
+      const to = String(event.data.status)
+      changes.push({ at: new Date(event.createdAt).toISOString(), from, to, turn: event.turn })
+      from = to
+    }
+    return changes
+  }
+}
+
+interface SessionPart {
+  id: string
+  status: string
+  machineState: string | null
+  history: StatusChange[]
+}
+
+const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
+
+function renderSession(session: SessionPart): string {
+  const rows = session.history
+    .map((c) => `<tr><td><time datetime="${c.at}">${c.at}</time></td><td>${c.from ? escape(c.from) : '—'}</td><td>${escape(c.to)}</td><td>${c.turn}</td></tr>`)
+    .join('\n')
+  return `<section id="session" data-status="${escape(session.status)}">
+<h2>Session <code>${escape(session.id)}</code></h2>
+<p>Current state: <strong>${escape(session.status)}</strong> (machine_state ${escape(session.machineState ?? 'none')}), highlighted below.</p>
+<h3>Transitions</h3>
+<table id="history"><thead><tr><th>At</th><th>From</th><th>To</th><th>Turn</th></tr></thead>
+<tbody>
+${rows}
+</tbody></table>
+</section>`
+}
+
+function renderPage(chart: string, session: SessionPart | null): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Session lifecycle · agentd</title>
+<style>
+body { font-family: system-ui, sans-serif; margin: 2rem; color: #212121; }
+table { border-collapse: collapse; margin-top: .5rem; }
+td, th { border: 1px solid #cfd8dc; padding: .25rem .6rem; text-align: left; font-size: .9rem; }
+pre.mermaid { background: #fff; }
+</style>
+</head>
+<body>
+<h1>Session lifecycle</h1>
+<p>Generated from <code>machines/session.machine.ts</code>; the transition table is in <code>docs/lifecycle.md</code>.</p>
+${session ? renderSession(session) : ''}
+<pre class="mermaid" id="chart">
+${escape(chart)}
+</pre>
+<script src="/statechart/mermaid.min.js"></script>
+<script>
+mermaid.initialize({ startOnLoad: false, securityLevel: 'strict' })
+mermaid
+  .run({ nodes: [document.getElementById('chart')] })
+  .then(() => { document.body.dataset.rendered = 'true' })
+  .catch((err) => { document.body.dataset.rendered = 'error'; document.body.dataset.error = String(err && err.message || err) })
+</script>
+</body>
+</html>
+`
+}

@@ -1,0 +1,58 @@
+import { Elysia } from 'elysia'
+import type { AuthService } from '../identity/auth'
+import type { SessionService } from '../sessions/service'
+import { ToolCallService } from './tool-calls'
+import { TranscriptService } from './service'
+import { authPlugin } from '../http/auth'
+import { errorResponses } from '../http/errors'
+import { SessionParams } from '../sessions/model'
+import { MessagesQuery, MessagesResponse, ToolCallsQuery, ToolCallsResponse, TrajectoryResponse } from './model'
+
+const tags = ['transcript']
+const NDJSON = 'application/x-ndjson'
+
+/** Transcript reads of one session (spec 4.3 messages and tool-calls, 4.4 trajectory). */
+export const transcriptRoutes = (auth: AuthService, sessions: SessionService) => {
+  const transcripts = new TranscriptService(sessions)
+  const toolCalls = new ToolCallService(sessions)
+  return new Elysia({ name: 'agentd/transcript' })
+    .use(authPlugin(auth, { apiKeys: true }))
+    .get(
+      '/o/:org/p/:project/sessions/:session/messages',
+      ({ principal, params, query }) => transcripts.messages(auth.access(principal, params.org), params.project, params.session, query),
+      {
+        params: SessionParams,
+        query: MessagesQuery,
+        response: { 200: MessagesResponse, ...errorResponses(400, 401, 403, 404) },
+        detail: { operationId: 'sessions.messages', tags, summary: 'The captured transcript as normalized events, filtered by turns and roles' },
+      },
+    )
+    .get(
+      '/o/:org/p/:project/sessions/:session/trajectory',
+      ({ principal, params, headers }) => {
+        const access = auth.access(principal, params.org)
+        if (!(headers.accept ?? '').includes(NDJSON)) return transcripts.trajectory(access, params.project, params.session)
+        const raw = transcripts.trajectoryRaw(access, params.project, params.session)
+        return new Response(raw.body, { headers: { 'content-type': NDJSON, 'x-session-format': raw.format } })
+      },
+      {
+        params: SessionParams,
+        response: { 200: TrajectoryResponse, ...errorResponses(401, 403, 404) },
+        detail: {
+          operationId: 'sessions.trajectory',
+          tags,
+          summary: 'Where the raw transcript is; with Accept: application/x-ndjson, its bytes (format in X-Session-Format)',
+        },
+      },
+    )
+    .get(
+      '/o/:org/p/:project/sessions/:session/tool-calls',
+      ({ principal, params, query }) => toolCalls.list(auth.access(principal, params.org), params.project, params.session, query),
+      {
+        params: SessionParams,
+        query: ToolCallsQuery,
+        response: { 200: ToolCallsResponse, ...errorResponses(400, 401, 403, 404) },
+        detail: { operationId: 'sessions.toolCalls', tags, summary: 'Tool calls indexed from the transcript, in call order' },
+      },
+    )
+}
