@@ -151,7 +151,7 @@ async function cancelSession(id: string) {
 async function waitSettled(id: string, timeoutMs: number): Promise<string> {
   const start = performance.now()
   for (;;) {
-    const status = services.sessions.store.get(id)?.status ?? 'missing'
+    const status = services.store.get(id)?.status ?? 'missing'
     if (!BUSY.has(status) || performance.now() - start > timeoutMs) return status
     await Bun.sleep(20)
   }
@@ -228,12 +228,12 @@ try {
     while (status === 'queued' || status === 'allocating') {
       await Bun.sleep(1)
       seenAt = performance.now()
-      status = services.sessions.store.get(created.execution_id)?.status ?? 'missing'
+      status = services.store.get(created.execution_id)?.status ?? 'missing'
       if (seenAt - t0 > 30_000) break
     }
     if (status === 'running') latencies.push(seenAt - t0)
     else {
-      const error = services.sessions.store.get(created.execution_id)?.error
+      const error = services.store.get(created.execution_id)?.error
       odd.push(`${created.execution_id}: ${status}${error ? ` (${error})` : ''}`)
     }
     await cancelSession(created.execution_id)

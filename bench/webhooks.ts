@@ -94,7 +94,7 @@ for (let i = 0; i < RUNS; i++) {
     await Bun.sleep(20)
     arrived = (await arrivals()).find(([id]) => id === run.execution_id)?.[1]
   }
-  const row = services.sessions.store.get(run.execution_id)
+  const row = services.store.get(run.execution_id)
   if (arrived === undefined || !row?.completedAt) {
     console.log(`  run ${i}: no delivery within 60 s (status ${row?.status}, error ${row?.error ?? 'none'})`)
     continue

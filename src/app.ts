@@ -14,11 +14,21 @@ import type { ApiKeyService } from './api-keys/service'
 import type { AuthService } from './identity/auth'
 import type { Catalog } from './catalog/catalog'
 import type { HarnessVersions } from './sessions/create-rules'
+import type { SessionQueries } from './sessions/queries'
 import type { SessionService } from './sessions/service'
+import type { SessionSearch } from './search/service'
+import type { StatechartService } from './statechart/service'
+import type { ToolCallService } from './transcript/tool-calls'
+import type { TranscriptService } from './transcript/service'
 
 export interface AppDeps {
   auth: AuthService
   sessions: SessionService
+  queries: SessionQueries
+  search: SessionSearch
+  transcripts: TranscriptService
+  toolCalls: ToolCallService
+  charts: StatechartService
   apiKeys: ApiKeyService
   catalog: Catalog
   runnable: HarnessVersions
@@ -49,12 +59,12 @@ export function createApp(deps: AppDeps) {
       response: { 200: t.Object({ ok: t.Literal(true) }) },
       detail: { operationId: 'health', tags: ['health'], summary: 'Liveness, without auth', security: [] },
     })
-    .use(sessionRoutes(deps.auth, deps.sessions))
-    .use(liveRoutes(deps.auth, deps.sessions, deps.sseKeepaliveMs))
-    .use(artifactRoutes(deps.auth, deps.sessions))
-    .use(searchRoutes(deps.auth, deps.sessions.search))
-    .use(transcriptRoutes(deps.auth, deps.sessions))
-    .use(statechartRoutes(deps.auth, deps.sessions))
+    .use(sessionRoutes(deps.auth, deps.sessions, deps.queries))
+    .use(liveRoutes(deps.auth, deps.sessions, deps.queries, deps.sseKeepaliveMs))
+    .use(artifactRoutes(deps.auth, deps.queries))
+    .use(searchRoutes(deps.auth, deps.search))
+    .use(transcriptRoutes(deps.auth, deps.transcripts, deps.toolCalls))
+    .use(statechartRoutes(deps.auth, deps.charts))
     .use(agentRoutes(deps.auth, deps.catalog, deps.runnable, deps.now))
     .use(apiKeyRoutes(deps.auth, deps.apiKeys))
 }

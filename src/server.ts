@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto'
+import { join } from 'node:path'
 import { createDriver, type SandboxDriver } from '../sandbox'
 import { createApp } from './app'
 import type { Config } from './config'
@@ -8,7 +9,17 @@ import { ADAPTERS } from './harness'
 import { ApiKeyService } from './api-keys/service'
 import { AuthService } from './identity/auth'
 import { installedVersion, loadCatalog } from './catalog/catalog'
+import { ArtifactStore } from './runtime/artifacts'
 import { GatewaySessions } from './runtime/gateway-bindings'
+import { HarnessInstaller } from './runtime/harness-install'
+import { SessionRuntime } from './runtime/runtime'
+import { SessionSearch } from './search/service'
+import { planStanding } from './sessions/plan-check'
+import { SessionQueries } from './sessions/queries'
+import { SessionStore } from './sessions/store'
+import { StatechartService } from './statechart/service'
+import { ToolCallService } from './transcript/tool-calls'
+import { TranscriptService } from './transcript/service'
 import { IdentityService } from './identity/service'
 import { OidcVerifier } from './identity/oidc'
 import { loadProviders } from './gateway/providers'
@@ -70,19 +81,43 @@ export async function startServices(config: Config, options: ServerOptions = {})
   })
   const apiKeys = new ApiKeyService(database.db, webhooks, now)
   const auth = new AuthService(identity, config.oidc ? new OidcVerifier(config.oidc.issuer, config.oidc.audience) : null, apiKeys)
-  const sessions = new SessionService({
-    db: database.db,
-    catalog,
+  // Sessions: the store and the read side, the runtime that carries out the machine's actions, and
+  // the service that feeds the machine; the runtime reports back through the service.
+  const db = database.db
+  const store = new SessionStore(db, now, (id) => queries.forget(id))
+  const search = new SessionSearch(db, now)
+  const artifacts = new ArtifactStore(db, config.dataDir, now)
+  const installer = new HarnessInstaller(join(config.dataDir, 'harnesses'))
+  const queries = new SessionQueries({ db, store, search, artifacts, now })
+  const runtime: SessionRuntime = new SessionRuntime({
+    store,
     adapters,
-    versions: runnable,
+    catalog,
     driver,
     gateway: { host: '127.0.0.1', port: gateway.port },
     gatewaySessions,
+    planStanding: (orgId) => planStanding(db, orgId),
+    installer,
+    artifacts,
     dataDir: config.dataDir,
-    defaultMaxConcurrent: config.defaultMaxConcurrent,
     limits: { memoryBytes: config.sandboxMemoryBytes, maxProcesses: config.sandboxMaxProcesses, diskBytes: config.sandboxDiskBytes, cpus: config.sandboxCpus },
     turnTimeoutMs: config.turnTimeoutMs,
     transcriptMaxBytes: config.transcriptMaxBytes,
+    now,
+    log,
+    apply: (id, event, patch) => sessions.apply(id, event, patch),
+    admit: (orgId) => sessions.admit(orgId),
+  })
+  const sessions: SessionService = new SessionService({
+    db,
+    catalog,
+    versions: runnable,
+    driver,
+    store,
+    queries,
+    runtime,
+    installer,
+    defaultMaxConcurrent: config.defaultMaxConcurrent,
     idleMs: config.idleMs,
     now,
     log,
@@ -92,12 +127,29 @@ export async function startServices(config: Config, options: ServerOptions = {})
   // Parked sessions expire after the idle limit; look often enough for a scaled limit in tests.
   const sweeper = setInterval(() => sessions.expireIdle(), Math.min(60_000, Math.max(50, config.idleMs / 20)))
   webhooks.start()
-  const app = createApp({ auth, sessions, apiKeys, catalog, runnable, now, sseKeepaliveMs: options.sseKeepaliveMs })
+  const app = createApp({
+    auth,
+    sessions,
+    queries,
+    search,
+    transcripts: new TranscriptService(queries, store),
+    toolCalls: new ToolCallService(queries, store),
+    charts: new StatechartService(auth, store),
+    apiKeys,
+    catalog,
+    runnable,
+    now,
+    sseKeepaliveMs: options.sseKeepaliveMs,
+  })
 
   return {
     app,
     identity,
     sessions,
+    queries,
+    store,
+    search,
+    artifacts,
     webhooks,
     apiKeys,
     gateway,

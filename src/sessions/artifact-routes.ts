@@ -1,6 +1,6 @@
 import { Elysia, t } from 'elysia'
 import type { AuthService } from '../identity/auth'
-import type { SessionService } from './service'
+import type { SessionQueries } from './queries'
 import { authPlugin } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import { decodePathParam } from '../http/path-params'
@@ -10,12 +10,12 @@ import { ArtifactFile, SessionParams } from './model'
 const tags = ['artifacts']
 
 /** The files a session produced (spec 4.4). */
-export const artifactRoutes = (auth: AuthService, sessions: SessionService) =>
+export const artifactRoutes = (auth: AuthService, queries: SessionQueries) =>
   new Elysia({ name: 'agentd/artifacts' })
     .use(authPlugin(auth, { apiKeys: true }))
     .get(
       '/o/:org/p/:project/sessions/:session/artifacts',
-      ({ principal, params }) => sessions.artifactList(auth.access(principal, params.org), params.project, params.session),
+      ({ principal, params }) => queries.artifactList(auth.access(principal, params.org), params.project, params.session),
       {
         params: SessionParams,
         response: { 200: t.Object({ execution_id: t.String(), artifacts: t.Array(ArtifactFile) }), ...errorResponses(401, 403, 404) },
@@ -27,7 +27,7 @@ export const artifactRoutes = (auth: AuthService, sessions: SessionService) =>
       '/o/:org/p/:project/sessions/:session/artifacts/*',
       ({ principal, params }) => {
         const name = decodePathParam('artifact name', params['*'])
-        const { bytes, contentType } = sessions.artifact(auth.access(principal, params.org), params.project, params.session, name)
+        const { bytes, contentType } = queries.artifact(auth.access(principal, params.org), params.project, params.session, name)
         return new Response(bytes, { headers: artifactHeaders(name, contentType) })
       },
       {

@@ -1,6 +1,7 @@
 import { Elysia, t } from 'elysia'
 import { badRequest } from '../domain/errors'
 import type { AuthService } from '../identity/auth'
+import type { SessionQueries } from './queries'
 import type { SessionService } from './service'
 import { authPlugin } from '../http/auth'
 import { errorResponses } from '../http/errors'
@@ -24,7 +25,7 @@ const stillAllowed = (auth: AuthService, authorization: string | undefined, org:
 }
 
 /** Following and steering a run: the event stream, follow-up messages, the runtime log. */
-export const liveRoutes = (auth: AuthService, sessions: SessionService, keepaliveMs = 15_000) =>
+export const liveRoutes = (auth: AuthService, sessions: SessionService, queries: SessionQueries, keepaliveMs = 15_000) =>
   new Elysia({ name: 'agentd/sessions-live' })
     .use(authPlugin(auth, { apiKeys: true }))
     .get(
@@ -34,7 +35,7 @@ export const liveRoutes = (auth: AuthService, sessions: SessionService, keepaliv
         if (!/^\d+$/.test(cursor)) throw badRequest(`not an event id: "${cursor}"`)
         const access = auth.access(principal, params.org)
         const recheck = { everyMs: CREDENTIAL_RECHECK_MS, allowed: stillAllowed(auth, request.headers.get('authorization') ?? undefined, params.org) }
-        const stream = sessions.eventStream(access, params.project, params.session, Number(cursor), keepaliveMs, recheck)
+        const stream = queries.eventStream(access, params.project, params.session, Number(cursor), keepaliveMs, recheck)
         return new Response(stream, {
           headers: {
             'content-type': 'text/event-stream; charset=utf-8',
@@ -69,7 +70,7 @@ export const liveRoutes = (auth: AuthService, sessions: SessionService, keepaliv
     )
     .get(
       '/o/:org/p/:project/sessions/:session/logs',
-      ({ principal, params }) => sessions.logs(auth.access(principal, params.org), params.project, params.session),
+      ({ principal, params }) => queries.logs(auth.access(principal, params.org), params.project, params.session),
       {
         params: SessionParams,
         response: { 200: SessionLogs, ...errorResponses(401, 403, 404) },

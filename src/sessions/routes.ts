@@ -1,5 +1,6 @@
 import { Elysia } from 'elysia'
 import type { AuthService } from '../identity/auth'
+import type { SessionQueries } from './queries'
 import type { SessionService } from './service'
 import { authPlugin } from '../http/auth'
 import { errorResponses } from '../http/errors'
@@ -18,7 +19,7 @@ import { t } from 'elysia'
 
 const tags = ['sessions']
 
-export const sessionRoutes = (auth: AuthService, sessions: SessionService) =>
+export const sessionRoutes = (auth: AuthService, sessions: SessionService, queries: SessionQueries) =>
   new Elysia({ name: 'agentd/sessions' })
     .use(authPlugin(auth, { apiKeys: true }))
     .post(
@@ -37,7 +38,7 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService) =>
     )
     .get(
       '/o/:org/p/:project/sessions',
-      ({ principal, params, query }) => sessions.list(auth.access(principal, params.org), params.project, query),
+      ({ principal, params, query }) => queries.list(auth.access(principal, params.org), params.project, query),
       {
         params: ProjectParams,
         query: ProjectListQuery,
@@ -47,7 +48,7 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService) =>
     )
     .get(
       '/o/:org/p/:project/sessions/:session',
-      ({ principal, params }) => sessions.get(auth.access(principal, params.org), params.project, params.session),
+      ({ principal, params }) => queries.get(auth.access(principal, params.org), params.project, params.session),
       {
         params: SessionParams,
         response: { 200: CloudRunSession, ...errorResponses(401, 403, 404) },
@@ -70,7 +71,7 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService) =>
     )
     .get(
       '/o/:org/p/:project/sessions/:session/result',
-      ({ principal, params }) => sessions.result(auth.access(principal, params.org), params.project, params.session),
+      ({ principal, params }) => queries.result(auth.access(principal, params.org), params.project, params.session),
       {
         params: SessionParams,
         response: { 200: SessionResult, ...errorResponses(401, 403, 404) },

@@ -1,68 +1,49 @@
-import { join } from 'node:path'
-import { eq, sql } from 'drizzle-orm'
+import { eq } from 'drizzle-orm'
 import { initialTransition, transition } from 'xstate'
 import { refusalOf, SESSION_MACHINE_VERSION, sessionMachine, statusOf, type SessionMachineEvent } from '../../machines/session.machine'
 import type { Db } from '../db/client'
-import { DataCache, DataVersion } from '../db/data-version'
-import { plans, users } from '../db/schema'
+import { plans } from '../db/schema'
 import { ApiError, notFound } from '../domain/errors'
-import type { Harness } from '../domain/harness'
 import { newId } from '../domain/ids'
 import type { SessionStatus } from '../domain/status'
-import type { HarnessAdapter } from '../harness/harness'
-import type { SandboxDriver, SandboxLimits } from '../../sandbox/driver'
-import { ArtifactStore, EMBEDDED_ARTIFACTS } from '../runtime/artifacts'
-import { AuthCache } from '../identity/auth-cache'
+import type { SandboxDriver } from '../../sandbox/driver'
 import type { Catalog } from '../catalog/catalog'
-import type { GatewaySessions } from '../runtime/gateway-bindings'
-import { HarnessInstaller } from '../runtime/harness-install'
+import type { HarnessInstaller } from '../runtime/harness-install'
 import type { OrgAccess, Principal } from '../identity/service'
-import { assertPlanAllows, planStanding } from './plan-check'
+import { assertPlanAllows } from './plan-check'
 import { findProject, NO_PROJECT } from '../identity/projects'
 import { assertKeySlot, planSession, refuseSources, type CreateBody, type HarnessVersions, type SessionPlan } from './create-rules'
-import { sessionLogs } from '../transcript/logs'
-import { SessionRuntime } from '../runtime/runtime'
-import { sessionEventStream, type StreamRecheck } from './stream'
-import { SessionSearch } from '../search/service'
-import { SessionStore, type NewEvent, type SessionPatch, type SessionRow } from './store'
-import { cloudRunSession, sessionResult } from './view'
+import type { SessionRuntime } from '../runtime/runtime'
+import type { SessionQueries } from './queries'
+import type { NewEvent, SessionPatch, SessionRow, SessionStore } from './store'
 
 export interface SessionServiceDeps {
   db: Db
   catalog: Catalog
-  adapters: Partial<Record<Harness, HarnessAdapter>>
   versions: HarnessVersions
   driver: SandboxDriver
-  /** Where the model gateway listens on the host; drivers forward it into sandboxes. */
-  gateway: { host: string; port: number }
-  gatewaySessions: GatewaySessions
-  dataDir: string
+  store: SessionStore
+  queries: SessionQueries
+  runtime: SessionRuntime
+  installer: HarnessInstaller
   defaultMaxConcurrent: number
-  limits: SandboxLimits
-  turnTimeoutMs: number
-  /** Raw stdout one turn may store (AGENTD_TRANSCRIPT_MAX_MB). */
-  transcriptMaxBytes?: number
-  /** A parked session idle longer than this expires. */
+  /** How long a parked session waits before `idle.timeout`. */
   idleMs: number
-  now?: () => number
-  log?: (line: string) => void
+  now: () => number
+  log: (line: string) => void
   /**
-   * Runs inside the transaction that ends a turn (`turn.ended`, or a cancel while running): the
-   * webhook outbox. Throwing rolls the transition back.
+   * Called inside the transaction that ends a turn (or a run that never got to one), so a
+   * webhook outbox row commits or rolls back with the transition.
    */
   onStatusChange?: (change: StatusChange) => void
 }
 
-/** The end of a turn, as the `onStatusChange` hook sees it inside the transaction. `to` may be `running` when a queued follow-up starts the next turn at once. */
 export interface StatusChange {
   row: SessionRow
   from: SessionStatus
   to: SessionStatus
   patch: SessionPatch
 }
-
-/** Session views kept for repeated reads of unchanged sessions. */
-const VIEW_CACHE_SIZE = 1000
 
 /** How long stop_turn waits for the harness to exit before answering 422. */
 const STOP_TURN_TIMEOUT_MS = 10_000
@@ -82,46 +63,14 @@ const LIVE: SessionStatus[] = ['queued', 'allocating', 'running']
  * only then are the machine's actions carried out (by SessionRuntime).
  */
 export class SessionService {
-  readonly store: SessionStore
-  /** The query layer shared by the Project list and the org-wide search. */
-  readonly search: SessionSearch
+  private readonly store: SessionStore
   private readonly runtime: SessionRuntime
-  private readonly installer: HarnessInstaller
-  readonly artifacts: ArtifactStore
   private readonly now: () => number
-  private readonly userById
-  /** Kept until the row is written here (the store tells) or another connection commits. */
-  private readonly views: DataCache<{ row: SessionRow; view: ReturnType<typeof cloudRunSession> }>
-  private readonly startedBy: AuthCache<{ name: string | null; avatarUrl: string | null } | null>
 
   constructor(private readonly deps: SessionServiceDeps) {
-    this.now = deps.now ?? Date.now
-    this.startedBy = new AuthCache(deps.db.$client, this.now)
-    this.userById = deps.db.select({ name: users.name, avatarUrl: users.avatarUrl }).from(users).where(eq(users.id, sql.placeholder('id'))).prepare()
-    this.views = new DataCache(DataVersion.of(deps.db.$client), VIEW_CACHE_SIZE)
-    this.store = new SessionStore(deps.db, this.now, (id) => this.views.delete(id))
-    this.search = new SessionSearch(deps.db, this.now)
-    this.installer = new HarnessInstaller(join(deps.dataDir, 'harnesses'))
-    this.artifacts = new ArtifactStore(deps.db, deps.dataDir, this.now)
-    this.runtime = new SessionRuntime({
-      store: this.store,
-      adapters: deps.adapters,
-      catalog: deps.catalog,
-      driver: deps.driver,
-      gateway: deps.gateway,
-      gatewaySessions: deps.gatewaySessions,
-      planStanding: (orgId) => planStanding(deps.db, orgId),
-      installer: this.installer,
-      artifacts: this.artifacts,
-      dataDir: deps.dataDir,
-      limits: deps.limits,
-      turnTimeoutMs: deps.turnTimeoutMs,
-      ...(deps.transcriptMaxBytes ? { transcriptMaxBytes: deps.transcriptMaxBytes } : {}),
-      now: this.now,
-      log: deps.log ?? console.error,
-      apply: (id, event, patch) => this.apply(id, event, patch),
-      admit: (orgId) => this.admit(orgId),
-    })
+    this.store = deps.store
+    this.runtime = deps.runtime
+    this.now = deps.now
   }
 
   async create(principal: Principal, access: OrgAccess, projectRef: string, body: CreateBody) {
@@ -177,72 +126,12 @@ export class SessionService {
       [statusEvent(0, statusOf(snapshot), id)],
     )
     this.admit(access.orgId)
-    return this.view(this.store.get(id)!)
-  }
-
-  /**
-   * A session for a read route, under the same rules as every session route: the caller's org,
-   * and a Project reference that is `_` or the session's own Project (else 404).
-   */
-  findForRead(access: OrgAccess, projectRef: string, id: string): SessionRow {
-    return this.find(access, projectRef, id)
-  }
-
-  /**
-   * One session (spec 4.1). Polled hard by clients, so the view of an unchanged session is reused
-   * (every write of the row goes through the store's `insert` or `commit`, which drop it).
-   */
-  get(access: OrgAccess, projectRef: string, id: string) {
-    const hit = this.views.get(id)
-    if (hit) {
-      this.assertReadable(access, projectRef, hit.row)
-      return hit.view
-    }
-    const row = this.find(access, projectRef, id)
-    const view = this.view(row)
-    this.views.set(id, { row, view })
-    return view
-  }
-
-  result(access: OrgAccess, projectRef: string, id: string) {
-    return sessionResult(this.find(access, projectRef, id))
-  }
-
-  list(access: OrgAccess, projectRef: string, query: { status?: SessionStatus; limit?: number }) {
-    let projectId: string | undefined
-    if (projectRef !== NO_PROJECT) {
-      const project = findProject(this.deps.db, access.orgId, projectRef)
-      if (!project) throw notFound('Project not found')
-      projectId = project.id
-    }
-    const rows = this.search.rows({ orgId: access.orgId, projectId, status: query.status }, { limit: query.limit ?? 50 })
-    return { executions: rows.map((row) => this.view(row)) }
-  }
-
-  /** The live event stream of a session (spec 6.1). */
-  eventStream(access: OrgAccess, projectRef: string, id: string, afterSeq: number, keepaliveMs: number, recheck?: StreamRecheck) {
-    const row = this.find(access, projectRef, id)
-    return sessionEventStream(this.store, row.id, { afterSeq, keepaliveMs, recheck })
-  }
-
-  artifactList(access: OrgAccess, projectRef: string, id: string) {
-    const row = this.find(access, projectRef, id)
-    return { execution_id: row.id, artifacts: this.artifacts.list(row.id) }
-  }
-
-  artifact(access: OrgAccess, projectRef: string, id: string, name: string) {
-    const found = this.artifacts.read(this.find(access, projectRef, id).id, name)
-    if (!found) throw notFound(`No artifact named "${name}"`)
-    return found
-  }
-
-  logs(access: OrgAccess, projectRef: string, id: string) {
-    return sessionLogs(this.store, this.find(access, projectRef, id))
+    return this.deps.queries.view(this.store.get(id)!)
   }
 
   /** PATCH `{status}` (spec 4.1): every rule is the machine's; this only maps the answers. */
   async update(access: OrgAccess, projectRef: string, id: string, status: 'cancelled' | 'paused' | 'running' | 'stop_turn') {
-    const row = this.find(access, projectRef, id)
+    const row = this.deps.queries.find(access, projectRef, id)
     switch (status) {
       case 'cancelled':
         this.command(row.id, { type: 'cancel' })
@@ -266,7 +155,7 @@ export class SessionService {
 
   /** POST a follow-up (spec 4.3): delivered now (200), or queued behind the running turn (202). */
   message(access: OrgAccess, projectRef: string, id: string, content: string) {
-    const row = this.find(access, projectRef, id)
+    const row = this.deps.queries.find(access, projectRef, id)
     assertPlanAllows(this.deps.db, row.orgId)
     const message = { id: newId(), content }
     const { next, actions } = this.command(row.id, { type: 'message', ...this.slots(row.orgId) }, message)
@@ -385,12 +274,12 @@ export class SessionService {
    */
   private async resolvePin(plan: SessionPlan): Promise<void> {
     const pkg = this.deps.catalog.harnesses.find((h) => h.id === plan.harness)!.package
-    plan.versionResolved = await this.installer.resolve(plan.agent, pkg, plan.versionResolved)
-    this.installer.modulesFor(pkg, plan.versionResolved).catch((err) => (this.deps.log ?? console.error)(`agentd: ${(err as Error).message}`))
+    plan.versionResolved = await this.deps.installer.resolve(plan.agent, pkg, plan.versionResolved)
+    this.deps.installer.modulesFor(pkg, plan.versionResolved).catch((err) => this.deps.log(`agentd: ${(err as Error).message}`))
   }
 
   /** Moves queued sessions of an org to allocating, oldest first, while the plan allows. */
-  private admit(orgId: string): void {
+  admit(orgId: string): void {
     const limit = this.maxConcurrent(orgId)
     for (const row of this.store.inStatus(['queued'], orgId)) {
       const activeRuns = this.store.countInStatus(orgId, ACTIVE)
@@ -401,29 +290,6 @@ export class SessionService {
   private maxConcurrent(orgId: string): number | null {
     const plan = this.deps.db.select({ max: plans.maxConcurrent }).from(plans).where(eq(plans.orgId, orgId)).get()
     return plan?.max ?? this.deps.defaultMaxConcurrent
-  }
-
-  private find(access: OrgAccess, projectRef: string, id: string): SessionRow {
-    const row = this.store.get(id)
-    if (!row) throw notFound('Session not found')
-    this.assertReadable(access, projectRef, row)
-    return row
-  }
-
-  /** Another org's session, or one outside the named Project, is answered as not found. */
-  private assertReadable(access: OrgAccess, projectRef: string, row: SessionRow): void {
-    if (row.orgId !== access.orgId) throw notFound('Session not found')
-    if (projectRef !== NO_PROJECT) {
-      const project = findProject(this.deps.db, access.orgId, projectRef)
-      if (!project || project.id !== row.projectId) throw notFound('Session not found')
-    }
-  }
-
-  private view(row: SessionRow) {
-    const userId = row.startedByUserId
-    const user = userId ? this.startedBy.get(userId, () => this.userById.get({ id: userId }) ?? null) : null
-    const firstArtifacts = row.artifactCount > 0 ? this.artifacts.list(row.id, EMBEDDED_ARTIFACTS) : []
-    return cloudRunSession(row, user ? { name: user.name, avatar_url: user.avatarUrl } : null, firstArtifacts)
   }
 }
 

@@ -1,8 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { Elysia } from 'elysia'
 import type { AuthService } from '../identity/auth'
-import type { SessionService } from '../sessions/service'
-import { MERMAID_SCRIPT, StatechartService } from './service'
+import { MERMAID_SCRIPT, type StatechartService } from './service'
 import { authPlugin } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import { HtmlPage, Script, StatechartQuery } from './model'
@@ -11,8 +10,7 @@ const tags = ['lifecycle']
 let gzipped: Uint8Array | undefined
 
 /** The session lifecycle chart in the browser (signed-in callers only; API keys get 401). */
-export const statechartRoutes = (auth: AuthService, sessions: SessionService) => {
-  const charts = new StatechartService(auth, sessions.store)
+export const statechartRoutes = (auth: AuthService, charts: StatechartService) => {
   return new Elysia({ name: 'agentd/statechart' })
     .use(authPlugin(auth))
     .get(

@@ -1,8 +1,7 @@
 import { Elysia } from 'elysia'
 import type { AuthService } from '../identity/auth'
-import type { SessionService } from '../sessions/service'
-import { ToolCallService } from './tool-calls'
-import { TranscriptService } from './service'
+import type { ToolCallService } from './tool-calls'
+import type { TranscriptService } from './service'
 import { authPlugin } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import { SessionParams } from '../sessions/model'
@@ -12,9 +11,7 @@ const tags = ['transcript']
 const NDJSON = 'application/x-ndjson'
 
 /** Transcript reads of one session (spec 4.3 messages and tool-calls, 4.4 trajectory). */
-export const transcriptRoutes = (auth: AuthService, sessions: SessionService) => {
-  const transcripts = new TranscriptService(sessions)
-  const toolCalls = new ToolCallService(sessions)
+export const transcriptRoutes = (auth: AuthService, transcripts: TranscriptService, toolCalls: ToolCallService) => {
   return new Elysia({ name: 'agentd/transcript' })
     .use(authPlugin(auth, { apiKeys: true }))
     .get(

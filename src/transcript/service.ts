@@ -7,8 +7,8 @@ import { isHarness, type Harness } from '../domain/harness'
 import type { SessionEvent } from '../domain/session-event'
 import { SessionEventSchema } from './model'
 import type { OrgAccess } from '../identity/service'
-import type { SessionService } from '../sessions/service'
-import type { SessionRow } from '../sessions/store'
+import type { SessionQueries } from '../sessions/queries'
+import type { SessionRow, SessionStore } from '../sessions/store'
 
 export const ROLES = ['user', 'assistant', 'thinking', 'tools'] as const
 /** Transcript formats: a harness's own raw stream, the service's normalized NDJSON, or unknown. */
@@ -28,13 +28,16 @@ const STORAGE_PREFIX = 'session_transcript_lines'
 const EVENT_FIELDS = Object.keys(SessionEventSchema.properties)
 
 export class TranscriptService {
-  constructor(private readonly sessions: SessionService) {}
+  constructor(
+    private readonly queries: SessionQueries,
+    private readonly store: SessionStore,
+  ) {}
 
   /** GET …/messages: turns first (`first`/`last`), then roles (`include`/`exclude`). */
   messages(access: OrgAccess, projectRef: string, id: string, query: MessagesQuery) {
     const filter = roleFilter(query)
     if (query.first !== undefined && query.last !== undefined) throw badRequest('first and last cannot be used together')
-    const row = this.sessions.findForRead(access, projectRef, id)
+    const row = this.queries.find(access, projectRef, id)
     const events = this.events(row.id)
     if (events.length === 0) throw notFound('No transcript has been captured for this session yet')
     let turns = splitTurns(events)
@@ -46,9 +49,9 @@ export class TranscriptService {
 
   /** GET …/trajectory as JSON: where the raw transcript is and how big. */
   trajectory(access: OrgAccess, projectRef: string, id: string) {
-    const row = this.sessions.findForRead(access, projectRef, id)
+    const row = this.queries.find(access, projectRef, id)
     const raw = this.raw(row)
-    const stored = this.sessions.store.allEvents(row.id).filter((e) => e.kind === 'harness')
+    const stored = this.store.allEvents(row.id).filter((e) => e.kind === 'harness')
     const capturedAt = stored.at(-1)?.createdAt ?? null
     return {
       execution_id: row.id,
@@ -62,12 +65,12 @@ export class TranscriptService {
 
   /** GET …/trajectory with `Accept: application/x-ndjson`: the bytes and their format. */
   trajectoryRaw(access: OrgAccess, projectRef: string, id: string): { format: TranscriptFormat; body: string } {
-    return this.raw(this.sessions.findForRead(access, projectRef, id))
+    return this.raw(this.queries.find(access, projectRef, id))
   }
 
   /** The normalized events, spec fields only, in stream order. */
   events(sessionId: string): SessionEvent[] {
-    return this.sessions.store
+    return this.store
       .allEvents(sessionId)
       .filter((e) => e.kind === 'harness')
       .map((e) => Object.fromEntries(EVENT_FIELDS.filter((k) => e.data[k] !== undefined).map((k) => [k, e.data[k]])) as SessionEvent)
@@ -78,7 +81,7 @@ export class TranscriptService {
    * this build, but older rows may) falls back to the service's own `native` format.
    */
   private raw(row: SessionRow): { format: TranscriptFormat; body: string } {
-    const lines = this.sessions.store.transcriptLines(row.id)
+    const lines = this.store.transcriptLines(row.id)
     if (lines.length > 0) return { format: this.format(row), body: lines.map((l) => `${l.line}\n`).join('') }
     const events = this.events(row.id)
     if (events.length === 0) throw notFound('No transcript has been captured for this session yet')

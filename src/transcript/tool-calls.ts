@@ -4,7 +4,8 @@
  */
 import { isObject } from '../harness/common'
 import type { OrgAccess } from '../identity/service'
-import type { SessionService } from '../sessions/service'
+import type { SessionQueries } from '../sessions/queries'
+import type { SessionStore } from '../sessions/store'
 import { shellPrograms } from './shell-programs'
 
 export const OUTCOMES = ['success', 'error', 'cancelled'] as const
@@ -34,11 +35,14 @@ export interface ToolCallsQuery {
 const TURN_IN_PROGRESS = new Set(['allocating', 'running'])
 
 export class ToolCallService {
-  constructor(private readonly sessions: SessionService) {}
+  constructor(
+    private readonly queries: SessionQueries,
+    private readonly store: SessionStore,
+  ) {}
 
   list(access: OrgAccess, projectRef: string, id: string, query: ToolCallsQuery): { tool_calls: ToolCall[] } {
-    const row = this.sessions.findForRead(access, projectRef, id)
-    const calls = indexToolCalls(this.sessions.store.allEvents(row.id), TURN_IN_PROGRESS.has(row.status) ? row.turnsCount + 1 : null)
+    const row = this.queries.find(access, projectRef, id)
+    const calls = indexToolCalls(this.store.allEvents(row.id), TURN_IN_PROGRESS.has(row.status) ? row.turnsCount + 1 : null)
     const kept = calls.filter(
       (c) =>
         (query.tool === undefined || c.tool === query.tool) &&

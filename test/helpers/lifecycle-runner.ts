@@ -16,6 +16,7 @@ import { ProcessDriver } from '../../sandbox/process'
 import type { HostDriverOptions } from '../../sandbox/host-driver'
 import type { IdentityService } from '../../src/identity/service'
 import type { SessionService } from '../../src/sessions/service'
+import type { SessionStore } from '../../src/sessions/store'
 import { json, req, script } from './http'
 import { consequenceOf, FULL, ROWS, SLOT, VARIANTS, type Run } from './lifecycle-model'
 
@@ -135,6 +136,7 @@ export class HeldDriver extends ProcessDriver {
 export interface Services {
   app: { handle(request: Request): Promise<Response> }
   sessions: SessionService
+  store: SessionStore
   identity: IdentityService
 }
 
@@ -153,7 +155,7 @@ export class World {
   attach(services: Services, driver: HeldDriver, dir: string): void {
     Object.assign(this, { services, driver, dir })
     driver.shouldHold = (id) => {
-      const row = services.sessions.store.get(id)
+      const row = services.store.get(id)
       if (!row) return false
       return row.prompt === OCCUPIER_PROMPT || this.holdStart.get(row.orgId) === true
     }
@@ -583,7 +585,7 @@ export class RunExecutor {
    */
   private async observe(held: boolean): Promise<void> {
     const expected = this.expectedStatuses
-    const store = () => this.world.services.sessions.store
+    const store = () => this.world.services.store
     const persisted = () =>
       store()
         .allEvents(this.id)
@@ -621,7 +623,7 @@ export class RunExecutor {
   private async expectSnapshot(held: boolean): Promise<void> {
     const stored = (await this.waitFor(
       `snapshot version ${this.version}`,
-      () => this.world.services.sessions.store.snapshotOf(this.id),
+      () => this.world.services.store.snapshotOf(this.id),
       (s) => s !== null && s.version >= this.version,
     ))!
     if (stored.version > this.version) {

@@ -335,9 +335,9 @@ describe('runs started with a key', () => {
     const res = await t.call('POST', '/o/acme/p/_/sessions', key.secret, { agent: 'harness_2', prompt: 'hello' })
     expect(res.status).toBe(202)
     expect(res.body.started_by).toEqual({ name: 'admin', avatar_url: null })
-    expect(t.sessions.store.get(res.body.execution_id)!.apiKeyId).toBe(key.id)
+    expect(t.store.get(res.body.execution_id)!.apiKeyId).toBe(key.id)
     const byUser = await t.call('POST', '/o/acme/p/_/sessions', t.admin.token, { agent: 'harness_2', prompt: 'hello' })
-    expect(t.sessions.store.get(byUser.body.execution_id)!.apiKeyId).toBeNull()
+    expect(t.store.get(byUser.body.execution_id)!.apiKeyId).toBeNull()
   })
 
   test('429 RATE_LIMITED once max_concurrent runs are in progress; a slot frees when one ends', async () => {

@@ -31,7 +31,7 @@ const settle = (id: string, statuses = ['completed', 'needs_review', 'failed', '
 const running = (id: string) => waitFor(() => get(id), (s) => s.status === 'running')
 /** Waits until the CLI has started its turn (its init event is stored). */
 const inTurn = (id: string, turn = 1) =>
-  waitFor(async () => t.sessions.store.allEvents(id).filter((e) => e.type === 'init').length, (n) => n >= turn)
+  waitFor(async () => t.store.allEvents(id).filter((e) => e.type === 'init').length, (n) => n >= turn)
 const stream = (id: string, headers: Record<string, string> = {}, query = '') => openSse(`${base}${path(id, '/events')}${query}`, t.admin.token, headers)
 
 describe('GET …/events (server-sent events)', () => {
@@ -72,7 +72,7 @@ describe('GET …/events (server-sent events)', () => {
     const last = head.at(-1)!.id!
     const tail = await (await stream(id, { 'last-event-id': String(last) })).frames()
     const seen = [...head, ...tail].filter((f) => f.id !== undefined).map((f) => f.id!)
-    const stored = t.sessions.store.allEvents(id).filter((e) => e.kind !== 'log').map((e) => e.seq)
+    const stored = t.store.allEvents(id).filter((e) => e.kind !== 'log').map((e) => e.seq)
     expect(seen).toEqual(stored)
     expect(tail.at(-1)!.event).toBe('done')
   })
@@ -125,7 +125,7 @@ describe('POST …/messages (follow-ups)', () => {
     const result = await json(await call('GET', path(id, '/result')))
     expect(result).toMatchObject({ output: 'completed in 2 turns', result: { text: 'second' } })
     expect(await Bun.file(join(t.dir, 'sandboxes', id, 'workspace', 'two.txt')).text()).toBe('one\n')
-    const init = t.sessions.store.allEvents(id).filter((e) => e.type === 'init')
+    const init = t.store.allEvents(id).filter((e) => e.type === 'init')
     expect(init).toHaveLength(2)
   })
 
@@ -147,7 +147,7 @@ describe('POST …/messages (follow-ups)', () => {
     expect(await json(full)).toMatchObject({ code: 'QUEUE_FULL' })
     const done = await waitFor(() => get(id), (s) => s.status === 'completed' && s.turns_count === 22, 60_000)
     expect(done.summary).toBe('Done: follow-up 20')
-    const prompts = t.sessions.store
+    const prompts = t.store
       .allEvents(id)
       .filter((e) => e.type === 'message' && e.data.role === 'user')
       .map((e) => e.data.content)
@@ -198,7 +198,7 @@ describe('POST …/messages (follow-ups)', () => {
     const post = (url: string, body: unknown) => small.app.handle(req('POST', url, { token: small.admin.token, body }))
     const busy = (await json(await post('/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ sleep: 5000 }]) }))).execution_id
     const waiting = (await json(await post('/o/acme/p/_/sessions', { agent: 'harness_1', prompt: 'later' }))).execution_id
-    expect(small.sessions.store.get(waiting)!.status).toBe('queued')
+    expect(small.store.get(waiting)!.status).toBe('queued')
     const res = await post(`/o/acme/p/_/sessions/${waiting}/messages`, { content: 'hi' })
     expect(res.status).toBe(409)
     expect(typeof (await json(res)).error).toBe('string')
@@ -250,10 +250,10 @@ describe('PATCH pause, resume, stop_turn', () => {
     small.identity.setPlan('acme', { maxConcurrent: 1 })
     const call2 = (method: string, url: string, body?: unknown) => small.app.handle(req(method, url, { token: small.admin.token, body }))
     const a = (await json(await call2('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ sleep: 5000 }]) }))).execution_id
-    await waitFor(() => Promise.resolve(small.sessions.store.get(a)!.status), (s) => s === 'running')
+    await waitFor(() => Promise.resolve(small.store.get(a)!.status), (s) => s === 'running')
     expect((await call2('PATCH', path(a), { status: 'paused' })).status).toBe(202)
     const b = (await json(await call2('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ sleep: 5000 }]) }))).execution_id
-    await waitFor(() => Promise.resolve(small.sessions.store.get(b)!.status), (s) => s === 'running')
+    await waitFor(() => Promise.resolve(small.store.get(b)!.status), (s) => s === 'running')
     const res = await call2('PATCH', path(a), { status: 'running' })
     expect(res.status).toBe(409)
     expect(await json(res)).toMatchObject({ code: 'CONCURRENCY_LIMIT_REACHED' })
@@ -289,7 +289,7 @@ describe('PATCH pause, resume, stop_turn', () => {
   test('cancel during a turn kills the harness: no process of the sandbox survives', async () => {
     // A duration nothing else on the machine sleeps for, matched exactly: `sleep 30` also matched `sleep 300`.
     const id = await start(script([{ bash: 'sleep 29.75 & echo started' }, { sleep: 10_000 }]))
-    await waitFor(async () => t.sessions.store.allEvents(id).some((e) => e.type === 'tool_result'), Boolean)
+    await waitFor(async () => t.store.allEvents(id).some((e) => e.type === 'tool_result'), Boolean)
     expect((await call('PATCH', path(id), { status: 'cancelled' })).status).toBe(200)
     await Bun.sleep(300)
     const survivors = Bun.spawnSync(['pgrep', '-x', '-f', 'sleep 29.75']).stdout.toString().trim()
@@ -324,8 +324,8 @@ describe('402 from the plan check', () => {
     await using small = await makeTestApp()
     const post = (url: string, body: unknown) => small.app.handle(req('POST', url, { token: small.admin.token, body }))
     const id = (await json(await post('/o/acme/p/_/sessions', { agent: 'harness_1', prompt: 'hello' }))).execution_id
-    await waitFor(() => Promise.resolve(small.sessions.store.get(id)!.status), (s) => s === 'completed')
-    const tokens = small.sessions.store.get(id)!.totalTokens!
+    await waitFor(() => Promise.resolve(small.store.get(id)!.status), (s) => s === 'completed')
+    const tokens = small.store.get(id)!.totalTokens!
     expect(tokens).toBeGreaterThan(0)
 
     small.identity.setPlan('acme', { tokenLimit: tokens })

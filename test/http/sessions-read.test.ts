@@ -70,7 +70,7 @@ describe('PATCH cancel', () => {
     const id = session.execution_id
     await waitFor(() => get(`/o/acme/p/_/sessions/${id}`).then(json), (s) => s.status === 'running')
     // Wait until the CLI is really in its turn (it has written its init line).
-    await waitFor(async () => t.sessions.store.allEvents(id).some((e) => e.type === 'init'), Boolean)
+    await waitFor(async () => t.store.allEvents(id).some((e) => e.type === 'init'), Boolean)
     const patch = (body: unknown) => t.app.handle(req('PATCH', `/o/acme/p/_/sessions/${id}`, { token: t.admin.token, body }))
     const res = await patch({ status: 'cancelled' })
     expect(res.status).toBe(200)
@@ -120,6 +120,6 @@ describe('GET result', () => {
     const session = await create({ prompt: 'Say hello to the team\nand more' })
     const done = await settled(session.execution_id)
     expect(done.summary).toBe('Done: Say hello to the team')
-    expect(t.sessions.store.get(session.execution_id)!.title).toBe('Say hello to the team')
+    expect(t.store.get(session.execution_id)!.title).toBe('Say hello to the team')
   })
 })

@@ -73,7 +73,7 @@ test('/statechart in headless Chromium renders an SVG with one node per state', 
 
 test('?session=<id> highlights the session’s state and lists its transitions', async () => {
   const id = (await json(await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: script([{ answer: 'ok' }]) } })))).execution_id
-  await waitFor(async () => t.sessions.store.get(id)!.status, (s) => s === 'completed')
+  await waitFor(async () => t.store.get(id)!.status, (s) => s === 'completed')
   const page = await open(`/statechart?session=${id}`)
   const nodes = await stateNodes(page)
   const current = nodes.filter((n) => /\bcurrent\b/.test(n.classes))

@@ -42,7 +42,7 @@ describe('GET /statechart', () => {
       ['allocating', 'running'],
       ['running', 'completed'],
     ])
-    const stored = t.sessions.store.allEvents(id).filter((e) => e.kind === 'status')
+    const stored = t.store.allEvents(id).filter((e) => e.kind === 'status')
     expect(rows.map((r) => r[1])).toEqual(stored.map((e) => new Date(e.createdAt).toISOString()))
   })
 

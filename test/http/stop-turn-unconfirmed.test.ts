@@ -51,7 +51,7 @@ const get = async (id: string) => json(await call('GET', path(id)))
 test('stop_turn answers 422 STOP_TURN_UNCONFIRMED when the CLI outlives SIGINT and SIGKILL for 10 s; the turn ends when it finally dies', async () => {
   const created = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ sleep: 60_000 }, { answer: 'never' }]) })
   const id = (await json(created)).execution_id as string
-  await waitFor(async () => t.sessions.store.allEvents(id).some((e) => e.type === 'init'), Boolean)
+  await waitFor(async () => t.store.allEvents(id).some((e) => e.type === 'init'), Boolean)
 
   const res = await call('PATCH', path(id), { status: 'stop_turn' })
   expect(res.status).toBe(422)

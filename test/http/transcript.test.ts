@@ -201,8 +201,8 @@ describe('GET …/trajectory', () => {
   test('normalized events without a raw stream are served in the native format', async () => {
     const id = await queuedSession()
     const event = { type: 'message', agent: 'harness_1', timestamp: '2026-01-01T00:00:00.000Z', role: 'user', content: 'hi' }
-    t.sessions.store.events.append(id, [{ turn: 1, kind: 'harness', type: 'message', data: event }])
-    t.sessions.store.events.flush()
+    t.store.events.append(id, [{ turn: 1, kind: 'harness', type: 'message', data: event }])
+    t.store.events.flush()
     const meta = await json(await get(`/o/quiet/p/_/sessions/${id}/trajectory`, {}, quiet.token))
     expect(meta).toMatchObject({ format: 'native', bytes: JSON.stringify(event).length + 1 })
     const raw = await get(`/o/quiet/p/_/sessions/${id}/trajectory`, { accept: 'application/x-ndjson' }, quiet.token)

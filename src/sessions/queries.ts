@@ -1,0 +1,126 @@
+import { eq, sql } from 'drizzle-orm'
+import type { Db } from '../db/client'
+import { DataCache, DataVersion } from '../db/data-version'
+import { users } from '../db/schema'
+import { notFound } from '../domain/errors'
+import type { SessionStatus } from '../domain/status'
+import { AuthCache } from '../identity/auth-cache'
+import { findProject, NO_PROJECT } from '../identity/projects'
+import type { OrgAccess } from '../identity/service'
+import { EMBEDDED_ARTIFACTS, type ArtifactStore } from '../runtime/artifacts'
+import type { SessionSearch } from '../search/service'
+import { sessionLogs } from '../transcript/logs'
+import type { SessionStore, SessionRow } from './store'
+import { sessionEventStream, type StreamRecheck } from './stream'
+import { cloudRunSession, sessionResult } from './view'
+
+/** Session views kept for repeated reads of unchanged sessions. */
+const VIEW_CACHE_SIZE = 1000
+
+export interface SessionQueriesDeps {
+  db: Db
+  store: SessionStore
+  search: SessionSearch
+  artifacts: ArtifactStore
+  now: () => number
+}
+
+/**
+ * The read side of sessions: one session, a Project's list, the result, the live event stream,
+ * artifacts and logs, each under the same access rule (the caller's org, and a Project reference
+ * that is `_` or the session's own Project; anything else is 404).
+ */
+export class SessionQueries {
+  private readonly userById
+  /** Kept until the row is written (the store calls `forget`) or another connection commits. */
+  private readonly views: DataCache<{ row: SessionRow; view: ReturnType<typeof cloudRunSession> }>
+  private readonly startedBy: AuthCache<{ name: string | null; avatarUrl: string | null } | null>
+
+  constructor(private readonly deps: SessionQueriesDeps) {
+    this.startedBy = new AuthCache(deps.db.$client, deps.now)
+    this.userById = deps.db.select({ name: users.name, avatarUrl: users.avatarUrl }).from(users).where(eq(users.id, sql.placeholder('id'))).prepare()
+    this.views = new DataCache(DataVersion.of(deps.db.$client), VIEW_CACHE_SIZE)
+  }
+
+  /** Drops the cached view of a session whose row was just written. */
+  forget(id: string): void {
+    this.views.delete(id)
+  }
+
+  /** A session the caller may read, or 404. */
+  find(access: OrgAccess, projectRef: string, id: string): SessionRow {
+    const row = this.deps.store.get(id)
+    if (!row) throw notFound('Session not found')
+    this.assertReadable(access, projectRef, row)
+    return row
+  }
+
+  /**
+   * One session (spec 4.1). Polled hard by clients, so the view of an unchanged session is reused
+   * (every write of the row goes through the store's `insert` or `commit`, which drop it).
+   */
+  get(access: OrgAccess, projectRef: string, id: string) {
+    const hit = this.views.get(id)
+    if (hit) {
+      this.assertReadable(access, projectRef, hit.row)
+      return hit.view
+    }
+    const row = this.find(access, projectRef, id)
+    const view = this.view(row)
+    this.views.set(id, { row, view })
+    return view
+  }
+
+  result(access: OrgAccess, projectRef: string, id: string) {
+    return sessionResult(this.find(access, projectRef, id))
+  }
+
+  list(access: OrgAccess, projectRef: string, query: { status?: SessionStatus; limit?: number }) {
+    let projectId: string | undefined
+    if (projectRef !== NO_PROJECT) {
+      const project = findProject(this.deps.db, access.orgId, projectRef)
+      if (!project) throw notFound('Project not found')
+      projectId = project.id
+    }
+    const rows = this.deps.search.rows({ orgId: access.orgId, projectId, status: query.status }, { limit: query.limit ?? 50 })
+    return { executions: rows.map((row) => this.view(row)) }
+  }
+
+  /** The live event stream of a session (spec 6.1). */
+  eventStream(access: OrgAccess, projectRef: string, id: string, afterSeq: number, keepaliveMs: number, recheck?: StreamRecheck) {
+    const row = this.find(access, projectRef, id)
+    return sessionEventStream(this.deps.store, row.id, { afterSeq, keepaliveMs, recheck })
+  }
+
+  artifactList(access: OrgAccess, projectRef: string, id: string) {
+    const row = this.find(access, projectRef, id)
+    return { execution_id: row.id, artifacts: this.deps.artifacts.list(row.id) }
+  }
+
+  artifact(access: OrgAccess, projectRef: string, id: string, name: string) {
+    const found = this.deps.artifacts.read(this.find(access, projectRef, id).id, name)
+    if (!found) throw notFound(`No artifact named "${name}"`)
+    return found
+  }
+
+  logs(access: OrgAccess, projectRef: string, id: string) {
+    return sessionLogs(this.deps.store, this.find(access, projectRef, id))
+  }
+
+  /** The CloudRunSession view of a row (spec 2.4), with who started it and its first artifacts. */
+  view(row: SessionRow) {
+    const userId = row.startedByUserId
+    const user = userId ? this.startedBy.get(userId, () => this.userById.get({ id: userId }) ?? null) : null
+    const firstArtifacts = row.artifactCount > 0 ? this.deps.artifacts.list(row.id, EMBEDDED_ARTIFACTS) : []
+    return cloudRunSession(row, user ? { name: user.name, avatar_url: user.avatarUrl } : null, firstArtifacts)
+  }
+
+  /** Another org's session, or one outside the named Project, is answered as not found. */
+  private assertReadable(access: OrgAccess, projectRef: string, row: SessionRow): void {
+    if (row.orgId !== access.orgId) throw notFound('Session not found')
+    if (projectRef !== NO_PROJECT) {
+      const project = findProject(this.deps.db, access.orgId, projectRef)
+      if (!project || project.id !== row.projectId) throw notFound('Session not found')
+    }
+  }
+}
