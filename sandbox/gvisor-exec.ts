@@ -1,11 +1,11 @@
-import { rmSync, type FSWatcher } from 'node:fs'
+import { rmSync } from 'node:fs'
 import { constants } from 'node:os'
 import { join } from 'node:path'
-import type { ExecOptions, SandboxHandle, SandboxProcess, SandboxSpec } from './driver'
+import type { ExecOptions, SandboxProcess } from './driver'
+import type { Gsandbox } from './gvisor-sandbox'
 import { gvisorExecArgs, gvisorExecProcess, gvisorKillArgs, READY_FILE } from './gvisor-spec'
 import { HostDir } from './host-fs'
 import { writePrivateFile } from './private-file'
-import type { GatewayRelay } from './relay'
 import { alive, firstLine, type Runsc } from './runsc'
 import { runHelper, spawnHelper } from './spawn'
 import { TailedProcess } from './tail'
@@ -15,40 +15,6 @@ import { TailedProcess } from './tail'
  * from files (TailedProcess) so it survives a checkpoint; signals to its process group; execs and
  * signals asked for while the sandbox is parked, held until it wakes.
  */
-
-export type Status = 'running' | 'parked' | 'paused' | 'stopped' | 'destroyed'
-
-/** One gVisor sandbox as the driver tracks it. */
-export interface Gsandbox {
-  spec: SandboxSpec
-  handle: SandboxHandle
-  /** cgroupName(id): the prefix of its container ids. */
-  name: string
-  /** Each boot or restore makes a new container, `<name>.<generation>`; the old one is deleted in the background. */
-  generation: number
-  cid: string
-  bundle: string
-  image: string
-  io: string
-  relay: GatewayRelay
-  innerPort: number
-  /**
-   * running: container up; parked: checkpoint image, no container; paused: container frozen in
-   * memory (a park that could not checkpoint); stopped: no container, no image (files only).
-   */
-  status: Status
-  /** A park or wake is under way: `runsc exec` clients ending now is expected. */
-  moving: boolean
-  sandboxPid: number | null
-  procs: Set<TailedProcess>
-  pendingSignals: { proc: TailedProcess; signal: NodeJS.Signals }[]
-  /** Execs waiting for the sandbox to run (asked for while it was parked). */
-  waiting: { proc: TailedProcess; start: () => void }[]
-  oomKills: number
-  lock: Promise<unknown>
-  watcher: FSWatcher | null
-  monitor: ReturnType<typeof setInterval> | null
-}
 
 /** What the exec side needs of the driver. */
 export interface ExecHost {

@@ -2,24 +2,15 @@ import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, watch, writeF
 import { join } from 'node:path'
 import { buildSandboxEtc, detectHostRoot, findSocat } from './bwrap'
 import { cgroupName, delegateControllers, listSandboxCgroups, SandboxCgroup } from './cgroup'
-import { fullLimits, ParkError, type ExecOptions, type SandboxDriver, type SandboxHandle, type SandboxProcess, type SandboxSpec, type SandboxStats } from './driver'
-import {
-  containerId,
-  GVISOR_HOME,
-  GVISOR_WORKSPACE,
-  gvisorExecArgs,
-  gvisorKillArgs,
-  gvisorSpec,
-  READY_FILE,
-  sandboxNameOf,
-  unsavableSockets,
-  type GvisorLayout,
-} from './gvisor-spec'
+import { fullLimits, type ExecOptions, type SandboxDriver, type SandboxHandle, type SandboxProcess, type SandboxSpec, type SandboxStats } from './driver'
+import { containerId, gvisorSpec, READY_FILE, sandboxNameOf, type GvisorLayout } from './gvisor-spec'
 import type { HostDriverOptions } from './host-driver'
-import { defaultRunRoot, GatewayRelay, relayDir } from './relay'
+import { defaultRunRoot, relayDir } from './relay'
 import { alive, firstLine, Runsc } from './runsc'
-import { GvisorExecs, type Gsandbox, type Status } from './gvisor-exec'
-import { SandboxVolume, volumeDiskUsage, volumeMountDir, VolumeRegistry } from './volume'
+import { GvisorExecs } from './gvisor-exec'
+import { newGsandbox, type Gsandbox } from './gvisor-sandbox'
+import { checkpoint, restore, type ParkingHost } from './gvisor-park'
+import { SandboxVolume, volumeDiskUsage, VolumeRegistry } from './volume'
 
 export { gvisorWorks } from './runsc'
 
@@ -54,6 +45,8 @@ export class GvisorDriver implements SandboxDriver {
   private readonly sandboxes = new Map<string, Gsandbox>()
   private readonly execs: GvisorExecs
   private readonly volumes: VolumeRegistry
+  /** What checkpoint and restore (gvisor-park.ts) use of the driver. */
+  private readonly parking: ParkingHost
 
   constructor(options: GvisorOptions = {}) {
     this.scope = cgroupName(options.scope ?? 'default').slice(0, 32)
@@ -71,6 +64,16 @@ export class GvisorDriver implements SandboxDriver {
     if (!socat) throw new Error('the gvisor driver needs socat for the gateway relay (apt-get install socat)')
     this.socat = socat
     buildSandboxEtc(this.etcDir)
+    this.parking = {
+      runsc: this.runsc,
+      scope: this.scope,
+      log: this.log,
+      checkOpenConnections: this.checkOpenConnections,
+      retire: (cid) => this.retire(cid),
+      running: (sandbox, pidFile) => this.running(sandbox, pidFile),
+      nextGeneration: (sandbox) => this.nextGeneration(sandbox),
+      writeBundle: (sandbox) => this.writeBundle(sandbox),
+    }
   }
 
   private get relayRoot(): string {
@@ -93,47 +96,10 @@ export class GvisorDriver implements SandboxDriver {
     return new SandboxCgroup(`agentd/${this.scope}/${cid}`)
   }
 
-  private entry(spec: SandboxSpec, innerPort: number, generation: number, status: Status): Gsandbox {
-    const name = cgroupName(spec.id)
-    const handle: SandboxHandle = {
-      id: spec.id,
-      kind: this.kind,
-      workspace: GVISOR_WORKSPACE,
-      home: GVISOR_HOME,
-      hostWorkspace: spec.hostWorkspace,
-      hostHome: spec.hostHome,
-      gatewayUrl: `http://127.0.0.1:${innerPort}`,
-    }
-    return {
-      spec,
-      handle,
-      name,
-      generation,
-      cid: containerId(name, generation),
-      bundle: join(spec.stateDir, 'bundle'),
-      image: join(spec.stateDir, 'image'),
-      // Exec output is written by the sandbox, so it lives on the sandbox's disk image and counts
-      // against its disk limit: a flood of output cannot fill the host's disk.
-      io: join(volumeMountDir(spec.stateDir), 'io'),
-      relay: new GatewayRelay(relayDir(this.relayRoot, spec.id), spec.gateway),
-      innerPort,
-      status,
-      moving: false,
-      sandboxPid: null,
-      procs: new Set(),
-      pendingSignals: [],
-      waiting: [],
-      oomKills: 0,
-      lock: Promise.resolve(),
-      watcher: null,
-      monitor: null,
-    }
-  }
-
   async create(spec: SandboxSpec): Promise<SandboxHandle> {
     if (this.sandboxes.has(spec.id)) throw new Error(`sandbox ${spec.id} exists already`)
     for (const dir of [spec.hostWorkspace, spec.hostHome, spec.stateDir]) mkdirSync(dir, { recursive: true })
-    const sandbox = this.entry(spec, spec.gateway.port, 0, 'stopped')
+    const sandbox = newGsandbox(this.relayRoot, spec, spec.gateway.port, 0, 'stopped')
     rmSync(sandbox.image, { recursive: true, force: true })
     rmSync(sandbox.io, { recursive: true, force: true })
     this.sandboxes.set(spec.id, sandbox)
@@ -279,58 +245,11 @@ export class GvisorDriver implements SandboxDriver {
       if (sandbox.status !== 'running') throw new Error(`sandbox ${handle.id} is ${sandbox.status}`)
       sandbox.moving = true
       try {
-        await this.checkpoint(sandbox)
+        await checkpoint(this.parking, sandbox)
       } finally {
         sandbox.moving = false
       }
     })
-  }
-
-  private async checkpoint(sandbox: Gsandbox): Promise<void> {
-    const unsavable = await this.unsavable(sandbox)
-    if (unsavable) {
-      // A failed checkpoint would stop the sandbox and lose its processes: freeze it in memory instead.
-      const paused = await this.runsc.run(['pause', sandbox.cid])
-      if (paused.code !== 0) throw new ParkError(`cannot park: ${unsavable}, and runsc pause failed: ${firstLine(paused.stderr)}; the sandbox keeps running`, 'running')
-      this.log(`agentd: sandbox ${sandbox.spec.id}: parked without a checkpoint (${unsavable}, which a gVisor checkpoint cannot save): frozen, its memory stays held`)
-      sandbox.status = 'paused'
-      return
-    }
-    rmSync(sandbox.image, { recursive: true, force: true })
-    mkdirSync(sandbox.image, { recursive: true })
-    const saved = await this.runsc.run(['checkpoint', `--image-path=${sandbox.image}`, sandbox.cid], 300_000)
-    if (saved.code !== 0) {
-      const state = await this.runsc.state(sandbox.cid)
-      if (state?.status === 'running') throw new ParkError(`checkpoint failed: ${firstLine(saved.stderr)}; the sandbox keeps running`, 'running')
-      this.retire(sandbox.cid)
-      rmSync(sandbox.image, { recursive: true, force: true })
-      sandbox.status = 'stopped'
-      sandbox.sandboxPid = null
-      for (const proc of sandbox.procs) proc.finish(137, 'agentd: the sandbox could not be checkpointed and stopped; its files are kept')
-      throw new ParkError(`checkpoint failed: ${firstLine(saved.stderr)}. The sandbox's processes are lost; its files are kept, and wake starts it afresh`, 'stopped')
-    }
-    // The checkpoint stops the container; its memory is free once the sentry has exited. Deleting the
-    // stopped container is slow (over a second in runsc) and can happen in the background.
-    const sentry = sandbox.sandboxPid
-    for (const deadline = Date.now() + 5000; sentry && alive(sentry) && Date.now() < deadline; ) await Bun.sleep(2)
-    this.retire(sandbox.cid)
-    sandbox.status = 'parked'
-    sandbox.sandboxPid = null
-  }
-
-  /** Why a checkpoint would fail now (open connections it cannot save), or null. */
-  private async unsavable(sandbox: Gsandbox): Promise<string | null> {
-    // A host socket held open cannot be saved: end the relay's connections first.
-    if (!(await sandbox.relay.drain(1000))) return 'a process keeps a connection to the model gateway open'
-    // Nor can an open TCP connection inside (a listener is fine). Closing ones get a moment.
-    for (let attempt = 0; this.checkOpenConnections; attempt++) {
-      const tcp = await this.runsc.run(['exec', sandbox.cid, '/bin/cat', '/proc/net/tcp', '/proc/net/tcp6'], 30_000)
-      const busy = unsavableSockets(tcp.stdout)
-      if (busy.length === 0) return null
-      if (attempt >= 10) return `${busy.length} open TCP connection(s) in the sandbox (${busy.slice(0, 3).join(', ')})`
-      await Bun.sleep(50)
-    }
-    return null
   }
 
   wake(handle: SandboxHandle): Promise<void> {
@@ -347,7 +266,7 @@ export class GvisorDriver implements SandboxDriver {
           if (resumed.code !== 0) throw new Error(`runsc resume failed: ${firstLine(resumed.stderr)}`)
           sandbox.status = 'running'
         } else {
-          const restored = sandbox.status === 'parked' && (await this.restore(sandbox))
+          const restored = sandbox.status === 'parked' && (await restore(this.parking, sandbox))
           if (!restored) await this.boot(sandbox)
         }
       } catch (err) {
@@ -360,27 +279,6 @@ export class GvisorDriver implements SandboxDriver {
       for (const { start } of sandbox.waiting.splice(0)) start()
       for (const { proc, signal } of sandbox.pendingSignals.splice(0)) this.execs.signal(sandbox, proc, signal)
     })
-  }
-
-  /** Restores the checkpoint; false (after logging why) when it cannot, so the caller boots afresh. */
-  private async restore(sandbox: Gsandbox): Promise<boolean> {
-    const pidFile = join(sandbox.spec.stateDir, 'sandbox.pid')
-    this.nextGeneration(sandbox)
-    this.writeBundle(sandbox)
-    mkdirSync(sandbox.io, { recursive: true })
-    delegateControllers(`agentd/${this.scope}`) // cgroup v2 (see boot)
-    const restored = await this.runsc.boot('restore', [`--bundle=${sandbox.bundle}`, `--image-path=${sandbox.image}`, `--pid-file=${pidFile}`, sandbox.cid], join(sandbox.spec.stateDir, 'runsc.log'))
-    if (restored.code === 0) {
-      rmSync(sandbox.image, { recursive: true, force: true })
-      this.running(sandbox, pidFile)
-      return true
-    }
-    this.log(`agentd: sandbox ${sandbox.spec.id}: restore failed (${firstLine(restored.stderr)}); starting it afresh, its processes are lost`)
-    this.retire(sandbox.cid)
-    rmSync(sandbox.image, { recursive: true, force: true })
-    for (const proc of sandbox.procs) proc.finish(137, 'agentd: the sandbox could not be restored; its files are kept')
-    sandbox.status = 'stopped'
-    return false
   }
 
   async destroy(handle: SandboxHandle): Promise<void> {
@@ -429,7 +327,7 @@ export class GvisorDriver implements SandboxDriver {
       // lost: the current port, a new generation
     }
     const generations = containers.map((cid) => Number(cid.slice(name.length + 1)))
-    const sandbox = this.entry(spec, saved.innerPort ?? spec.gateway.port, Math.max(saved.generation ?? 0, ...generations), 'stopped')
+    const sandbox = newGsandbox(this.relayRoot, spec, saved.innerPort ?? spec.gateway.port, Math.max(saved.generation ?? 0, ...generations), 'stopped')
     this.sandboxes.set(spec.id, sandbox)
     const current = await this.runsc.state(sandbox.cid)
     const live = current?.status === 'running' || current?.status === 'paused'

@@ -120,3 +120,11 @@ test('the checks see real files and real cycles', () => {
   expect(importCycles(graph)).toEqual([['a.ts', 'b.ts', 'c.ts']])
   expect(importCycles(new Map([['a.ts', ['d.ts']], ['d.ts', []]]))).toEqual([])
 })
+
+test('no source file over 400 lines: a longer one holds more than one idea', () => {
+  const long = sources()
+    .map((path) => ({ path, lines: readFileSync(join(root, path), 'utf8').split('\n').length - 1 }))
+    .filter((file) => file.lines > 400)
+    .map((file) => `${file.path}: ${file.lines} lines`)
+  expect(long).toEqual([])
+})

@@ -2,17 +2,18 @@ import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { SessionMachineEvent } from '../../machines/session.machine'
 import type { Harness } from '../domain/harness'
-import type { HarnessAdapter, TokenUsage, TurnOutcome } from '../harness/harness'
+import type { HarnessAdapter, TurnOutcome } from '../harness/harness'
 import type { SandboxDriver, SandboxHandle, SandboxLimits, SandboxSpec } from '../../sandbox/driver'
 import type { ArtifactStore } from './artifacts'
 import type { Catalog } from '../catalog/catalog'
 import type { GatewaySessions } from './gateway-bindings'
 import type { PlanStanding } from '../sessions/plan-check'
 import type { HarnessInstaller } from './harness-install'
-import type { SessionPatch, SessionRow, SessionStore } from '../sessions/store'
+import type { SessionPatch, SessionStore } from '../sessions/store'
 import { LOG_CAP_BYTES } from '../transcript/logs'
 import { turnPatch } from './turn-patch'
 import { startTurn, type RunningTurn } from './turn-runner'
+import { turnSpec } from './turn-spec'
 
 export interface RuntimeDeps {
   store: SessionStore
@@ -273,25 +274,11 @@ export class SessionRuntime {
     try {
       if (!adapter) throw new Error(`${row.harness} has no runner on this server`)
       if (prompt === undefined) throw new Error(`no prompt is stored for turn ${turn}`)
-      const cliRoot = await this.cliRoot(row)
       const running = await startTurn(
         this.deps.driver,
         handle,
         adapter,
-        {
-          prompt,
-          workspace: handle.workspace,
-          home: handle.home,
-          gatewayUrl: handle.gatewayUrl,
-          gatewayToken: token,
-          model: row.model,
-          ...(row.effort ? { effort: row.effort } : {}),
-          ...(row.speed ? { speed: row.speed } : {}),
-          ...(row.outputSchema ? { outputSchema: row.outputSchema } : {}),
-          ...(row.harnessSessionId ? { resumeId: row.harnessSessionId } : {}),
-          ...(cliRoot ? { cliRoot } : {}),
-          ...(turn > 1 ? { priorUsage: this.priorUsage(id) } : {}),
-        },
+        await turnSpec({ store: this.deps.store, catalog: this.deps.catalog, installer: this.deps.installer }, row, turn, prompt, handle, token),
         {
           onOutput: (normalized, rawLines) => {
             for (const event of normalized) {
@@ -348,27 +335,6 @@ export class SessionRuntime {
     turn.process.kill('SIGINT')
     const kill = setTimeout(() => turn.process.kill('SIGKILL'), STOP_GRACE_MS)
     void turn.process.exited.finally(() => clearTimeout(kill))
-  }
-
-  /** A pinned CLI version's install (made once, on first use); undefined for the bundled one. */
-  private async cliRoot(row: SessionRow): Promise<string | undefined> {
-    const pkg = this.deps.catalog.harnesses.find((h) => h.id === row.harness)?.package
-    if (!pkg || !row.harnessVersionRequested || !row.harnessVersionResolved) return undefined
-    return this.deps.installer.modulesFor(pkg, row.harnessVersionResolved)
-  }
-
-  /** What earlier turns reported in their `usage` events: Codex reports thread totals, not the turn's. */
-  private priorUsage(id: string): TokenUsage {
-    const sum: TokenUsage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, reasoning: 0 }
-    for (const row of this.deps.store.allEvents(id)) {
-      if (row.kind !== 'harness' || row.type !== 'usage') continue
-      const n = (key: string) => (typeof row.data[key] === 'number' ? (row.data[key] as number) : 0)
-      sum.input += n('inputTokens')
-      sum.output += n('outputTokens')
-      sum.cacheRead += n('cacheReadTokens')
-      sum.cacheWrite += n('cacheCreationTokens')
-    }
-    return sum
   }
 
   private async destroy(id: string): Promise<void> {

@@ -82,7 +82,7 @@ export class RarestRuns {
     private readonly sqlite: Database,
     phrases: string[],
     private readonly lo: number,
-    private readonly hi: number,
+    hi: number,
     private readonly probeOverSet = PROBE_OVER_SET,
   ) {
     this.below = phrases.length === 0 || hi <= lo ? null : hi

@@ -1,6 +1,5 @@
 import { removeDataDir } from '../helpers/cleanup'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { join } from 'node:path'
 import { script } from '../helpers/http'
 import { client, seededDataDir, startServer, type RunningServer } from '../helpers/server'
 

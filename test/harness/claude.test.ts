@@ -2,7 +2,7 @@
  * Runs the real Claude Code CLI against a real gateway speaking for the scripted model. A small
  * recording proxy in front of the gateway lets tests see what the CLI sent.
  */
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, describe, expect, test } from 'bun:test'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { buildTurn, claudeAdapter, claudeBinPath } from '../../src/harness/claude'

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { TestApp } from '../helpers/app'
 import { json, req, waitFor } from '../helpers/http'
-import { caller, followUp, ISOLATING, runSession, script, securityApp, turnEnded } from './helpers'
+import { caller, ISOLATING, runSession, script, securityApp, turnEnded } from './helpers'
 
 /**
  * Run inside the sandbox: `node probe.mjs <out> <label>:<model>[:<key file>] …` asks the gateway

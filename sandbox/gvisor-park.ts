@@ -1,0 +1,98 @@
+import { mkdirSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { delegateControllers } from './cgroup'
+import { ParkError } from './driver'
+import type { Gsandbox } from './gvisor-sandbox'
+import { unsavableSockets } from './gvisor-spec'
+import { alive, firstLine, type Runsc } from './runsc'
+
+/**
+ * Park and wake of a gVisor sandbox: a checkpoint to its image (the container deleted, no RAM
+ * held), or, when a checkpoint cannot save what runs (open connections), a freeze in memory; and
+ * the restore that brings a checkpoint back, or says it cannot so the driver boots afresh.
+ */
+
+/** What checkpoint and restore need of the driver. */
+export interface ParkingHost {
+  runsc: Runsc
+  scope: string
+  log(line: string): void
+  /** Look for open TCP connections before a checkpoint (GvisorOptions.checkOpenConnections). */
+  checkOpenConnections: boolean
+  /** Deletes an old container (and its cgroup) in the background. */
+  retire(cid: string): void
+  /** The container is up: watch its output and its host process. */
+  running(sandbox: Gsandbox, pidFile: string | null): void
+  /** Moves the sandbox to a new container id. */
+  nextGeneration(sandbox: Gsandbox): void
+  /** Writes the OCI bundle of the sandbox's current container. */
+  writeBundle(sandbox: Gsandbox): void
+}
+
+export async function checkpoint(host: ParkingHost, sandbox: Gsandbox): Promise<void> {
+  const why = await unsavableNow(host, sandbox)
+  if (why) {
+    // A failed checkpoint would stop the sandbox and lose its processes: freeze it in memory instead.
+    const paused = await host.runsc.run(['pause', sandbox.cid])
+    if (paused.code !== 0) throw new ParkError(`cannot park: ${why}, and runsc pause failed: ${firstLine(paused.stderr)}; the sandbox keeps running`, 'running')
+    host.log(`agentd: sandbox ${sandbox.spec.id}: parked without a checkpoint (${why}, which a gVisor checkpoint cannot save): frozen, its memory stays held`)
+    sandbox.status = 'paused'
+    return
+  }
+  rmSync(sandbox.image, { recursive: true, force: true })
+  mkdirSync(sandbox.image, { recursive: true })
+  const saved = await host.runsc.run(['checkpoint', `--image-path=${sandbox.image}`, sandbox.cid], 300_000)
+  if (saved.code !== 0) {
+    const state = await host.runsc.state(sandbox.cid)
+    if (state?.status === 'running') throw new ParkError(`checkpoint failed: ${firstLine(saved.stderr)}; the sandbox keeps running`, 'running')
+    host.retire(sandbox.cid)
+    rmSync(sandbox.image, { recursive: true, force: true })
+    sandbox.status = 'stopped'
+    sandbox.sandboxPid = null
+    for (const proc of sandbox.procs) proc.finish(137, 'agentd: the sandbox could not be checkpointed and stopped; its files are kept')
+    throw new ParkError(`checkpoint failed: ${firstLine(saved.stderr)}. The sandbox's processes are lost; its files are kept, and wake starts it afresh`, 'stopped')
+  }
+  // The checkpoint stops the container; its memory is free once the sentry has exited. Deleting the
+  // stopped container is slow (over a second in runsc) and can happen in the background.
+  const sentry = sandbox.sandboxPid
+  for (const deadline = Date.now() + 5000; sentry && alive(sentry) && Date.now() < deadline; ) await Bun.sleep(2)
+  host.retire(sandbox.cid)
+  sandbox.status = 'parked'
+  sandbox.sandboxPid = null
+}
+
+/** Why a checkpoint would fail now (open connections it cannot save), or null. */
+async function unsavableNow(host: ParkingHost, sandbox: Gsandbox): Promise<string | null> {
+  // A host socket held open cannot be saved: end the relay's connections first.
+  if (!(await sandbox.relay.drain(1000))) return 'a process keeps a connection to the model gateway open'
+  // Nor can an open TCP connection inside (a listener is fine). Closing ones get a moment.
+  for (let attempt = 0; host.checkOpenConnections; attempt++) {
+    const tcp = await host.runsc.run(['exec', sandbox.cid, '/bin/cat', '/proc/net/tcp', '/proc/net/tcp6'], 30_000)
+    const busy = unsavableSockets(tcp.stdout)
+    if (busy.length === 0) return null
+    if (attempt >= 10) return `${busy.length} open TCP connection(s) in the sandbox (${busy.slice(0, 3).join(', ')})`
+    await Bun.sleep(50)
+  }
+  return null
+}
+
+/** Restores the checkpoint; false (after logging why) when it cannot, so the caller boots afresh. */
+export async function restore(host: ParkingHost, sandbox: Gsandbox): Promise<boolean> {
+  const pidFile = join(sandbox.spec.stateDir, 'sandbox.pid')
+  host.nextGeneration(sandbox)
+  host.writeBundle(sandbox)
+  mkdirSync(sandbox.io, { recursive: true })
+  delegateControllers(`agentd/${host.scope}`) // cgroup v2 (see boot)
+  const restored = await host.runsc.boot('restore', [`--bundle=${sandbox.bundle}`, `--image-path=${sandbox.image}`, `--pid-file=${pidFile}`, sandbox.cid], join(sandbox.spec.stateDir, 'runsc.log'))
+  if (restored.code === 0) {
+    rmSync(sandbox.image, { recursive: true, force: true })
+    host.running(sandbox, pidFile)
+    return true
+  }
+  host.log(`agentd: sandbox ${sandbox.spec.id}: restore failed (${firstLine(restored.stderr)}); starting it afresh, its processes are lost`)
+  host.retire(sandbox.cid)
+  rmSync(sandbox.image, { recursive: true, force: true })
+  for (const proc of sandbox.procs) proc.finish(137, 'agentd: the sandbox could not be restored; its files are kept')
+  sandbox.status = 'stopped'
+  return false
+}

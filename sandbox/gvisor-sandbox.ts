@@ -1,0 +1,80 @@
+import type { FSWatcher } from 'node:fs'
+import { join } from 'node:path'
+import { cgroupName } from './cgroup'
+import type { SandboxHandle, SandboxSpec } from './driver'
+import { containerId, GVISOR_HOME, GVISOR_WORKSPACE } from './gvisor-spec'
+import { GatewayRelay, relayDir } from './relay'
+import type { TailedProcess } from './tail'
+import { volumeMountDir } from './volume'
+
+export type Status = 'running' | 'parked' | 'paused' | 'stopped' | 'destroyed'
+
+/** One gVisor sandbox as the driver tracks it. */
+export interface Gsandbox {
+  spec: SandboxSpec
+  handle: SandboxHandle
+  /** cgroupName(id): the prefix of its container ids. */
+  name: string
+  /** Each boot or restore makes a new container, `<name>.<generation>`; the old one is deleted in the background. */
+  generation: number
+  cid: string
+  bundle: string
+  image: string
+  io: string
+  relay: GatewayRelay
+  innerPort: number
+  /**
+   * running: container up; parked: checkpoint image, no container; paused: container frozen in
+   * memory (a park that could not checkpoint); stopped: no container, no image (files only).
+   */
+  status: Status
+  /** A park or wake is under way: `runsc exec` clients ending now is expected. */
+  moving: boolean
+  sandboxPid: number | null
+  procs: Set<TailedProcess>
+  pendingSignals: { proc: TailedProcess; signal: NodeJS.Signals }[]
+  /** Execs waiting for the sandbox to run (asked for while it was parked). */
+  waiting: { proc: TailedProcess; start: () => void }[]
+  oomKills: number
+  lock: Promise<unknown>
+  watcher: FSWatcher | null
+  monitor: ReturnType<typeof setInterval> | null
+}
+
+/** The record of a sandbox (no container yet), its relay under `relayRoot`. */
+export function newGsandbox(relayRoot: string, spec: SandboxSpec, innerPort: number, generation: number, status: Status): Gsandbox {
+  const name = cgroupName(spec.id)
+  const handle: SandboxHandle = {
+    id: spec.id,
+    kind: 'gvisor',
+    workspace: GVISOR_WORKSPACE,
+    home: GVISOR_HOME,
+    hostWorkspace: spec.hostWorkspace,
+    hostHome: spec.hostHome,
+    gatewayUrl: `http://127.0.0.1:${innerPort}`,
+  }
+  return {
+    spec,
+    handle,
+    name,
+    generation,
+    cid: containerId(name, generation),
+    bundle: join(spec.stateDir, 'bundle'),
+    image: join(spec.stateDir, 'image'),
+    // Exec output is written by the sandbox, so it lives on the sandbox's disk image and counts
+    // against its disk limit: a flood of output cannot fill the host's disk.
+    io: join(volumeMountDir(spec.stateDir), 'io'),
+    relay: new GatewayRelay(relayDir(relayRoot, spec.id), spec.gateway),
+    innerPort,
+    status,
+    moving: false,
+    sandboxPid: null,
+    procs: new Set(),
+    pendingSignals: [],
+    waiting: [],
+    oomKills: 0,
+    lock: Promise.resolve(),
+    watcher: null,
+    monitor: null,
+  }
+}

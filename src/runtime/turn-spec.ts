@@ -1,0 +1,55 @@
+import type { Catalog } from '../catalog/catalog'
+import type { TokenUsage, TurnSpec } from '../harness/harness'
+import type { SandboxHandle } from '../../sandbox/driver'
+import type { SessionRow, SessionStore } from '../sessions/store'
+import type { HarnessInstaller } from './harness-install'
+
+export interface TurnSpecDeps {
+  store: SessionStore
+  catalog: Catalog
+  installer: HarnessInstaller
+}
+
+/**
+ * What the harness adapter is asked to run for one turn: the prompt, where the sandbox keeps the
+ * workspace and home, the gateway and its key for this turn, the session's model settings, the
+ * CLI's own session to resume, a pinned CLI version's install and the usage earlier turns reported.
+ */
+export async function turnSpec(deps: TurnSpecDeps, row: SessionRow, turn: number, prompt: string, handle: SandboxHandle, gatewayToken: string): Promise<TurnSpec> {
+  const cliRoot = await pinnedCli(deps, row)
+  return {
+    prompt,
+    workspace: handle.workspace,
+    home: handle.home,
+    gatewayUrl: handle.gatewayUrl,
+    gatewayToken,
+    model: row.model,
+    ...(row.effort ? { effort: row.effort } : {}),
+    ...(row.speed ? { speed: row.speed } : {}),
+    ...(row.outputSchema ? { outputSchema: row.outputSchema } : {}),
+    ...(row.harnessSessionId ? { resumeId: row.harnessSessionId } : {}),
+    ...(cliRoot ? { cliRoot } : {}),
+    ...(turn > 1 ? { priorUsage: priorUsage(deps.store, row.id) } : {}),
+  }
+}
+
+/** A pinned CLI version's install (made once, on first use); undefined for the bundled one. */
+async function pinnedCli(deps: TurnSpecDeps, row: SessionRow): Promise<string | undefined> {
+  const pkg = deps.catalog.harnesses.find((h) => h.id === row.harness)?.package
+  if (!pkg || !row.harnessVersionRequested || !row.harnessVersionResolved) return undefined
+  return deps.installer.modulesFor(pkg, row.harnessVersionResolved)
+}
+
+/** What earlier turns reported in their `usage` events: Codex reports thread totals, not the turn's. */
+function priorUsage(store: SessionStore, id: string): TokenUsage {
+  const sum: TokenUsage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, reasoning: 0 }
+  for (const row of store.allEvents(id)) {
+    if (row.kind !== 'harness' || row.type !== 'usage') continue
+    const n = (key: string) => (typeof row.data[key] === 'number' ? (row.data[key] as number) : 0)
+    sum.input += n('inputTokens')
+    sum.output += n('outputTokens')
+    sum.cacheRead += n('cacheReadTokens')
+    sum.cacheWrite += n('cacheCreationTokens')
+  }
+  return sum
+}
