@@ -3,7 +3,7 @@ import { and, eq, inArray, sql } from 'drizzle-orm'
 import type { Db } from '../db/client'
 import { sessions } from '../db/schema'
 import { ApiError, badRequest, unprocessable } from '../domain/errors'
-import type { PersistenceMode, RunMode, SessionStatus } from '../domain/status'
+import { STATUS_GROUPS, type PersistenceMode, type RunMode } from '../domain/status'
 import type { KeyPrincipal, Principal } from '../identity/service'
 import { modelFor, offersMode, type Catalog } from '../catalog/catalog'
 import { outputSchemaProblem } from '../catalog/output-schema'
@@ -121,8 +121,6 @@ export function planSession(body: CreateBody, catalog: Catalog, runnable: Harnes
   }
 }
 
-/** Runs that count against a key's `max_concurrent` (spec 8). */
-const IN_PROGRESS: SessionStatus[] = ['queued', 'allocating', 'running']
 /** Create fields a key run may not use (spec 4.1): a saved agent, sources. */
 const KEY_UNSUPPORTED_FIELDS = ['agent_id', 'resources']
 
@@ -146,7 +144,7 @@ export function assertKeySlot(db: Db, key: KeyPrincipal): void {
   const running = db
     .select({ n: sql<number>`count(*)` })
     .from(sessions)
-    .where(and(eq(sessions.apiKeyId, key.id), inArray(sessions.status, IN_PROGRESS)))
+    .where(and(eq(sessions.apiKeyId, key.id), inArray(sessions.status, [...STATUS_GROUPS.inProgress])))
     .get()
   if ((running?.n ?? 0) >= key.maxConcurrent) {
     throw new ApiError(429, `This API key already has ${key.maxConcurrent} runs in progress (max_concurrent)`, 'RATE_LIMITED')

@@ -5,7 +5,7 @@ import type { Db } from '../db/client'
 import { plans } from '../db/schema'
 import { ApiError, notFound } from '../domain/errors'
 import { newId } from '../domain/ids'
-import type { SessionStatus } from '../domain/status'
+import { STATUS_GROUPS, statusIn, type SessionStatus } from '../domain/status'
 import type { SandboxDriver } from '../../sandbox/driver'
 import type { Catalog } from '../catalog/catalog'
 import type { HarnessInstaller } from '../runtime/harness-install'
@@ -48,14 +48,7 @@ export interface StatusChange {
 /** How long stop_turn waits for the harness to exit before answering 422. */
 const STOP_TURN_TIMEOUT_MS = 10_000
 
-/** States whose session still occupies a run slot of its org. */
-const ACTIVE: SessionStatus[] = ['allocating', 'running']
-/** States a run is in before its turn has ended. */
-const IN_FLIGHT: SessionStatus[] = ['queued', 'allocating', 'running', 'paused']
-/** States in which a resumable session rests with a parked sandbox. */
-const PARKABLE: SessionStatus[] = ['paused', 'completed', 'needs_review', 'failed', 'input_required']
-/** States a restart must look at again. */
-const LIVE: SessionStatus[] = ['queued', 'allocating', 'running']
+const { active: ACTIVE, parkable: PARKABLE, inProgress: IN_PROGRESS } = STATUS_GROUPS
 
 /**
  * Sessions: create, read, cancel, and the machine loop. Each event goes through the pure
@@ -190,11 +183,11 @@ export class SessionService {
    * told so; queued ones are admitted.
    */
   async rehydrate(): Promise<void> {
-    const owners = this.store.inStatus([...LIVE, ...PARKABLE]).map((row) => row.id)
+    const owners = this.store.inStatus([...IN_PROGRESS, ...PARKABLE]).map((row) => row.id)
     await this.deps.driver.sweep(owners)
     const orgs = new Set<string>()
     // gVisor's checkpoints keep a paused turn's processes across a restart; other drivers do not.
-    const statuses: SessionStatus[] = this.deps.driver.kind === 'gvisor' ? LIVE : [...LIVE, 'paused']
+    const statuses: SessionStatus[] = this.deps.driver.kind === 'gvisor' ? [...IN_PROGRESS] : [...IN_PROGRESS, 'paused']
     for (const row of this.store.inStatus(statuses)) {
       orgs.add(row.orgId)
       if (row.status === 'queued') continue
@@ -245,7 +238,7 @@ export class SessionService {
     const fields: SessionPatch = { ...patch, machineState: next.context.machineState, error: next.context.error }
     // A turn (or a run that never got to one) ended: the webhook outbox hears of it.
     const turnEnded =
-      event.type === 'turn.ended' || (status !== from && (status === 'failed' || status === 'cancelled') && IN_FLIGHT.includes(from))
+      event.type === 'turn.ended' || (status !== from && (status === 'failed' || status === 'cancelled') && statusIn('inFlight', from))
     // A queued follow-up starts at once: report the turn where it would have rested, as the
     // machine says for the same event without a queue.
     const endedAs: SessionStatus =

@@ -99,13 +99,13 @@ export class SessionStore {
   }
 
   /** Sessions in these states, oldest first. */
-  inStatus(statuses: SessionStatus[], orgId?: string): SessionRow[] {
+  inStatus(statuses: readonly SessionStatus[], orgId?: string): SessionRow[] {
     const where = orgId ? and(inArray(sessions.status, statuses), eq(sessions.orgId, orgId)) : inArray(sessions.status, statuses)
     return this.db.select().from(sessions).where(where).orderBy(asc(sessions.createdAt), asc(sessions.id)).all()
   }
 
   /** Resumable sessions in these states untouched since `cutoff`: the sweeper reads only these. */
-  idleSince(statuses: SessionStatus[], cutoff: number): string[] {
+  idleSince(statuses: readonly SessionStatus[], cutoff: number): string[] {
     return this.db
       .select({ id: sessions.id })
       .from(sessions)
@@ -114,7 +114,7 @@ export class SessionStore {
       .map((row) => row.id)
   }
 
-  countInStatus(orgId: string, statuses: SessionStatus[]): number {
+  countInStatus(orgId: string, statuses: readonly SessionStatus[]): number {
     const row = this.db
       .select({ n: sql<number>`count(*)` })
       .from(sessions)

@@ -1,10 +1,7 @@
-import type { SessionStatus } from '../domain/status'
+import { statusIn } from '../domain/status'
 import type { StoredEvent } from './event-log'
 import type { SessionRow, SessionStore } from './store'
 import { outputLine, answerOf } from './view'
-
-/** Statuses in which no turn runs and none is about to: a stream ends with `done` there. */
-const RESTING: SessionStatus[] = ['completed', 'needs_review', 'failed', 'input_required', 'cancelled', 'expired']
 
 export interface StreamOptions {
   /** Resume after this event id (Last-Event-ID or ?cursor). */
@@ -62,7 +59,7 @@ function batchFrame(events: StoredEvent[]): Uint8Array {
   return bytes
 }
 
-const endsTurnish = (event: StoredEvent) => event.kind === 'status' && RESTING.includes(event.data.status as SessionStatus)
+const endsTurnish = (event: StoredEvent) => event.kind === 'status' && statusIn('resting', String(event.data.status))
 
 /**
  * A session's event stream (spec 6.1): durable events after the cursor, then live ones as their
@@ -93,7 +90,7 @@ export function sessionEventStream(store: SessionStore, sessionId: string, optio
         controller.close()
       }
       const finishIfResting = (row: SessionRow | null) => {
-        if (!row || !RESTING.includes(row.status)) return false
+        if (!row || !statusIn('resting', row.status)) return false
         controller.enqueue(frame('done', { status: row.status, output: outputLine(row), result: answerOf(row) }))
         close()
         return true
@@ -111,7 +108,7 @@ export function sessionEventStream(store: SessionStore, sessionId: string, optio
           if (event.seq <= last) continue
           last = event.seq
           controller.enqueue(toFrame(event))
-          if (event.kind === 'status' && RESTING.includes(event.data.status as SessionStatus)) {
+          if (event.kind === 'status' && statusIn('resting', String(event.data.status))) {
             // Only the session's current rest ends the stream, not an earlier turn's.
             const row = store.get(sessionId)
             if (row && row.status === event.data.status && finishIfResting(row)) return

@@ -2,6 +2,7 @@
  * The tool-call index (spec 2.9, 4.3 GET …/tool-calls): every `tool_use` of a session's transcript
  * joined with its `tool_result` by `callId`, in call order, with the programs of shell calls.
  */
+import { statusIn } from '../domain/status'
 import { isObject } from '../harness/common'
 import type { OrgAccess } from '../identity/service'
 import type { SessionQueries } from '../sessions/queries'
@@ -31,8 +32,6 @@ export interface ToolCallsQuery {
   limit?: number
 }
 
-/** Statuses in which the last turn is still running, so its unanswered calls are in progress. */
-const TURN_IN_PROGRESS = new Set(['allocating', 'running'])
 
 export class ToolCallService {
   constructor(
@@ -42,7 +41,7 @@ export class ToolCallService {
 
   list(access: OrgAccess, projectRef: string, id: string, query: ToolCallsQuery): { tool_calls: ToolCall[] } {
     const row = this.queries.find(access, projectRef, id)
-    const calls = indexToolCalls(this.store.allEvents(row.id), TURN_IN_PROGRESS.has(row.status) ? row.turnsCount + 1 : null)
+    const calls = indexToolCalls(this.store.allEvents(row.id), statusIn('active', row.status) ? row.turnsCount + 1 : null)
     const kept = calls.filter(
       (c) =>
         (query.tool === undefined || c.tool === query.tool) &&
