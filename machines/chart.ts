@@ -153,7 +153,7 @@ export function transitionTaken<TEvent extends EventObject>(
 }
 
 function refusalText(refusal: Refusal): string {
-  return `${refusal.status}${refusal.code ? ` ${refusal.code}` : ''}`
+  return `${refusal.kind}${refusal.code ? ` ${refusal.code}` : ''}`
 }
 
 function edgeLabel(row: ChartTransition): string {

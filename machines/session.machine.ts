@@ -4,7 +4,7 @@ import type { MachineState, PersistenceMode, RunMode, SessionStatus } from '../s
 /**
  * The session lifecycle: one state per SessionStatus (spec section 3, contract section 5).
  * The machine holds every lifecycle rule, refusals included: a command the current state does not
- * allow is answered with the `refuse` action naming the HTTP status and code. The service feeds
+ * allow is answered with the `refuse` action naming the kind of refusal and its code. The service feeds
  * events, writes the new snapshot, and only then carries out the named actions.
  */
 
@@ -49,8 +49,9 @@ export type SessionMachineEvent =
   | { type: 'idle.timeout' }
   | { type: 'service.restarted' }
 
+/** A command the state does not take: what kind of refusal (src/http/errors.ts gives it a status), why, and the spec's code. */
 export interface Refusal {
-  status: number
+  kind: 'conflict' | 'rate_limited'
   code?: string
   message: string
 }
@@ -67,16 +68,16 @@ export const QUEUE_LIMIT = 20
 
 const RESTARTED = 'agentd restarted while this turn was running; the turn was lost'
 
-const refuse = (status: number, message: string, code?: string) =>
-  ({ type: 'refuse', params: { status, message, ...(code ? { code } : {}) } satisfies Refusal }) as const
+const refuse = (kind: Refusal['kind'], message: string, code?: string) =>
+  ({ type: 'refuse', params: { kind, message, ...(code ? { code } : {}) } satisfies Refusal }) as const
 
-const finished = refuse(409, 'The session already finished')
-const terminal = refuse(409, 'The session is closed and takes no more messages', 'TASK_TERMINAL')
-const notStarted = refuse(409, 'The session has not started yet; send the message once it runs')
-const noTurn = refuse(409, 'The session has no turn in progress', 'NO_ACTIVE_TURN')
-const noSandboxToPause = refuse(409, 'The session has no sandbox to pause')
-const notPaused = refuse(409, 'The session is not paused')
-const overLimit = refuse(409, 'Waking this session would exceed the plan’s concurrent runs', 'CONCURRENCY_LIMIT_REACHED')
+const finished = refuse('conflict', 'The session already finished')
+const terminal = refuse('conflict', 'The session is closed and takes no more messages', 'TASK_TERMINAL')
+const notStarted = refuse('conflict', 'The session has not started yet; send the message once it runs')
+const noTurn = refuse('conflict', 'The session has no turn in progress', 'NO_ACTIVE_TURN')
+const noSandboxToPause = refuse('conflict', 'The session has no sandbox to pause')
+const notPaused = refuse('conflict', 'The session is not paused')
+const overLimit = refuse('conflict', 'Waking this session would exceed the plan’s concurrent runs', 'CONCURRENCY_LIMIT_REACHED')
 
 // Every end of a turn: count it off; the sandbox is parked (resumable) or destroyed (ephemeral).
 const turnOver = [
@@ -226,12 +227,12 @@ export const sessionMachine = setup({
           { target: 'completed', actions: ['clearError', 'restCompleted', ...turnOver] },
         ],
         message: [
-          { guard: 'isEphemeral', actions: [refuse(409, 'An ephemeral session takes no message while its turn runs', 'PERSISTENCE_MODE_CONFLICT')] },
-          { guard: 'queueFull', actions: [refuse(429, 'The session already has 20 queued messages', 'QUEUE_FULL')] },
+          { guard: 'isEphemeral', actions: [refuse('conflict', 'An ephemeral session takes no message while its turn runs', 'PERSISTENCE_MODE_CONFLICT')] },
+          { guard: 'queueFull', actions: [refuse('rate_limited', 'The session already has 20 queued messages', 'QUEUE_FULL')] },
           { actions: ['enqueueMessage', 'countQueued'] },
         ],
         pause: [
-          { guard: 'isEphemeral', actions: [refuse(409, 'An ephemeral session cannot be paused')] },
+          { guard: 'isEphemeral', actions: [refuse('conflict', 'An ephemeral session cannot be paused')] },
           { target: 'paused', actions: ['machinePausing', 'parkSandbox', 'admitQueued'] },
         ],
         stop_turn: { actions: ['stopTurn'] },
@@ -274,8 +275,8 @@ export const sessionMachine = setup({
           { guard: 'isInteractive', actions: ['endTurn', 'restInputRequired'] },
           { actions: ['endTurn', 'restCompleted'] },
         ],
-        pause: { actions: [refuse(409, 'The session is already paused')] },
-        stop_turn: { actions: [refuse(409, 'The session is paused; resume it before stopping its turn', 'NO_ACTIVE_TURN')] },
+        pause: { actions: [refuse('conflict', 'The session is already paused')] },
+        stop_turn: { actions: [refuse('conflict', 'The session is paused; resume it before stopping its turn', 'NO_ACTIVE_TURN')] },
         cancel: cancelLive,
         'idle.timeout': { target: 'expired', actions: ['machineStopped', 'killTurn', 'destroySandbox', 'dropQueue', 'clearQueue'] },
         // A driver that cannot keep processes across a restart lost the paused turn; it rests failed.
@@ -292,7 +293,7 @@ export const sessionMachine = setup({
         // Only here can a resumable session have lost its sandbox (it never started, or a wake failed).
         message: [
           followUp[0],
-          { guard: 'noSandbox', actions: [refuse(409, 'This run cannot be continued: its sandbox is gone', 'CONTINUATION_UNSUPPORTED')] },
+          { guard: 'noSandbox', actions: [refuse('conflict', 'This run cannot be continued: its sandbox is gone', 'CONTINUATION_UNSUPPORTED')] },
           ...followUp.slice(1),
         ],
       },

@@ -3,7 +3,7 @@ import { and, desc, eq, gt, isNull, or } from 'drizzle-orm'
 import type { Db } from '../db/client'
 import { DataCache, DataVersion } from '../db/data-version'
 import { apiKeys, memberships, users, type ApiKeyScope } from '../db/schema'
-import { ApiError, badRequest, notFound } from '../domain/errors'
+import { ApiError, badRequest, forbidden, notFound } from '../domain/errors'
 import type { OrgAccess, Principal } from '../identity/service'
 import type { WebhookService } from '../webhooks/service'
 
@@ -43,7 +43,6 @@ const newSecret = () => `${API_KEY_PREFIX}${randomBytes(32).toString('base64url'
 const newWebhookSecret = () => `whsec_${randomBytes(32).toString('base64')}`
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
 
-const forbidden = (message: string) => new ApiError(403, message)
 
 /**
  * Org API keys (spec 4.5): mint, list, set the webhook, rotate, revoke; and the bearer check that

@@ -1,5 +1,5 @@
 import { Elysia, t } from 'elysia'
-import { ApiError } from '../domain/errors'
+import { ApiError, type ErrorKind } from '../domain/errors'
 import { BAD_PERCENT_ENCODING } from './path-params'
 
 /** The spec's error envelope (section 7), declared once for OpenAPI. */
@@ -38,6 +38,20 @@ export function messageErrorResponses(...statuses: number[]) {
  * transform, so before validation and auth) and the error plugin reads the mark.
  */
 export const messageEnvelope = () => new Elysia().derive({ as: 'scoped' }, () => ({ errorEnvelope: 'message' as const }))
+
+/** The HTTP status of each kind of error: the one place services' errors meet HTTP. */
+export const STATUS_OF: Record<ErrorKind, number> = {
+  invalid: 400,
+  unauthenticated: 401,
+  payment_required: 402,
+  forbidden: 403,
+  not_found: 404,
+  conflict: 409,
+  too_large: 413,
+  unprocessable: 422,
+  rate_limited: 429,
+  unavailable: 503,
+}
 
 /** Codes for errors that carry none, where the `{code, message}` envelope requires one. */
 const STATUS_CODES: Record<number, string> = {
@@ -89,7 +103,7 @@ function errorBody({ code, error: thrown, set, request }: ErrorContext): Record<
   const error = cause instanceof ApiError ? cause : thrown
   // instanceof rather than Elysia's `.error()` codes: those are local to the instance declaring them.
   if (error instanceof ApiError) {
-    set.status = error.status
+    set.status = STATUS_OF[error.kind]
     return { error: error.message, ...(error.code ? { [error.codeField]: error.code } : {}), ...error.extra }
   }
   if (code === 'VALIDATION') {

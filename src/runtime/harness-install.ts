@@ -74,7 +74,7 @@ export class HarnessInstaller {
     if (code === 0 && versions.length === 0) throw notPublished(label, pkg, wanted)
     if (code !== 0) {
       if (NOT_FOUND.test(stdout) || NOT_FOUND.test(stderr)) throw notPublished(label, pkg, wanted)
-      throw new ApiError(503, `${label}: the npm registry could not be asked for ${pkg}@${wanted} (${lastLine(stderr)})`)
+      throw new ApiError('unavailable', `${label}: the npm registry could not be asked for ${pkg}@${wanted} (${lastLine(stderr)})`)
     }
     // A range may match several versions; npm lists them in ascending order.
     return versions.at(-1)!

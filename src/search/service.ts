@@ -222,7 +222,7 @@ export class SessionSearch {
     if (matches.length === 0) throw notFound(`No session matches "${selector}"`)
     if (matches.length === 1) return this.present.sessions(matches)[0]!
     const how = matches.length > MAX_CANDIDATES ? `more than ${MAX_CANDIDATES}` : String(matches.length)
-    throw new ApiError(409, `"${selector}" matches ${how} sessions; use a longer id prefix or the full id`, 'AMBIGUOUS_SELECTOR', {
+    throw new ApiError('conflict', `"${selector}" matches ${how} sessions; use a longer id prefix or the full id`, 'AMBIGUOUS_SELECTOR', {
       candidates: this.present.sessions(matches.slice(0, MAX_CANDIDATES)),
     })
   }

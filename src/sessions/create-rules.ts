@@ -132,7 +132,7 @@ const KEY_UNSUPPORTED_FIELDS = ['agent_id', 'resources']
 export function refuseSources(principal: Principal, body: object): void {
   const field = KEY_UNSUPPORTED_FIELDS.find((f) => (body as Record<string, unknown>)[f] !== undefined)
   if (!field) return
-  if (principal.apiKey) throw new ApiError(422, `${field} cannot be used by a run started with an API key`, 'API_KEY_FIELD_UNSUPPORTED')
+  if (principal.apiKey) throw new ApiError('unprocessable', `${field} cannot be used by a run started with an API key`, 'API_KEY_FIELD_UNSUPPORTED')
   throw badRequest(`${field} is not supported by this server yet`)
 }
 
@@ -147,6 +147,6 @@ export function assertKeySlot(db: Db, key: KeyPrincipal): void {
     .where(and(eq(sessions.apiKeyId, key.id), inArray(sessions.status, [...STATUS_GROUPS.inProgress])))
     .get()
   if ((running?.n ?? 0) >= key.maxConcurrent) {
-    throw new ApiError(429, `This API key already has ${key.maxConcurrent} runs in progress (max_concurrent)`, 'RATE_LIMITED')
+    throw new ApiError('rate_limited', `This API key already has ${key.maxConcurrent} runs in progress (max_concurrent)`, 'RATE_LIMITED')
   }
 }

@@ -58,8 +58,9 @@ export const liveRoutes = (auth: AuthService, sessions: SessionService, queries:
       ({ principal, params, body, set }) => {
         if (new TextEncoder().encode(body.content).length > MAX_MESSAGE_BYTES) throw badRequest('content is larger than 256 KiB', 'CONTENT_TOO_LARGE')
         const answer = sessions.message(auth.access(principal, params.org), params.project, params.session, body.content)
-        set.status = answer.status
-        return answer.body
+        if (answer.kind === 'delivered') return { ok: true as const, status: 'message_sent' as const }
+        set.status = 202
+        return { ok: true as const, status: 'queued' as const, message_id: answer.messageId, position: answer.position }
       },
       {
         params: SessionParams,

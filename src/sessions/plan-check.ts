@@ -59,5 +59,5 @@ export function limitReached(standing: PlanStanding, extraTokens = 0, extraSpend
 export function assertPlanAllows(db: Db, orgId: string): void {
   const standing = planStanding(db, orgId)
   const reached = standing && limitReached(standing)
-  if (reached) throw new ApiError(402, reached.message, reached.code, reached.usage)
+  if (reached) throw new ApiError('payment_required', reached.message, reached.code, reached.usage)
 }

@@ -59,8 +59,15 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService, queri
       '/o/:org/p/:project/sessions/:session',
       async ({ principal, params, body, set }) => {
         const answer = await sessions.update(auth.access(principal, params.org), params.project, params.session, body.status)
-        if ('operation_id' in answer) set.status = 202
-        return answer
+        switch (answer.kind) {
+          case 'cancelled':
+            return { ok: true as const, status: 'cancelled' as const }
+          case 'turn_stopped':
+            return { ok: true as const, status: 'stop_turn_confirmed' as const }
+          case 'accepted':
+            set.status = 202
+            return { operation_id: answer.operationId }
+        }
       },
       {
         params: SessionParams,

@@ -38,6 +38,12 @@ export interface SessionServiceDeps {
   onStatusChange?: (change: StatusChange) => void
 }
 
+/** What a PATCH of a session's status did: cancelled, accepted to happen (pause, resume), or the turn confirmed stopped. */
+export type UpdateResult = { kind: 'cancelled' } | { kind: 'accepted'; operationId: string } | { kind: 'turn_stopped' }
+
+/** Where a follow-up went: into the running turn, or into the queue at `position`. */
+export type MessageResult = { kind: 'delivered' } | { kind: 'queued'; messageId: string; position: number }
+
 export interface StatusChange {
   row: SessionRow
   from: SessionStatus
@@ -123,43 +129,43 @@ export class SessionService {
   }
 
   /** PATCH `{status}` (spec 4.1): every rule is the machine's; this only maps the answers. */
-  async update(access: OrgAccess, projectRef: string, id: string, status: 'cancelled' | 'paused' | 'running' | 'stop_turn') {
+  async update(access: OrgAccess, projectRef: string, id: string, status: 'cancelled' | 'paused' | 'running' | 'stop_turn'): Promise<UpdateResult> {
     const row = this.deps.queries.find(access, projectRef, id)
     switch (status) {
       case 'cancelled':
         this.command(row.id, { type: 'cancel' })
-        return { ok: true as const, status: 'cancelled' as const }
+        return { kind: 'cancelled' }
       case 'paused':
         this.command(row.id, { type: 'pause' })
-        return { operation_id: newId() }
+        return { kind: 'accepted', operationId: newId() }
       case 'running':
         this.command(row.id, { type: 'resume', ...this.slots(row.orgId) })
-        return { operation_id: newId() }
+        return { kind: 'accepted', operationId: newId() }
       case 'stop_turn':
         this.command(row.id, { type: 'stop_turn' })
         try {
           await this.runtime.stopped(row.id, STOP_TURN_TIMEOUT_MS)
         } catch {
-          throw new ApiError(422, 'The runtime could not confirm that the turn stopped', 'STOP_TURN_UNCONFIRMED')
+          throw new ApiError('unprocessable', 'The runtime could not confirm that the turn stopped', 'STOP_TURN_UNCONFIRMED')
         }
-        return { ok: true as const, status: 'stop_turn_confirmed' as const }
+        return { kind: 'turn_stopped' }
     }
   }
 
-  /** POST a follow-up (spec 4.3): delivered now (200), or queued behind the running turn (202). */
-  message(access: OrgAccess, projectRef: string, id: string, content: string) {
+  /** POST a follow-up (spec 4.3): delivered to the turn now, or queued behind the running turn. */
+  message(access: OrgAccess, projectRef: string, id: string, content: string): MessageResult {
     const row = this.deps.queries.find(access, projectRef, id)
     assertPlanAllows(this.deps.db, row.orgId)
     const message = { id: newId(), content }
     const { next, actions } = this.command(row.id, { type: 'message', ...this.slots(row.orgId) }, message)
-    if (actions.some((a) => a.type === 'deliverMessage')) return { status: 200, body: { ok: true as const, status: 'message_sent' as const } }
-    return { status: 202, body: { ok: true as const, status: 'queued' as const, message_id: message.id, position: next.context.queued } }
+    if (actions.some((a) => a.type === 'deliverMessage')) return { kind: 'delivered' }
+    return { kind: 'queued', messageId: message.id, position: next.context.queued }
   }
 
   /** A caller's command: refused as the machine says, or 409 when the state has no answer for it. */
   private command(id: string, event: SessionMachineEvent, message?: { id: string; content: string }) {
     const done = this.transit(id, event, {}, message)
-    if (!done) throw new ApiError(409, `The session cannot take "${event.type}" now`)
+    if (!done) throw new ApiError('conflict', `The session cannot take "${event.type}" now`)
     return done
   }
 
@@ -230,7 +236,7 @@ export class SessionService {
     if (!current.can(event)) return null
     const [next, actions] = transition(sessionMachine, current, event)
     const refusal = refusalOf(actions)
-    if (refusal) throw new ApiError(refusal.status, refusal.message, refusal.code)
+    if (refusal) throw new ApiError(refusal.kind, refusal.message, refusal.code)
     const from = statusOf(current)
     const status = statusOf(next)
     const row = this.store.get(id)!

@@ -32,7 +32,7 @@ export class StatechartService {
     try {
       this.auth.access(principal, row.orgId)
     } catch (err) {
-      if (err instanceof ApiError && err.status === 404) throw notFound('Session not found')
+      if (err instanceof ApiError && err.kind === 'not_found') throw notFound('Session not found')
       throw err
     }
     return renderPage(mermaidChart(undefined, { highlight: row.status }), {

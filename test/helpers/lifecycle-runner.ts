@@ -17,6 +17,7 @@ import type { HostDriverOptions } from '../../sandbox/host-driver'
 import type { IdentityService } from '../../src/identity/service'
 import type { SessionService } from '../../src/sessions/service'
 import type { SessionStore } from '../../src/sessions/store'
+import { STATUS_OF } from '../../src/http/errors'
 import { json, req, script } from './http'
 import { consequenceOf, FULL, ROWS, SLOT, VARIANTS, type Run } from './lifecycle-model'
 
@@ -432,12 +433,12 @@ export class RunExecutor {
       const row = transitionTaken(this.model, event, sessionMachine, ROWS)!
       const res = await this.command(event, 'probe')
       const body = await json(res)
-      if (res.status !== refusal.status || body.error !== refusal.message || body.code !== refusal.code) {
+      if (res.status !== STATUS_OF[refusal.kind] || body.error !== refusal.message || body.code !== refusal.code) {
         this.fail(`${eventLabel(event)} in ${statusOf(this.model)}: answered ${res.status} ${JSON.stringify(body)}, the machine refuses with ${JSON.stringify(refusal)}`)
       }
       this.rows.add(row.key)
       this.uncompared.push(row.key)
-      this.trail.push(`(${eventLabel(event)} → ${refusal.status})`)
+      this.trail.push(`(${eventLabel(event)} → ${STATUS_OF[refusal.kind]})`)
     }
     if ((this.run.probes[index]?.length ?? 0) === 0) return
     const status = statusOf(this.model)

@@ -87,7 +87,7 @@ describe('session machine', () => {
     }
     for (const end of [ended(), ended('x')]) {
       const { snapshot } = run([...toRunning, end])
-      expect(refusal(snapshot, { type: 'cancel' })).toMatchObject({ status: 409 })
+      expect(refusal(snapshot, { type: 'cancel' })).toMatchObject({ kind: 'conflict' })
       const cancelled = transition(sessionMachine, snapshot, { type: 'cancel' })[0]
       expect(statusOf(cancelled)).toBe(statusOf(snapshot))
     }
@@ -130,7 +130,7 @@ describe('session machine', () => {
         expect(next.context.queued).toBe(i)
         snapshot = next
       }
-      expect(refusal(snapshot, message())).toEqual({ status: 429, code: 'QUEUE_FULL', message: expect.any(String) })
+      expect(refusal(snapshot, message())).toEqual({ kind: 'rate_limited', code: 'QUEUE_FULL', message: expect.any(String) })
     })
 
     test('queued ones are delivered, in order, when the turn ends: the session keeps running', () => {
@@ -167,13 +167,13 @@ describe('session machine', () => {
     })
 
     test('refusals: closed (TASK_TERMINAL), not started (409), ephemeral mid-turn, no sandbox left', () => {
-      expect(refusal(run([]).snapshot, message())).toEqual({ status: 409, message: expect.stringContaining('not started') })
-      expect(refusal(run([toRunning[0]!]).snapshot, message())).toMatchObject({ status: 409 })
-      expect(refusal(run([{ type: 'cancel' }]).snapshot, message())).toMatchObject({ status: 409, code: 'TASK_TERMINAL' })
+      expect(refusal(run([]).snapshot, message())).toEqual({ kind: 'conflict', message: expect.stringContaining('not started') })
+      expect(refusal(run([toRunning[0]!]).snapshot, message())).toMatchObject({ kind: 'conflict' })
+      expect(refusal(run([{ type: 'cancel' }]).snapshot, message())).toMatchObject({ kind: 'conflict', code: 'TASK_TERMINAL' })
       expect(refusal(run([...toRunning, ended()], { persistence: 'ephemeral' }).snapshot, message())).toMatchObject({ code: 'TASK_TERMINAL' })
-      expect(refusal(run(toRunning, { persistence: 'ephemeral' }).snapshot, message())).toMatchObject({ status: 409, code: 'PERSISTENCE_MODE_CONFLICT' })
+      expect(refusal(run(toRunning, { persistence: 'ephemeral' }).snapshot, message())).toMatchObject({ kind: 'conflict', code: 'PERSISTENCE_MODE_CONFLICT' })
       const sandboxFailed = run([toRunning[0]!, { type: 'sandbox.failed', error: 'x' }]).snapshot
-      expect(refusal(sandboxFailed, message())).toMatchObject({ status: 409, code: 'CONTINUATION_UNSUPPORTED' })
+      expect(refusal(sandboxFailed, message())).toMatchObject({ kind: 'conflict', code: 'CONTINUATION_UNSUPPORTED' })
       const restarted = run([toRunning[0]!, { type: 'service.restarted' }]).snapshot
       expect(refusal(restarted, message())).toMatchObject({ code: 'CONTINUATION_UNSUPPORTED' })
     })
@@ -187,7 +187,7 @@ describe('session machine', () => {
       expect(paused.context).toMatchObject({ machineState: 'pausing', turnActive: true })
       const [parked] = transition(sessionMachine, paused, { type: 'sandbox.parked' })
       expect(parked.context.machineState).toBe('paused')
-      expect(refusal(parked, { type: 'resume', ...full })).toMatchObject({ status: 409, code: 'CONCURRENCY_LIMIT_REACHED' })
+      expect(refusal(parked, { type: 'resume', ...full })).toMatchObject({ kind: 'conflict', code: 'CONCURRENCY_LIMIT_REACHED' })
       const [resumed, resumeActions] = transition(sessionMachine, parked, { type: 'resume', ...slot })
       expect(statusOf(resumed)).toBe('running')
       expect(resumeActions.map((a) => a.type)).toEqual(['wakeSandbox'])
@@ -215,11 +215,11 @@ describe('session machine', () => {
     })
 
     test('refusals: ephemeral, nothing to pause, not paused, already paused', () => {
-      expect(refusal(run(toRunning, { persistence: 'ephemeral' }).snapshot, { type: 'pause' })).toMatchObject({ status: 409 })
-      expect(refusal(run([]).snapshot, { type: 'pause' })).toMatchObject({ status: 409 })
-      expect(refusal(run(toRunning).snapshot, { type: 'resume', ...slot })).toMatchObject({ status: 409 })
+      expect(refusal(run(toRunning, { persistence: 'ephemeral' }).snapshot, { type: 'pause' })).toMatchObject({ kind: 'conflict' })
+      expect(refusal(run([]).snapshot, { type: 'pause' })).toMatchObject({ kind: 'conflict' })
+      expect(refusal(run(toRunning).snapshot, { type: 'resume', ...slot })).toMatchObject({ kind: 'conflict' })
       const [paused] = transition(sessionMachine, run(toRunning).snapshot, { type: 'pause' })
-      expect(refusal(paused, { type: 'pause' })).toMatchObject({ status: 409 })
+      expect(refusal(paused, { type: 'pause' })).toMatchObject({ kind: 'conflict' })
     })
 
     test('a parked session past the idle limit expires; its sandbox is destroyed', () => {
@@ -243,7 +243,7 @@ describe('session machine', () => {
 
     test('NO_ACTIVE_TURN when no turn runs', () => {
       for (const events of [[], [...toRunning, ended()]]) {
-        expect(refusal(run(events).snapshot, { type: 'stop_turn' })).toMatchObject({ status: 409, code: 'NO_ACTIVE_TURN' })
+        expect(refusal(run(events).snapshot, { type: 'stop_turn' })).toMatchObject({ kind: 'conflict', code: 'NO_ACTIVE_TURN' })
       }
     })
   })

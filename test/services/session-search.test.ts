@@ -45,7 +45,7 @@ describe('parseTime', () => {
         error = e
       }
       expect(error, bad).toBeInstanceOf(ApiError)
-      expect((error as ApiError).status).toBe(400)
+      expect((error as ApiError).kind).toBe('invalid')
       expect((error as ApiError).message).toStartWith('since')
     }
   })
