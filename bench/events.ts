@@ -12,7 +12,8 @@ import { SESSION_MACHINE_VERSION, sessionMachine } from '../machines/session.mac
 import { openDb } from '../src/db/client'
 import { IdentityService } from '../src/identity/service'
 import { SessionStore } from '../src/sessions/store'
-import { sessionEventStream } from '../src/sessions/stream'
+import { sseStream } from '../src/http/sse'
+import { followSession } from '../src/sessions/stream'
 
 const SUBSCRIBERS = 100
 const RATE = 20_000 // events per second offered
@@ -44,7 +45,7 @@ const decoder = new TextDecoder()
 // would, so the bench's own parsing does not stand in for the server's work.
 const started = performance.now()
 const readers = Array.from({ length: SUBSCRIBERS }, async (_, i) => {
-  const stream = sessionEventStream(store, id, { afterSeq: 0, keepaliveMs: 15_000 })
+  const stream = sseStream(followSession(store, id, { afterSeq: 0, keepaliveMs: 15_000 }))
   const reader = stream.getReader()
   for (;;) {
     const { value, done } = await reader.read()

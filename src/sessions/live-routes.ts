@@ -4,6 +4,7 @@ import type { AuthService } from '../identity/auth'
 import type { SessionQueries } from './queries'
 import type { SessionService } from './service'
 import { authPlugin } from '../http/auth'
+import { sseStream } from '../http/sse'
 import { errorResponses } from '../http/errors'
 import { EventsQuery, MAX_MESSAGE_BYTES, MessageQueued, MessageSent, PostMessageBody, SessionLogs, SessionParams } from './model'
 
@@ -35,8 +36,8 @@ export const liveRoutes = (auth: AuthService, sessions: SessionService, queries:
         if (!/^\d+$/.test(cursor)) throw badRequest(`not an event id: "${cursor}"`)
         const access = auth.access(principal, params.org)
         const recheck = { everyMs: CREDENTIAL_RECHECK_MS, allowed: stillAllowed(auth, request.headers.get('authorization') ?? undefined, params.org) }
-        const stream = queries.eventStream(access, params.project, params.session, Number(cursor), keepaliveMs, recheck)
-        return new Response(stream, {
+        const follow = queries.eventStream(access, params.project, params.session, Number(cursor), keepaliveMs, recheck)
+        return new Response(sseStream(follow), {
           headers: {
             'content-type': 'text/event-stream; charset=utf-8',
             'cache-control': 'no-cache',

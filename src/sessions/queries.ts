@@ -11,7 +11,7 @@ import { EMBEDDED_ARTIFACTS, type ArtifactStore } from '../runtime/artifacts'
 import type { SessionSearch } from '../search/service'
 import { sessionLogs } from '../transcript/logs'
 import type { SessionStore, SessionRow } from './store'
-import { sessionEventStream, type StreamRecheck } from './stream'
+import { followSession, type StreamRecheck } from './stream'
 import { cloudRunSession, sessionResult } from './view'
 
 /** Session views kept for repeated reads of unchanged sessions. */
@@ -86,10 +86,10 @@ export class SessionQueries {
     return { executions: rows.map((row) => this.view(row)) }
   }
 
-  /** The live event stream of a session (spec 6.1). */
+  /** Follows a session's events live (spec 6.1); the route frames them (src/http/sse.ts). */
   eventStream(access: OrgAccess, projectRef: string, id: string, afterSeq: number, keepaliveMs: number, recheck?: StreamRecheck) {
     const row = this.find(access, projectRef, id)
-    return sessionEventStream(this.deps.store, row.id, { afterSeq, keepaliveMs, recheck })
+    return followSession(this.deps.store, row.id, { afterSeq, keepaliveMs, recheck })
   }
 
   artifactList(access: OrgAccess, projectRef: string, id: string) {
