@@ -110,6 +110,12 @@ export interface SandboxProcess {
 
 export interface SandboxDriver {
   readonly kind: SandboxKind
+  /**
+   * Parking saves the processes themselves (a checkpoint): a parked sandbox holds none, they
+   * outlive a restart of agentd, and nothing is frozen in place to kill. False where park freezes
+   * host processes, which die with agentd and must be thawed before a kill takes effect.
+   */
+  readonly canCheckpoint: boolean
   /** Prepares the sandbox; afterwards `exec` starts processes in it. */
   create(spec: SandboxSpec): Promise<SandboxHandle>
   /**

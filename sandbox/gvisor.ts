@@ -34,6 +34,7 @@ export interface GvisorOptions extends HostDriverOptions {
  */
 export class GvisorDriver implements SandboxDriver {
   readonly kind = 'gvisor' as const
+  readonly canCheckpoint = true
   readonly scope: string
   private readonly runDir: string
   private readonly runsc: Runsc

@@ -50,6 +50,7 @@ export interface HostSandbox {
  */
 export abstract class HostDriver implements SandboxDriver {
   abstract readonly kind: SandboxKind
+  readonly canCheckpoint = false
   protected readonly sandboxes = new Map<string, HostSandbox>()
   readonly scope: string
   /** `<runRoot>/<scope>`: this agentd's runtime files. */

@@ -128,3 +128,13 @@ test('no source file over 400 lines: a longer one holds more than one idea', () 
     .map((file) => `${file.path}: ${file.lines} lines`)
   expect(long).toEqual([])
 })
+
+test('one place for each cross-cutting answer: org access in orgScope, sandbox abilities as capabilities', () => {
+  const found: string[] = []
+  for (const path of sources()) {
+    const text = readFileSync(join(root, path), 'utf8')
+    if (isRouteFile(path) && /auth\.access\(/.test(text)) found.push(`${path} resolves org access itself (use orgScope)`)
+    if (inside(path, 'src') && /driver\.kind\s*[!=]==/.test(text)) found.push(`${path} branches on a driver's name (ask a capability)`)
+  }
+  expect(found).toEqual([])
+})

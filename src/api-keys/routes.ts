@@ -1,7 +1,7 @@
 import { Elysia, t } from 'elysia'
 import type { ApiKeyService } from './service'
 import type { AuthService } from '../identity/auth'
-import { authPlugin } from '../http/auth'
+import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import { ApiKey, ApiKeyWithSecret, CreateApiKeyBody, DeliveriesQuery, KeyParams, OrgParams, UpdateApiKeyBody, WebhookDelivery } from './model'
 
@@ -10,16 +10,16 @@ const tags = ['api-keys']
 /** Spec 4.5. Signed-in callers only: an API key gets 401 here (the auth plugin's default). */
 export const apiKeyRoutes = (auth: AuthService, keys: ApiKeyService) =>
   new Elysia({ name: 'agentd/api-keys' })
-    .use(authPlugin(auth))
-    .get('/o/:org/api-keys', ({ principal, params }) => keys.list(auth.access(principal, params.org)), {
+    .use(orgScope(auth))
+    .get('/o/:org/api-keys', ({ access }) => keys.list(access), {
       params: OrgParams,
       response: { 200: t.Object({ data: t.Array(ApiKey) }), ...errorResponses(401, 403, 404) },
       detail: { operationId: 'apiKeys.list', tags, summary: 'Every live key of the org, without secrets (admins)' },
     })
     .post(
       '/o/:org/api-keys',
-      ({ principal, params, body, set }) => {
-        const created = keys.create(principal, auth.access(principal, params.org), body)
+      ({ access, principal, body, set }) => {
+        const created = keys.create(principal, access, body)
         set.status = 201
         return created
       },
@@ -30,7 +30,7 @@ export const apiKeyRoutes = (auth: AuthService, keys: ApiKeyService) =>
         detail: { operationId: 'apiKeys.create', tags, summary: 'Mint a key; its secret is shown only in this answer (admins)' },
       },
     )
-    .patch('/o/:org/api-keys/:key', ({ principal, params, body }) => keys.update(principal, auth.access(principal, params.org), params.key, body), {
+    .patch('/o/:org/api-keys/:key', ({ access, principal, params, body }) => keys.update(principal, access, params.key, body), {
       params: KeyParams,
       body: UpdateApiKeyBody,
       response: { 200: ApiKey, ...errorResponses(400, 401, 403, 404, 413) },
@@ -38,8 +38,8 @@ export const apiKeyRoutes = (auth: AuthService, keys: ApiKeyService) =>
     })
     .delete(
       '/o/:org/api-keys/:key',
-      ({ principal, params, set }) => {
-        keys.revoke(auth.access(principal, params.org), params.key)
+      ({ access, params, set }) => {
+        keys.revoke(access, params.key)
         set.status = 204
       },
       {
@@ -48,14 +48,14 @@ export const apiKeyRoutes = (auth: AuthService, keys: ApiKeyService) =>
         detail: { operationId: 'apiKeys.revoke', tags, summary: 'Revoke a key; pending webhook retries are dropped (admins)' },
       },
     )
-    .post('/o/:org/api-keys/:key/rotate', ({ principal, params }) => keys.rotate(principal, auth.access(principal, params.org), params.key), {
+    .post('/o/:org/api-keys/:key/rotate', ({ access, principal, params }) => keys.rotate(principal, access, params.key), {
       params: KeyParams,
       response: { 200: ApiKeyWithSecret, ...errorResponses(400, 401, 403, 404, 413) },
       detail: { operationId: 'apiKeys.rotate', tags, summary: 'A new secret; the old one stops working at once (the key’s creator)' },
     })
     .get(
       '/o/:org/api-keys/:key/deliveries',
-      ({ principal, params, query }) => keys.deliveries(auth.access(principal, params.org), params.key, query.limit ?? 50),
+      ({ access, params, query }) => keys.deliveries(access, params.key, query.limit ?? 50),
       {
         params: KeyParams,
         query: DeliveriesQuery,

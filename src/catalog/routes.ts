@@ -3,17 +3,15 @@ import type { AuthService } from '../identity/auth'
 import { agentsAvailable } from './discovery'
 import type { Catalog } from './catalog'
 import type { HarnessVersions } from '../sessions/create-rules'
-import { authPlugin } from '../http/auth'
+import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import { HarnessSchema } from '../sessions/model'
 
 export const agentRoutes = (auth: AuthService, catalog: Catalog, runnable: HarnessVersions, now: () => number) =>
-  new Elysia({ name: 'agentd/agents' }).use(authPlugin(auth)).get(
+  new Elysia({ name: 'agentd/agents' }).use(orgScope(auth)).get(
     '/o/:org/agents/available',
-    ({ principal, params, query }) => {
-      auth.access(principal, params.org)
-      return agentsAvailable(catalog, runnable, new Date(now()), query.harness)
-    },
+    // orgScope has checked the caller's standing in the org; the catalog is the same for every org.
+    ({ query }) => agentsAvailable(catalog, runnable, new Date(now()), query.harness),
     {
       params: t.Object({ org: t.String() }),
       query: t.Object({ harness: t.Optional(HarnessSchema) }),

@@ -24,14 +24,26 @@ const parsedBy = new WeakMap<Request, Principal>()
  * nesting depth (see body.ts): an unauthenticated caller cannot make the server hold or parse
  * anything. Routes without a body authenticate in `resolve`.
  */
-export const authPlugin = (auth: AuthService, options: AuthOptions = {}) => {
+export const authPlugin = (auth: AuthService, options: AuthOptions = {}) => authenticating(auth, options, 'agentd/auth')
+
+/**
+ * `authPlugin` plus `access`: the caller's standing in the route's org (`:org`), resolved once per
+ * request (403 when not a member, 404 when there is no such org) for every route registered after
+ * it. Every `/o/:org/…` route group mounts this instead of asking in each handler.
+ */
+export const orgScope = (auth: AuthService, options: AuthOptions = {}) =>
+  authenticating(auth, options, 'agentd/org-scope').resolve({ as: 'scoped' }, ({ principal, params }) => ({
+    access: auth.access(principal, (params as { org: string }).org),
+  }))
+
+function authenticating(auth: AuthService, options: AuthOptions, name: string) {
   const principalOf = async (request: Request): Promise<Principal> => {
     // One header read from the request, not `headers`: naming that would copy them all on each request.
     const principal = await auth.authenticate(request.headers.get('authorization') ?? undefined)
     auth.authorizeKey(principal, options.apiKeys ? scopeFor(request.method) : null)
     return principal
   }
-  return new Elysia({ name: 'agentd/auth', seed: options.apiKeys === true })
+  return new Elysia({ name, seed: options.apiKeys === true })
     // One parameter, destructured: Elysia reads the names to decide what to prepare (`route` here).
     .onParse({ as: 'scoped' }, async ({ request, route }) => {
       parsedBy.set(request, await principalOf(request))

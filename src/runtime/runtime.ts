@@ -371,8 +371,8 @@ export class SessionRuntime {
    */
   async shutdown(): Promise<void> {
     this.closing = true
-    // A frozen process only dies once thawed; a gVisor checkpoint holds no process to kill.
-    const thaw = this.deps.driver.kind !== 'gvisor'
+    // A frozen process only dies once thawed; a checkpoint holds no process to kill.
+    const thaw = !this.deps.driver.canCheckpoint
     while (this.pending.size > 0) {
       for (const live of this.live.values()) {
         if (!live.turn) continue

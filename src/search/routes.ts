@@ -1,7 +1,7 @@
 import { Elysia, t } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import type { SessionSearch } from './service'
-import { authPlugin } from '../http/auth'
+import { orgScope } from '../http/auth'
 import { messageEnvelope, messageErrorResponses } from '../http/errors'
 import { AmbiguousSelector, OrgParams, SearchQuery, Session, SessionList } from './model'
 
@@ -9,8 +9,8 @@ import { AmbiguousSelector, OrgParams, SearchQuery, Session, SessionList } from 
 export const searchRoutes = (auth: AuthService, search: SessionSearch) =>
   new Elysia({ name: 'agentd/search' })
     .use(messageEnvelope())
-    .use(authPlugin(auth, { apiKeys: true }))
-    .get('/o/:org/sessions', ({ principal, params, query }) => search.search(auth.access(principal, params.org), query), {
+    .use(orgScope(auth, { apiKeys: true }))
+    .get('/o/:org/sessions', ({ access, query }) => search.search(access, query), {
       params: OrgParams,
       query: SearchQuery,
       response: { 200: t.Union([SessionList, Session]), ...messageErrorResponses(400, 401, 404), 409: AmbiguousSelector },

@@ -1,7 +1,7 @@
 import { Elysia, t } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import type { SessionQueries } from './queries'
-import { authPlugin } from '../http/auth'
+import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import { decodePathParam } from '../http/path-params'
 import { artifactHeaders } from './artifact-headers'
@@ -12,10 +12,10 @@ const tags = ['artifacts']
 /** The files a session produced (spec 4.4). */
 export const artifactRoutes = (auth: AuthService, queries: SessionQueries) =>
   new Elysia({ name: 'agentd/artifacts' })
-    .use(authPlugin(auth, { apiKeys: true }))
+    .use(orgScope(auth, { apiKeys: true }))
     .get(
       '/o/:org/p/:project/sessions/:session/artifacts',
-      ({ principal, params }) => queries.artifactList(auth.access(principal, params.org), params.project, params.session),
+      ({ access, params }) => queries.artifactList(access, params.project, params.session),
       {
         params: SessionParams,
         response: { 200: t.Object({ execution_id: t.String(), artifacts: t.Array(ArtifactFile) }), ...errorResponses(401, 403, 404) },
@@ -25,9 +25,9 @@ export const artifactRoutes = (auth: AuthService, queries: SessionQueries) =>
     .get(
       // Artifact names may hold folders (`reports/summary.md`), hence the wildcard.
       '/o/:org/p/:project/sessions/:session/artifacts/*',
-      ({ principal, params }) => {
+      ({ access, params }) => {
         const name = decodePathParam('artifact name', params['*'])
-        const { bytes, contentType } = queries.artifact(auth.access(principal, params.org), params.project, params.session, name)
+        const { bytes, contentType } = queries.artifact(access, params.project, params.session, name)
         return new Response(bytes, { headers: artifactHeaders(name, contentType) })
       },
       {

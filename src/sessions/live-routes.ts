@@ -3,7 +3,7 @@ import { badRequest } from '../domain/errors'
 import type { AuthService } from '../identity/auth'
 import type { SessionQueries } from './queries'
 import type { SessionService } from './service'
-import { authPlugin } from '../http/auth'
+import { orgScope } from '../http/auth'
 import { sseStream } from '../http/sse'
 import { errorResponses } from '../http/errors'
 import { EventsQuery, MAX_MESSAGE_BYTES, MessageQueued, MessageSent, PostMessageBody, SessionLogs, SessionParams } from './model'
@@ -28,13 +28,12 @@ const stillAllowed = (auth: AuthService, authorization: string | undefined, org:
 /** Following and steering a run: the event stream, follow-up messages, the runtime log. */
 export const liveRoutes = (auth: AuthService, sessions: SessionService, queries: SessionQueries, keepaliveMs = 15_000) =>
   new Elysia({ name: 'agentd/sessions-live' })
-    .use(authPlugin(auth, { apiKeys: true }))
+    .use(orgScope(auth, { apiKeys: true }))
     .get(
       '/o/:org/p/:project/sessions/:session/events',
-      ({ principal, params, query, headers, request }) => {
+      ({ access, params, query, headers, request }) => {
         const cursor = headers['last-event-id'] ?? query.cursor ?? '0'
         if (!/^\d+$/.test(cursor)) throw badRequest(`not an event id: "${cursor}"`)
-        const access = auth.access(principal, params.org)
         const recheck = { everyMs: CREDENTIAL_RECHECK_MS, allowed: stillAllowed(auth, request.headers.get('authorization') ?? undefined, params.org) }
         const follow = queries.eventStream(access, params.project, params.session, Number(cursor), keepaliveMs, recheck)
         return new Response(sseStream(follow), {
@@ -56,9 +55,9 @@ export const liveRoutes = (auth: AuthService, sessions: SessionService, queries:
     )
     .post(
       '/o/:org/p/:project/sessions/:session/messages',
-      ({ principal, params, body, set }) => {
+      ({ access, params, body, set }) => {
         if (new TextEncoder().encode(body.content).length > MAX_MESSAGE_BYTES) throw badRequest('content is larger than 256 KiB', 'CONTENT_TOO_LARGE')
-        const answer = sessions.message(auth.access(principal, params.org), params.project, params.session, body.content)
+        const answer = sessions.message(access, params.project, params.session, body.content)
         if (answer.kind === 'delivered') return { ok: true as const, status: 'message_sent' as const }
         set.status = 202
         return { ok: true as const, status: 'queued' as const, message_id: answer.messageId, position: answer.position }
@@ -72,7 +71,7 @@ export const liveRoutes = (auth: AuthService, sessions: SessionService, queries:
     )
     .get(
       '/o/:org/p/:project/sessions/:session/logs',
-      ({ principal, params }) => queries.logs(auth.access(principal, params.org), params.project, params.session),
+      ({ access, params }) => queries.logs(access, params.project, params.session),
       {
         params: SessionParams,
         response: { 200: SessionLogs, ...errorResponses(401, 403, 404) },

@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import type { SessionQueries } from './queries'
 import type { SessionService } from './service'
-import { authPlugin } from '../http/auth'
+import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import {
   CloudRunSession,
@@ -21,11 +21,11 @@ const tags = ['sessions']
 
 export const sessionRoutes = (auth: AuthService, sessions: SessionService, queries: SessionQueries) =>
   new Elysia({ name: 'agentd/sessions' })
-    .use(authPlugin(auth, { apiKeys: true }))
+    .use(orgScope(auth, { apiKeys: true }))
     .post(
       '/o/:org/p/:project/sessions',
-      async ({ principal, params, body, set }) => {
-        const session = await sessions.create(principal, auth.access(principal, params.org), params.project, body)
+      async ({ access, principal, params, body, set }) => {
+        const session = await sessions.create(principal, access, params.project, body)
         set.status = 202
         return session
       },
@@ -38,7 +38,7 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService, queri
     )
     .get(
       '/o/:org/p/:project/sessions',
-      ({ principal, params, query }) => queries.list(auth.access(principal, params.org), params.project, query),
+      ({ access, params, query }) => queries.list(access, params.project, query),
       {
         params: ProjectParams,
         query: ProjectListQuery,
@@ -48,7 +48,7 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService, queri
     )
     .get(
       '/o/:org/p/:project/sessions/:session',
-      ({ principal, params }) => queries.get(auth.access(principal, params.org), params.project, params.session),
+      ({ access, params }) => queries.get(access, params.project, params.session),
       {
         params: SessionParams,
         response: { 200: CloudRunSession, ...errorResponses(401, 403, 404) },
@@ -57,8 +57,8 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService, queri
     )
     .patch(
       '/o/:org/p/:project/sessions/:session',
-      async ({ principal, params, body, set }) => {
-        const answer = await sessions.update(auth.access(principal, params.org), params.project, params.session, body.status)
+      async ({ access, params, body, set }) => {
+        const answer = await sessions.update(access, params.project, params.session, body.status)
         switch (answer.kind) {
           case 'cancelled':
             return { ok: true as const, status: 'cancelled' as const }
@@ -78,7 +78,7 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService, queri
     )
     .get(
       '/o/:org/p/:project/sessions/:session/result',
-      ({ principal, params }) => queries.result(auth.access(principal, params.org), params.project, params.session),
+      ({ access, params }) => queries.result(access, params.project, params.session),
       {
         params: SessionParams,
         response: { 200: SessionResult, ...errorResponses(401, 403, 404) },

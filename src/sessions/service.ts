@@ -192,8 +192,8 @@ export class SessionService {
     const owners = this.store.inStatus([...IN_PROGRESS, ...PARKABLE]).map((row) => row.id)
     await this.deps.driver.sweep(owners)
     const orgs = new Set<string>()
-    // gVisor's checkpoints keep a paused turn's processes across a restart; other drivers do not.
-    const statuses: SessionStatus[] = this.deps.driver.kind === 'gvisor' ? [...IN_PROGRESS] : [...IN_PROGRESS, 'paused']
+    // A checkpoint keeps a paused turn's processes across a restart; a frozen host process does not.
+    const statuses: SessionStatus[] = this.deps.driver.canCheckpoint ? [...IN_PROGRESS] : [...IN_PROGRESS, 'paused']
     for (const row of this.store.inStatus(statuses)) {
       orgs.add(row.orgId)
       if (row.status === 'queued') continue

@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import type { ToolCallService } from './tool-calls'
 import type { TranscriptService } from './service'
-import { authPlugin } from '../http/auth'
+import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import { SessionParams } from '../sessions/model'
 import { MessagesQuery, MessagesResponse, ToolCallsQuery, ToolCallsResponse, TrajectoryResponse } from './model'
@@ -13,10 +13,10 @@ const NDJSON = 'application/x-ndjson'
 /** Transcript reads of one session (spec 4.3 messages and tool-calls, 4.4 trajectory). */
 export const transcriptRoutes = (auth: AuthService, transcripts: TranscriptService, toolCalls: ToolCallService) => {
   return new Elysia({ name: 'agentd/transcript' })
-    .use(authPlugin(auth, { apiKeys: true }))
+    .use(orgScope(auth, { apiKeys: true }))
     .get(
       '/o/:org/p/:project/sessions/:session/messages',
-      ({ principal, params, query }) => transcripts.messages(auth.access(principal, params.org), params.project, params.session, query),
+      ({ access, params, query }) => transcripts.messages(access, params.project, params.session, query),
       {
         params: SessionParams,
         query: MessagesQuery,
@@ -26,8 +26,7 @@ export const transcriptRoutes = (auth: AuthService, transcripts: TranscriptServi
     )
     .get(
       '/o/:org/p/:project/sessions/:session/trajectory',
-      ({ principal, params, headers }) => {
-        const access = auth.access(principal, params.org)
+      ({ access, params, headers }) => {
         if (!(headers.accept ?? '').includes(NDJSON)) return transcripts.trajectory(access, params.project, params.session)
         const raw = transcripts.trajectoryRaw(access, params.project, params.session)
         return new Response(raw.body, { headers: { 'content-type': NDJSON, 'x-session-format': raw.format } })
@@ -44,7 +43,7 @@ export const transcriptRoutes = (auth: AuthService, transcripts: TranscriptServi
     )
     .get(
       '/o/:org/p/:project/sessions/:session/tool-calls',
-      ({ principal, params, query }) => toolCalls.list(auth.access(principal, params.org), params.project, params.session, query),
+      ({ access, params, query }) => toolCalls.list(access, params.project, params.session, query),
       {
         params: SessionParams,
         query: ToolCallsQuery,
