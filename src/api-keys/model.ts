@@ -1,10 +1,9 @@
 import { Type } from '@sinclair/typebox'
 import { t, type Static } from 'elysia'
-import { literals } from '../domain/schema-util'
+import { literals, nullable } from '../domain/schema-util'
 import { API_KEY_SCOPES } from './service'
 import { MAX_WEBHOOK_URL_LENGTH } from '../webhooks/url-policy'
 
-const Nullable = <T extends Parameters<typeof t.Union>[0][number]>(schema: T) => t.Union([schema, t.Null()])
 const DateTime = t.String({ format: 'date-time' })
 
 export const ApiKeyScope = literals(API_KEY_SCOPES)
@@ -16,10 +15,10 @@ export const ApiKey = t.Object({
   prefix: t.String({ description: 'Leading characters of the secret, which begins with sk_live_' }),
   scopes: t.Array(ApiKeyScope),
   max_concurrent: t.Integer(),
-  webhook_url: Nullable(t.String()),
-  expires_at: Nullable(DateTime),
-  created_by: t.Object({ id: t.String(), email: Nullable(t.String()) }),
-  last_used_at: Nullable(DateTime),
+  webhook_url: nullable(t.String()),
+  expires_at: nullable(DateTime),
+  created_by: t.Object({ id: t.String(), email: nullable(t.String()) }),
+  last_used_at: nullable(DateTime),
   created_at: DateTime,
   webhook_secret: t.Optional(t.String({ description: 'Present only when a secret was just minted; form whsec_<base64>' })),
 })
@@ -32,14 +31,14 @@ export const CreateApiKeyBody = t.Object(
     scopes: t.Optional(t.Array(ApiKeyScope, { minItems: 1, uniqueItems: true })),
     // TypeBox's own Integer: Elysia's t.Integer also takes "4", which a JSON body must not.
     max_concurrent: t.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
-    expires_at: t.Optional(Nullable(DateTime)),
+    expires_at: t.Optional(nullable(DateTime)),
   },
   { additionalProperties: false },
 )
 
 export const UpdateApiKeyBody = t.Object(
   {
-    webhook_url: t.Optional(Nullable(t.String({ format: 'uri', maxLength: MAX_WEBHOOK_URL_LENGTH }))),
+    webhook_url: t.Optional(nullable(t.String({ format: 'uri', maxLength: MAX_WEBHOOK_URL_LENGTH }))),
     rotate_secret: t.Optional(t.Boolean()),
   },
   { additionalProperties: false },
@@ -49,9 +48,9 @@ const Attempt = t.Object({
   attempt: t.Integer(),
   attempted_at: DateTime,
   url: t.String(),
-  status_code: Nullable(t.Integer()),
+  status_code: nullable(t.Integer()),
   latency_ms: t.Integer(),
-  error: Nullable(t.String()),
+  error: nullable(t.String()),
 })
 
 /** One `runFinished` event of a key and every attempt to deliver it (our addition). */
@@ -60,11 +59,11 @@ export const WebhookDelivery = t.Object({
   run_id: t.String(),
   type: t.String(),
   state: literals(['pending', 'delivered', 'failed', 'dropped'] as const),
-  reason: Nullable(t.String()),
+  reason: nullable(t.String()),
   attempts: t.Array(Attempt),
-  next_attempt_at: Nullable(DateTime),
+  next_attempt_at: nullable(DateTime),
   created_at: DateTime,
-  finished_at: Nullable(DateTime),
+  finished_at: nullable(DateTime),
 })
 
 export const OrgParams = t.Object({ org: t.String() })

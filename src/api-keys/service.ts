@@ -6,6 +6,7 @@ import { apiKeys, memberships, users, type ApiKeyScope } from '../db/schema'
 import { ApiError, badRequest, forbidden, notFound } from '../domain/errors'
 import type { OrgAccess, Principal } from '../identity/service'
 import type { WebhookService } from '../webhooks/service'
+import { iso } from '../domain/values'
 
 export { API_KEY_SCOPES, type ApiKeyScope } from '../db/schema'
 
@@ -41,7 +42,6 @@ export interface UpdateKeyBody {
 const digest = (secret: string) => createHash('sha256').update(secret).digest()
 const newSecret = () => `${API_KEY_PREFIX}${randomBytes(32).toString('base64url')}`
 const newWebhookSecret = () => `whsec_${randomBytes(32).toString('base64')}`
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
 
 
 /**

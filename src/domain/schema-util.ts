@@ -1,4 +1,4 @@
-import { type TLiteral, type TUnion, Type } from '@sinclair/typebox'
+import { type TLiteral, type TNull, type TSchema, type TUnion, Type } from '@sinclair/typebox'
 
 type Literals<T extends readonly string[]> = T extends readonly [infer H extends string, ...infer R extends string[]]
   ? [TLiteral<H>, ...Literals<R>]
@@ -7,4 +7,9 @@ type Literals<T extends readonly string[]> = T extends readonly [infer H extends
 /** A TypeBox union of string literals with its precise static type (`Type.UnionEnum` adds a default). */
 export function literals<const T extends readonly string[]>(values: T): TUnion<Literals<T>> {
   return Type.Union(values.map((v) => Type.Literal(v))) as never
+}
+
+/** `schema` or null: a field the spec sends as null when unset. */
+export function nullable<T extends TSchema>(schema: T): TUnion<[T, TNull]> {
+  return Type.Union([schema, Type.Null()])
 }

@@ -7,7 +7,8 @@ import { posix } from 'node:path'
 import type { ProtocolContext, ProtocolHandler } from './protocol'
 import { isInjectedText, nextReply, replyUsage, type ConversationEntry, type Reply, type TokenCounts } from './script'
 import type { Metered } from './upstream'
-import { bearer, describeCommand, isObject, randomId, sseResponse, stall } from './wire'
+import { bearer, describeCommand, randomId, sseResponse, stall } from './wire'
+import { isObject } from '../domain/values'
 
 /** Claude Code's tool for `--json-schema` runs; the model must call it to deliver the object. */
 const STRUCTURED_TOOL = 'StructuredOutput'

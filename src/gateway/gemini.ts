@@ -11,7 +11,8 @@ import { posix } from 'node:path'
 import type { ProtocolContext, ProtocolHandler } from './protocol'
 import { isInjectedText, nextReply, replyUsage, type ConversationEntry, type Reply, type TokenCounts } from './script'
 import type { Metered } from './upstream'
-import { describeCommand, isObject, parseJson, randomId, sseResponse, stall } from './wire'
+import { describeCommand, parseJson, randomId, sseResponse, stall } from './wire'
+import { isObject } from '../domain/values'
 
 type Json = Record<string, unknown>
 

@@ -12,7 +12,8 @@ import { errorsText, ValidatorCache } from '../domain/json-schema'
 import type { ProtocolContext, ProtocolHandler } from './protocol'
 import { isInjectedText, nextReply, replyUsage, type ConversationEntry, type Reply, type ReplyPart, type TokenCounts } from './script'
 import type { Metered } from './upstream'
-import { bearer, isObject, parseJson, randomId, sseResponse, stall, writeFileCommand } from './wire'
+import { bearer, parseJson, randomId, sseResponse, stall, writeFileCommand } from './wire'
+import { isObject } from '../domain/values'
 
 type Json = Record<string, unknown>
 type Item = Json & { type: string; id: string }

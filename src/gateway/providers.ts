@@ -11,6 +11,7 @@
 import { readFileSync } from 'node:fs'
 import { ConfigError } from '../config'
 import type { ProviderName, Providers } from './protocol'
+import { isObject } from '../domain/values'
 
 const NAMES: readonly ProviderName[] = ['anthropic', 'openai', 'google']
 
@@ -43,6 +44,3 @@ export function parseProviders(raw: unknown): Providers {
   return providers
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}

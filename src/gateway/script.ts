@@ -6,6 +6,7 @@
  * A reply with plain text and no tool call ends a CLI turn, so non-tool steps (say, think, sleep,
  * usage) ride along with the next tool or terminal step instead of being replies of their own.
  */
+import { isObject } from '../domain/values'
 
 export type Step =
   | { say: string }
@@ -273,6 +274,3 @@ function usageProblem(value: unknown): string | null {
   return null
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}

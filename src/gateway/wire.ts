@@ -101,6 +101,3 @@ export function parseJson(raw: string): unknown {
   }
 }
 
-export function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}

@@ -5,8 +5,9 @@
  */
 import { join } from 'node:path'
 import type { SessionEvent } from '../domain/session-event'
-import { BUNDLED_MODULES, DEFAULT_PATH, event, isObject, parseLine, PROMPT_FILE, str, withPromptOnStdin, type Json } from './common'
+import { BUNDLED_MODULES, DEFAULT_PATH, event, parseLine, PROMPT_FILE, str, withPromptOnStdin, type Json } from './common'
 import type { HarnessAdapter, HarnessEvent, StreamParser, TokenUsage, TurnCommand, TurnOutcome, TurnSpec } from './harness'
+import { isObject } from '../domain/values'
 
 const AGENT = 'harness_1'
 export const CLAUDE_PACKAGE = '@anthropic-ai/claude-code'

@@ -5,8 +5,9 @@
  */
 import { join, posix } from 'node:path'
 import { SCRIPTED_MODEL } from '../gateway/wire'
-import { BUNDLED_MODULES, DEFAULT_PATH, event, isObject, jsonObject, num, packageVersion, parseLine, PROMPT_FILE, str, usageEvent, withPromptOnStdin, type Json } from './common'
+import { BUNDLED_MODULES, DEFAULT_PATH, event, jsonObject, num, packageVersion, parseLine, PROMPT_FILE, str, usageEvent, withPromptOnStdin, type Json } from './common'
 import type { HarnessAdapter, HarnessEvent, StreamParser, TokenUsage, TurnCommand, TurnOutcome, TurnSpec } from './harness'
+import { isObject } from '../domain/values'
 
 const AGENT = 'harness_2'
 export const CODEX_PACKAGE = '@openai/codex'

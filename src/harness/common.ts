@@ -4,6 +4,7 @@ import { join, posix, resolve } from 'node:path'
 import type { Harness } from '../domain/harness'
 import type { SessionEvent } from '../domain/session-event'
 import type { HarnessEvent, TokenUsage } from './harness'
+import { isObject } from '../domain/values'
 
 export type Json = Record<string, unknown>
 
@@ -83,9 +84,6 @@ export function num(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) ? value : 0
 }
 
-export function isObject(value: unknown): value is Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
 
 /** The JSON object a text holds, or null (for answers that should be structured output). */
 export function jsonObject(text: string | null): Json | null {

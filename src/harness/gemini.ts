@@ -4,8 +4,9 @@
  * gemini-cli 0.61.0.
  */
 import { join } from 'node:path'
-import { BUNDLED_MODULES, DEFAULT_PATH, event, isObject, num, packageVersion, parseLine, PROMPT_FILE, str, usageEvent, withPromptOnStdin, type Json } from './common'
+import { BUNDLED_MODULES, DEFAULT_PATH, event, num, packageVersion, parseLine, PROMPT_FILE, str, usageEvent, withPromptOnStdin, type Json } from './common'
 import type { HarnessAdapter, HarnessEvent, StreamParser, TokenUsage, TurnCommand, TurnOutcome, TurnSpec } from './harness'
+import { isObject } from '../domain/values'
 
 const AGENT = 'harness_3'
 export const GEMINI_PACKAGE = '@google/gemini-cli'

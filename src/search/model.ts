@@ -1,12 +1,11 @@
 import { t, type Static } from 'elysia'
-import { literals } from '../domain/schema-util'
+import { literals, nullable } from '../domain/schema-util'
 import { CAPTURE_STATES, RUN_MODES, SESSION_STATUSES } from '../domain/status'
 import { HARNESSES } from '../domain/harness'
 import { SEARCH_SORTS } from './query'
 import { ArtifactFile, HarnessSchema, SessionStatusSchema } from '../sessions/model'
 
-const Nullable = <T extends Parameters<typeof t.Union>[0][number]>(schema: T) => t.Union([schema, t.Null()])
-const NString = Nullable(t.String())
+const NString = nullable(t.String())
 const Count = t.Integer({ minimum: 0 })
 
 /** Session, the org-wide search row (spec 2.4). */
@@ -23,13 +22,13 @@ export const Session = t.Object({
   harness_version_requested: NString,
   harness_version_resolved: NString,
   model: NString,
-  mode: Nullable(literals(RUN_MODES)),
+  mode: nullable(literals(RUN_MODES)),
   status: SessionStatusSchema,
   prompt: NString,
   branch: NString,
   pr_url: NString,
   error: NString,
-  session_capture: Nullable(literals(CAPTURE_STATES)),
+  session_capture: nullable(literals(CAPTURE_STATES)),
   message_count: Count,
   input_tokens: Count,
   output_tokens: Count,
@@ -38,18 +37,18 @@ export const Session = t.Object({
   tool_call_count: Count,
   artifact_count: Count,
   cost_usd: t.Number(),
-  duration_ms: Nullable(t.Integer()),
-  started_by: Nullable(t.Object({ name: NString, avatar_url: NString })),
-  summary: Nullable(t.String({ maxLength: 200 })),
+  duration_ms: nullable(t.Integer()),
+  started_by: nullable(t.Object({ name: NString, avatar_url: NString })),
+  summary: nullable(t.String({ maxLength: 200 })),
   artifacts: t.Array(ArtifactFile, { maxItems: 6 }),
-  agent_profile: Nullable(t.Object({ id: NString, name: NString })),
+  agent_profile: nullable(t.Object({ id: NString, name: NString })),
   created_at: t.String({ format: 'date-time' }),
   updated_at: NString,
 })
 
 export const SessionList = t.Object({
   sessions: t.Array(Session),
-  count: Nullable(t.Integer()),
+  count: nullable(t.Integer()),
   next_cursor: NString,
 })
 

@@ -5,6 +5,7 @@ import type { Harness } from '../domain/harness'
 import { EMBEDDED_ARTIFACTS } from '../runtime/artifacts'
 import type { SessionRow } from '../sessions/store'
 import type { StartedBy } from '../sessions/view'
+import { iso } from '../domain/values'
 
 /** ArtifactFile (spec 2.3). */
 export interface ArtifactPreview {
@@ -22,7 +23,6 @@ interface RowExtras {
   artifacts: ArtifactPreview[]
 }
 
-const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString())
 
 /** Session, the org-wide search row (spec 2.4). */
 export function searchSession(row: SessionRow, extras: RowExtras) {

@@ -7,21 +7,7 @@ import { STATUS_GROUPS, type PersistenceMode, type RunMode } from '../domain/sta
 import type { KeyPrincipal, Principal } from '../identity/service'
 import { modelFor, offersMode, type Catalog } from '../catalog/catalog'
 import { outputSchemaProblem } from '../catalog/output-schema'
-
-/** Shape A create body (spec 4.1) after the route's type checks. */
-export interface CreateBody {
-  agent?: string
-  prompt?: string
-  model?: string
-  effort?: string
-  speed?: string
-  mode?: RunMode
-  persistence?: PersistenceMode
-  account_id?: string
-  base_branch?: string
-  on_pr?: number
-  output_schema?: Record<string, unknown>
-}
+import type { CreateSessionBody } from './model'
 
 /** What a session is started with, once every create rule passed. */
 export interface SessionPlan {
@@ -61,7 +47,7 @@ export function titleOf(prompt: string): string {
  * Applies the create rules of spec 4.1 (shape A) that do not need the database. `defaultAgent`
  * is used when the body names none (a Project run); a `_` run must name one.
  */
-export function planSession(body: CreateBody, catalog: Catalog, runnable: HarnessVersions, projectless: boolean): SessionPlan {
+export function planSession(body: CreateSessionBody, catalog: Catalog, runnable: HarnessVersions, projectless: boolean): SessionPlan {
   if (typeof body.prompt !== 'string' || body.prompt.trim() === '') throw badRequest('prompt is required')
   if (new TextEncoder().encode(body.prompt).length > MAX_PROMPT_BYTES) {
     throw badRequest('prompt is larger than 256 KiB', 'CONTENT_TOO_LARGE')

@@ -1,11 +1,10 @@
 import { t, type Static } from 'elysia'
-import { literals } from '../domain/schema-util'
+import { literals, nullable } from '../domain/schema-util'
 import { EFFORTS, HARNESSES, SPEEDS } from '../domain/harness'
 import { CAPTURE_STATES, PERSISTENCE_MODES, RUN_MODES, SESSION_STATUSES } from '../domain/status'
 
-const Nullable = <T extends Parameters<typeof t.Union>[0][number]>(schema: T) => t.Union([schema, t.Null()])
-const NString = Nullable(t.String())
-const NInt = Nullable(t.Integer())
+const NString = nullable(t.String())
+const NInt = nullable(t.Integer())
 
 export const SessionStatusSchema = literals(SESSION_STATUSES)
 
@@ -18,7 +17,7 @@ export const CloudRunSession = t.Object({
   project_id: NString,
   agent: NString,
   status: SessionStatusSchema,
-  persistence_mode: Nullable(literals(PERSISTENCE_MODES)),
+  persistence_mode: nullable(literals(PERSISTENCE_MODES)),
   machine_state: NString,
   sandbox_generation: NInt,
   prompt: NString,
@@ -28,14 +27,14 @@ export const CloudRunSession = t.Object({
   pr_url: NString,
   summary: NString,
   error: NString,
-  started_by: Nullable(t.Object({ name: NString, avatar_url: NString })),
+  started_by: nullable(t.Object({ name: NString, avatar_url: NString })),
   input_tokens: NInt,
   output_tokens: NInt,
   cache_read_tokens: NInt,
   cache_write_tokens: NInt,
   reasoning_tokens: NInt,
   total_tokens: NInt,
-  total_cost_usd: Nullable(t.Number()),
+  total_cost_usd: nullable(t.Number()),
   model: NString,
   tool_calls_count: NInt,
   tool_errors_count: NInt,
@@ -49,20 +48,20 @@ export const CloudRunSession = t.Object({
   profile_id: NString,
   profile_revision: NInt,
   profile_digest: NString,
-  requested_overrides: Nullable(t.Object({ model: t.Optional(t.String()), effort: t.Optional(t.String()), speed: t.Optional(t.String()) })),
-  agent_profile: Nullable(t.Object({ id: t.Optional(t.String()), name: t.Optional(t.String()) })),
-  effective: Nullable(t.Record(t.String(), NString)),
-  snapshot: Nullable(t.Record(t.String(), t.Unknown())),
-  effective_config: Nullable(t.Record(t.String(), t.Unknown())),
-  session_capture: Nullable(literals(CAPTURE_STATES)),
+  requested_overrides: nullable(t.Object({ model: t.Optional(t.String()), effort: t.Optional(t.String()), speed: t.Optional(t.String()) })),
+  agent_profile: nullable(t.Object({ id: t.Optional(t.String()), name: t.Optional(t.String()) })),
+  effective: nullable(t.Record(t.String(), NString)),
+  snapshot: nullable(t.Record(t.String(), t.Unknown())),
+  effective_config: nullable(t.Record(t.String(), t.Unknown())),
+  session_capture: nullable(literals(CAPTURE_STATES)),
   created_at: t.String({ format: 'date-time' }),
   updated_at: NString,
 })
 
 export const SessionAnswer = t.Object({
   text: NString,
-  structured: Nullable(t.Record(t.String(), t.Unknown())),
-  schema_valid: Nullable(t.Boolean()),
+  structured: nullable(t.Record(t.String(), t.Unknown())),
+  schema_valid: nullable(t.Boolean()),
 })
 
 export const SessionResult = t.Object({
@@ -72,7 +71,7 @@ export const SessionResult = t.Object({
   pr_url: NString,
   output: NString,
   completed_at: NString,
-  result: Nullable(SessionAnswer),
+  result: nullable(SessionAnswer),
 })
 
 /** Shape A (spec 4.1). Enumerations are checked here; catalog rules in the service. */

@@ -12,8 +12,9 @@ import type { HarnessInstaller } from '../runtime/harness-install'
 import type { OrgAccess, Principal } from '../identity/service'
 import { assertPlanAllows } from './plan-check'
 import { findProject, NO_PROJECT } from '../identity/projects'
-import { assertKeySlot, planSession, refuseSources, type CreateBody, type HarnessVersions, type SessionPlan } from './create-rules'
+import { assertKeySlot, planSession, refuseSources, type HarnessVersions, type SessionPlan } from './create-rules'
 import type { SessionRuntime } from '../runtime/runtime'
+import type { CreateSessionBody } from './model'
 import type { SessionQueries } from './queries'
 import type { NewEvent, SessionPatch, SessionRow, SessionStore } from './store'
 
@@ -72,7 +73,7 @@ export class SessionService {
     this.now = deps.now
   }
 
-  async create(principal: Principal, access: OrgAccess, projectRef: string, body: CreateBody) {
+  async create(principal: Principal, access: OrgAccess, projectRef: string, body: CreateSessionBody) {
     const projectless = projectRef === NO_PROJECT
     const project = projectless ? null : findProject(this.deps.db, access.orgId, projectRef)
     if (!projectless && !project) throw notFound('Project not found')

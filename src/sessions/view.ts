@@ -1,12 +1,12 @@
 import type { ArtifactFile } from '../runtime/artifacts'
 import type { SessionRow } from './store'
+import { iso } from '../domain/values'
 
 export interface StartedBy {
   name: string | null
   avatar_url: string | null
 }
 
-const iso = (ms: number | null | undefined): string | null => (ms === null || ms === undefined ? null : new Date(ms).toISOString())
 
 /** The SessionAnswer of the last finished turn, or null before one finished (spec 2.6). */
 export function answerOf(row: SessionRow) {

@@ -7,7 +7,7 @@ import type { SessionStore } from '../sessions/store'
 /** The browser bundle of the `mermaid` package, served by agentd itself (no CDN). */
 export const MERMAID_SCRIPT = Bun.resolveSync('mermaid/dist/mermaid.min.js', import.meta.dir)
 
-export interface StatusChange {
+export interface HistoryStep {
   at: string
   from: string | null
   to: string
@@ -44,8 +44,8 @@ export class StatechartService {
   }
 
   /** Status changes from the session's persisted `status` events, oldest first. */
-  history(sessionId: string): StatusChange[] {
-    const changes: StatusChange[] = []
+  history(sessionId: string): HistoryStep[] {
+    const changes: HistoryStep[] = []
     let from: string | null = null
     for (const event of this.store.allEvents(sessionId)) {
       if (event.kind !== 'status') continue
@@ -61,7 +61,7 @@ interface SessionPart {
   id: string
   status: string
   machineState: string | null
-  history: StatusChange[]
+  history: HistoryStep[]
 }
 
 const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')

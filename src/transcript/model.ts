@@ -1,7 +1,6 @@
 import { t, type Static } from 'elysia'
-import { literals } from '../domain/schema-util'
+import { literals, nullable } from '../domain/schema-util'
 import type { SessionEvent } from '../domain/session-event'
-import { OUTCOMES } from './tool-calls'
 
 /** Normalized transcript event, spec section 2.8 (its type for the layers below HTTP: domain/session-event.ts). */
 export const SessionEventSchema = t.Object({
@@ -30,7 +29,6 @@ export const SessionEventSchema = t.Object({
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false
 export const EVENT_SCHEMA_MATCHES_TYPE: Same<Static<typeof SessionEventSchema>, SessionEvent> = true
 
-const Nullable = <T extends Parameters<typeof t.Union>[0][number]>(schema: T) => t.Union([schema, t.Null()])
 
 /** Spec 4.3: roles are checked by the service, so an unknown one is a 400 with a sentence naming it. */
 export const MessagesQuery = t.Object({
@@ -44,7 +42,7 @@ export const TranscriptFormat = literals(['harness_1', 'harness_2', 'harness_3',
 
 export const MessagesResponse = t.Object({
   execution_id: t.String(),
-  agent: Nullable(t.String()),
+  agent: nullable(t.String()),
   format: TranscriptFormat,
   event_count: t.Integer(),
   events: t.Array(SessionEventSchema),
@@ -52,19 +50,23 @@ export const MessagesResponse = t.Object({
 
 export const TrajectoryResponse = t.Object({
   execution_id: t.String(),
-  format: Nullable(t.String()),
-  bytes: Nullable(t.Integer()),
+  format: nullable(t.String()),
+  bytes: nullable(t.Integer()),
   key: t.String({ description: 'Storage key of the transcript' }),
-  agent: Nullable(t.String()),
-  captured_at: Nullable(t.String({ format: 'date-time' })),
+  agent: nullable(t.String()),
+  captured_at: nullable(t.String({ format: 'date-time' })),
 })
+
+/** How a tool call ended (spec 2.9). */
+export const OUTCOMES = ['success', 'error', 'cancelled'] as const
+export type Outcome = (typeof OUTCOMES)[number]
 
 /** Spec 2.9. */
 export const ToolCallSchema = t.Object({
   call_key: t.String(),
   ordinal: t.Integer({ minimum: 0 }),
   tool: t.String(),
-  program: Nullable(t.String()),
+  program: nullable(t.String()),
   programs: t.Array(t.String()),
   input: t.String({ description: 'JSON text of the call input' }),
   outcome: t.Optional(literals(OUTCOMES)),
@@ -84,3 +86,4 @@ export const ToolCallsResponse = t.Object({ tool_calls: t.Array(ToolCallSchema) 
 
 export type MessagesQuery = Static<typeof MessagesQuery>
 export type ToolCallsQuery = Static<typeof ToolCallsQuery>
+export type ToolCall = Static<typeof ToolCallSchema>

@@ -5,7 +5,7 @@
 import { badRequest, notFound } from '../domain/errors'
 import { isHarness, type Harness } from '../domain/harness'
 import type { SessionEvent } from '../domain/session-event'
-import { SessionEventSchema } from './model'
+import { SessionEventSchema, type MessagesQuery } from './model'
 import type { OrgAccess } from '../identity/service'
 import type { SessionQueries } from '../sessions/queries'
 import type { SessionRow, SessionStore } from '../sessions/store'
@@ -14,13 +14,6 @@ export const ROLES = ['user', 'assistant', 'thinking', 'tools'] as const
 /** Transcript formats: a harness's own raw stream, the service's normalized NDJSON, or unknown. */
 export type TranscriptFormat = Harness | 'native' | 'opaque'
 export type Role = (typeof ROLES)[number]
-
-export interface MessagesQuery {
-  include?: string
-  exclude?: string
-  first?: number
-  last?: number
-}
 
 /** Where `key` says a transcript lives: rows of the session's raw stdout lines. */
 const STORAGE_PREFIX = 'session_transcript_lines'

@@ -3,34 +3,13 @@
  * joined with its `tool_result` by `callId`, in call order, with the programs of shell calls.
  */
 import { statusIn } from '../domain/status'
-import { isObject } from '../harness/common'
+import { isObject } from '../domain/values'
 import type { OrgAccess } from '../identity/service'
 import type { SessionQueries } from '../sessions/queries'
 import type { SessionStore } from '../sessions/store'
 import { shellPrograms } from './shell-programs'
+import type { ToolCall, ToolCallsQuery } from './model'
 
-export const OUTCOMES = ['success', 'error', 'cancelled'] as const
-export type Outcome = (typeof OUTCOMES)[number]
-
-export interface ToolCall {
-  call_key: string
-  ordinal: number
-  tool: string
-  program: string | null
-  programs: string[]
-  input: string
-  outcome?: Outcome
-  exit_code?: number
-  error_code?: string
-  end_timestamp?: string
-}
-
-export interface ToolCallsQuery {
-  tool?: string
-  program?: string
-  outcome?: Outcome
-  limit?: number
-}
 
 
 export class ToolCallService {
