@@ -16,7 +16,7 @@ import { assertKeySlot, planSession, refuseSources, type HarnessVersions, type S
 import type { SessionRuntime } from '../runtime/runtime'
 import type { CreateSessionBody } from './model'
 import type { SessionQueries } from './queries'
-import type { NewEvent, SessionPatch, SessionRow, SessionStore } from './store'
+import { VersionConflict, type NewEvent, type SessionPatch, type SessionRow, type SessionStore } from './store'
 
 export interface SessionServiceDeps {
   db: Db
@@ -51,6 +51,9 @@ export interface StatusChange {
   to: SessionStatus
   patch: SessionPatch
 }
+
+/** How often a transition is decided again when another writer got in first. */
+const CONFLICT_ATTEMPTS = 3
 
 /** How long stop_turn waits for the harness to exit before answering 422. */
 const STOP_TURN_TIMEOUT_MS = 10_000
@@ -231,6 +234,19 @@ export class SessionService {
    * outbox) in one transaction, and only after the commit its effects.
    */
   private transit(id: string, event: SessionMachineEvent, patch: SessionPatch = {}, message?: { id: string; content: string }) {
+    // Another writer (a second agentd on the same file) committed between the read and the write:
+    // the transition is pure and nothing was carried out yet, so it is simply decided again.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return this.transitOnce(id, event, patch, message)
+      } catch (err) {
+        if (!(err instanceof VersionConflict)) throw err
+        if (attempt === CONFLICT_ATTEMPTS) throw new ApiError('conflict', 'The session kept changing while this request was answered; try again', 'CONCURRENT_UPDATE')
+      }
+    }
+  }
+
+  private transitOnce(id: string, event: SessionMachineEvent, patch: SessionPatch, message?: { id: string; content: string }) {
     const stored = this.store.snapshotOf(id)
     if (!stored) return null
     const current = sessionMachine.resolveState(stored.snapshot as Parameters<typeof sessionMachine.resolveState>[0])
