@@ -1,9 +1,10 @@
 import { randomBytes, timingSafeEqual, createHash } from 'node:crypto'
-import { and, desc, eq, gt, isNull, or } from 'drizzle-orm'
+import { and, desc, eq, isNull } from 'drizzle-orm'
 import type { Db } from '../db/client'
 import { DataCache, DataVersion } from '../db/data-version'
 import { apiKeys, memberships, users, type ApiKeyScope } from '../db/schema'
 import { ApiError, badRequest, forbidden, notFound } from '../domain/errors'
+import { isLive, liveKeys } from './live'
 import type { OrgAccess, Principal } from '../identity/service'
 import type { WebhookService } from '../webhooks/service'
 import { iso } from '../domain/values'
@@ -125,7 +126,7 @@ export class ApiKeyService {
     const rows = this.db
       .select()
       .from(apiKeys)
-      .where(and(eq(apiKeys.orgId, access.orgId), isNull(apiKeys.revokedAt), or(isNull(apiKeys.expiresAt), gt(apiKeys.expiresAt, now))))
+      .where(and(eq(apiKeys.orgId, access.orgId), liveKeys(now)))
       .orderBy(desc(apiKeys.createdAt), desc(apiKeys.id))
       .all()
     return { data: rows.map((row) => this.view(row)) }
@@ -258,7 +259,7 @@ export class ApiKeyService {
   /** A key that is neither revoked nor expired; anything else is 404 (spec 4.5 rotate). */
   private live(access: OrgAccess, keyId: string): KeyRow {
     const key = this.inOrg(access, keyId)
-    if (!key || key.revokedAt !== null || (key.expiresAt !== null && key.expiresAt <= this.now())) throw notFound('API key not found')
+    if (!key || !isLive(key, this.now())) throw notFound('API key not found')
     return key
   }
 

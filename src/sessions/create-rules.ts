@@ -47,11 +47,14 @@ export function titleOf(prompt: string): string {
  * Applies the create rules of spec 4.1 (shape A) that do not need the database. `defaultAgent`
  * is used when the body names none (a Project run); a `_` run must name one.
  */
+/** A prompt or follow-up over MAX_PROMPT_BYTES is a 400 CONTENT_TOO_LARGE, naming the field. */
+export function assertPromptSize(field: string, text: string): void {
+  if (new TextEncoder().encode(text).length > MAX_PROMPT_BYTES) throw badRequest(`${field} is larger than 256 KiB`, 'CONTENT_TOO_LARGE')
+}
+
 export function planSession(body: CreateSessionBody, catalog: Catalog, runnable: HarnessVersions, projectless: boolean): SessionPlan {
   if (typeof body.prompt !== 'string' || body.prompt.trim() === '') throw badRequest('prompt is required')
-  if (new TextEncoder().encode(body.prompt).length > MAX_PROMPT_BYTES) {
-    throw badRequest('prompt is larger than 256 KiB', 'CONTENT_TOO_LARGE')
-  }
+  assertPromptSize('prompt', body.prompt)
   if (body.agent === undefined && projectless) throw badRequest('agent is required for a run without a Project (_)')
   const agent = body.agent ?? 'harness_1'
   const { harness, version } = parseAgent(agent)

@@ -6,7 +6,7 @@ import type { SessionService } from './service'
 import { orgScope } from '../http/auth'
 import { sseStream } from '../http/sse'
 import { errorResponses } from '../http/errors'
-import { EventsQuery, MAX_MESSAGE_BYTES, MessageQueued, MessageSent, PostMessageBody, SessionLogs, SessionParams } from './model'
+import { EventsQuery, MessageQueued, MessageSent, PostMessageBody, SessionLogs, SessionParams } from './model'
 
 const tags = ['sessions']
 
@@ -56,7 +56,6 @@ export const liveRoutes = (auth: AuthService, sessions: SessionService, queries:
     .post(
       '/o/:org/p/:project/sessions/:session/messages',
       ({ access, params, body, set }) => {
-        if (new TextEncoder().encode(body.content).length > MAX_MESSAGE_BYTES) throw badRequest('content is larger than 256 KiB', 'CONTENT_TOO_LARGE')
         const answer = sessions.message(access, params.project, params.session, body.content)
         if (answer.kind === 'delivered') return { ok: true as const, status: 'message_sent' as const }
         set.status = 202

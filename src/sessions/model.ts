@@ -111,8 +111,6 @@ export const HarnessSchema = literals(HARNESSES)
 
 export type CreateSessionBody = Static<typeof CreateSessionBody>
 
-export const MAX_MESSAGE_BYTES = 256 * 1024
-
 export const PostMessageBody = t.Object({ content: t.String({ minLength: 1 }) })
 
 export const MessageSent = t.Object({ ok: t.Literal(true), status: t.Literal('message_sent') })

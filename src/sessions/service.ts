@@ -12,7 +12,7 @@ import type { HarnessInstaller } from '../runtime/harness-install'
 import type { OrgAccess, Principal } from '../identity/service'
 import { assertPlanAllows } from './plan-check'
 import { findProject, NO_PROJECT } from '../identity/projects'
-import { assertKeySlot, planSession, refuseSources, type HarnessVersions, type SessionPlan } from './create-rules'
+import { assertKeySlot, assertPromptSize, planSession, refuseSources, type HarnessVersions, type SessionPlan } from './create-rules'
 import type { SessionRuntime } from '../runtime/runtime'
 import type { CreateSessionBody } from './model'
 import type { SessionQueries } from './queries'
@@ -158,6 +158,7 @@ export class SessionService {
 
   /** POST a follow-up (spec 4.3): delivered to the turn now, or queued behind the running turn. */
   message(access: OrgAccess, projectRef: string, id: string, content: string): MessageResult {
+    assertPromptSize('content', content)
     const row = this.deps.queries.find(access, projectRef, id)
     assertPlanAllows(this.deps.db, row.orgId)
     const message = { id: newId(), content }

@@ -10,6 +10,7 @@ import type { StatusChange } from '../sessions/service'
 import type { SessionRow } from '../sessions/store'
 import { answerOf } from '../sessions/view'
 import { hostOf, isPublicAddress, resolveHost, webhookUrlProblem, type ResolveHost } from './url-policy'
+import { isLive } from '../api-keys/live'
 
 export interface WebhookDeps {
   db: Db
@@ -124,7 +125,7 @@ export class WebhookService {
     if (!before.apiKeyId) return
     const now = this.now()
     const key = this.deps.db.select().from(apiKeys).where(eq(apiKeys.id, before.apiKeyId)).get()
-    if (!key || key.revokedAt !== null || !key.webhookUrl || (key.expiresAt !== null && key.expiresAt <= now)) return
+    if (!key || !key.webhookUrl || !isLive(key, now)) return
     // The row as this transaction leaves it: the turn's answer, cost and completed_at.
     const row = this.deps.db.select().from(sessions).where(eq(sessions.id, before.id)).get() ?? before
     const org = this.deps.db.select({ slug: orgs.slug }).from(orgs).where(eq(orgs.id, row.orgId)).get()
