@@ -4,6 +4,7 @@ import { agentRoutes } from './catalog/routes'
 import { apiKeyRoutes } from './api-keys/routes'
 import { SERVER_BODY_LIMIT } from './http/body'
 import { errorPlugin } from './http/errors'
+import { models } from './http/models'
 import { searchRoutes } from './search/routes'
 import { artifactRoutes } from './sessions/artifact-routes'
 import { liveRoutes } from './sessions/live-routes'
@@ -43,6 +44,7 @@ export function createApp(deps: AppDeps) {
   // silently dropping them, as the spec asks of PATCH bodies.
   return new Elysia({ normalize: false, encodeSchema: false, serve: { maxRequestBodySize: SERVER_BODY_LIMIT } })
     .use(errorPlugin)
+    .use(models)
     .use(
       openapi({
         path: '/docs',

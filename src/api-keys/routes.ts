@@ -4,12 +4,13 @@ import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import { ApiKey, ApiKeyWithSecret, CreateApiKeyBody, DeliveriesQuery, KeyParams, OrgParams, UpdateApiKeyBody, WebhookDelivery } from './model'
+import { models } from '../http/models'
 
 const tags = ['api-keys']
 
 /** Spec 4.5. Signed-in callers only: an API key gets 401 here (the auth plugin's default). */
 export const apiKeyRoutes = (auth: AuthService, keys: ApiKeyService) =>
-  new Elysia({ name: 'agentd/api-keys' })
+  new Elysia({ name: 'agentd/api-keys' }).use(models)
     .use(orgScope(auth))
     .get('/o/:org/api-keys', ({ access }) => keys.list(access), {
       params: OrgParams,
@@ -33,7 +34,7 @@ export const apiKeyRoutes = (auth: AuthService, keys: ApiKeyService) =>
     .patch('/o/:org/api-keys/:key', ({ access, principal, params, body }) => keys.update(principal, access, params.key, body), {
       params: KeyParams,
       body: UpdateApiKeyBody,
-      response: { 200: ApiKey, ...errorResponses(400, 401, 403, 404, 413) },
+      response: { 200: 'ApiKey', ...errorResponses(400, 401, 403, 404, 413) },
       detail: { operationId: 'apiKeys.update', tags, summary: 'Set, change or clear the webhook URL, or rotate its secret (the key’s creator)' },
     })
     .delete(

@@ -6,9 +6,10 @@ import type { HarnessVersions } from '../sessions/create-rules'
 import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import { HarnessSchema } from '../sessions/model'
+import { models } from '../http/models'
 
 export const agentRoutes = (auth: AuthService, catalog: Catalog, runnable: HarnessVersions, now: () => number) =>
-  new Elysia({ name: 'agentd/agents' }).use(orgScope(auth)).get(
+  new Elysia({ name: 'agentd/agents' }).use(models).use(orgScope(auth)).get(
     '/o/:org/agents/available',
     // orgScope has checked the caller's standing in the org; the catalog is the same for every org.
     ({ query }) => agentsAvailable(catalog, runnable, new Date(now()), query.harness),

@@ -55,3 +55,15 @@ function authenticating(auth: AuthService, options: AuthOptions, name: string) {
     .onParse({ as: 'scoped' }, { fn: 'json' } as never)
     .resolve({ as: 'scoped' }, async ({ request }) => ({ principal: parsedBy.get(request) ?? (await principalOf(request)) }))
 }
+
+/**
+ * Whether the bearer a stream was opened with still reads the org's sessions, asked the way a new
+ * request would be (through the same caches): false once a key is revoked or rotated, a token
+ * expires, or its user leaves the org.
+ */
+export const stillAllowed = (auth: AuthService, authorization: string | undefined, org: string) => async () => {
+  const principal = await auth.authenticate(authorization)
+  auth.authorizeKey(principal, 'runs:read')
+  auth.access(principal, org)
+  return true
+}

@@ -14,8 +14,9 @@ export const ErrorBody = t.Object(
   { additionalProperties: true },
 )
 
+/** The envelope for each status, by its model name (`Error`, see models.ts): one component. */
 export function errorResponses(...statuses: number[]) {
-  return Object.fromEntries(statuses.map((s) => [s, ErrorBody])) as Record<number, typeof ErrorBody>
+  return Object.fromEntries(statuses.map((s) => [s, 'Error'])) as Record<number, 'Error'>
 }
 
 /** The `{code, message}` envelope (spec section 7), used by the org-wide search. */

@@ -4,10 +4,11 @@ import type { SessionSearch } from './service'
 import { orgScope } from '../http/auth'
 import { messageEnvelope, messageErrorResponses } from '../http/errors'
 import { AmbiguousSelector, OrgParams, SearchQuery, Session, SessionList } from './model'
+import { models } from '../http/models'
 
 /** `GET /o/{org}/sessions` (spec 4.1): the org-wide search. Its errors use `{code, message}`. */
 export const searchRoutes = (auth: AuthService, search: SessionSearch) =>
-  new Elysia({ name: 'agentd/search' })
+  new Elysia({ name: 'agentd/search' }).use(models)
     .use(messageEnvelope())
     .use(orgScope(auth, { apiKeys: true }))
     .get('/o/:org/sessions', ({ access, query }) => search.search(access, query), {

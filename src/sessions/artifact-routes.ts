@@ -6,12 +6,13 @@ import { errorResponses } from '../http/errors'
 import { decodePathParam } from '../http/path-params'
 import { artifactHeaders } from './artifact-headers'
 import { ArtifactFile, SessionParams } from './model'
+import { models } from '../http/models'
 
 const tags = ['artifacts']
 
 /** The files a session produced (spec 4.4). */
 export const artifactRoutes = (auth: AuthService, queries: SessionQueries) =>
-  new Elysia({ name: 'agentd/artifacts' })
+  new Elysia({ name: 'agentd/artifacts' }).use(models)
     .use(orgScope(auth, { apiKeys: true }))
     .get(
       '/o/:org/p/:project/sessions/:session/artifacts',

@@ -3,31 +3,21 @@ import { badRequest } from '../domain/errors'
 import type { AuthService } from '../identity/auth'
 import type { SessionQueries } from './queries'
 import type { SessionService } from './service'
-import { orgScope } from '../http/auth'
+import { orgScope, stillAllowed } from '../http/auth'
 import { sseStream } from '../http/sse'
 import { errorResponses } from '../http/errors'
 import { EventsQuery, MessageQueued, MessageSent, PostMessageBody, SessionLogs, SessionParams } from './model'
+import { models } from '../http/models'
 
 const tags = ['sessions']
 
 /** How often an open event stream asks again whether its credential still grants it. */
 const CREDENTIAL_RECHECK_MS = 1_000
 
-/**
- * Whether the bearer a stream was opened with still reads the org's sessions, asked the way a new
- * request would be (through the same caches): false once a key is revoked or rotated, a token
- * expires, or its user leaves the org.
- */
-const stillAllowed = (auth: AuthService, authorization: string | undefined, org: string) => async () => {
-  const principal = await auth.authenticate(authorization)
-  auth.authorizeKey(principal, 'runs:read')
-  auth.access(principal, org)
-  return true
-}
 
 /** Following and steering a run: the event stream, follow-up messages, the runtime log. */
 export const liveRoutes = (auth: AuthService, sessions: SessionService, queries: SessionQueries, keepaliveMs = 15_000) =>
-  new Elysia({ name: 'agentd/sessions-live' })
+  new Elysia({ name: 'agentd/sessions-live' }).use(models)
     .use(orgScope(auth, { apiKeys: true }))
     .get(
       '/o/:org/p/:project/sessions/:session/events',

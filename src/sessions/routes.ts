@@ -3,6 +3,7 @@ import type { AuthService } from '../identity/auth'
 import type { SessionQueries } from './queries'
 import type { SessionService } from './service'
 import { orgScope } from '../http/auth'
+import { models } from '../http/models'
 import { errorResponses } from '../http/errors'
 import {
   CloudRunSession,
@@ -21,6 +22,7 @@ const tags = ['sessions']
 
 export const sessionRoutes = (auth: AuthService, sessions: SessionService, queries: SessionQueries) =>
   new Elysia({ name: 'agentd/sessions' })
+    .use(models)
     .use(orgScope(auth, { apiKeys: true }))
     .post(
       '/o/:org/p/:project/sessions',
@@ -32,7 +34,7 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService, queri
       {
         params: ProjectParams,
         body: CreateSessionBody,
-        response: { 202: CloudRunSession, ...errorResponses(400, 401, 402, 403, 404, 413, 422, 429) },
+        response: { 202: 'CloudRunSession', ...errorResponses(400, 401, 402, 403, 404, 413, 422, 429) },
         detail: { operationId: 'sessions.create', tags, summary: 'Start a session (shape A)' },
       },
     )
@@ -51,7 +53,7 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService, queri
       ({ access, params }) => queries.get(access, params.project, params.session),
       {
         params: SessionParams,
-        response: { 200: CloudRunSession, ...errorResponses(401, 403, 404) },
+        response: { 200: 'CloudRunSession', ...errorResponses(401, 403, 404) },
         detail: { operationId: 'sessions.get', tags, summary: 'Get one session' },
       },
     )

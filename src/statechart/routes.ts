@@ -5,13 +5,14 @@ import { MERMAID_SCRIPT, type StatechartService } from './service'
 import { authPlugin } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import { HtmlPage, Script, StatechartQuery } from './model'
+import { models } from '../http/models'
 
 const tags = ['lifecycle']
 let gzipped: Uint8Array | undefined
 
 /** The session lifecycle chart in the browser (signed-in callers only; API keys get 401). */
 export const statechartRoutes = (auth: AuthService, charts: StatechartService) => {
-  return new Elysia({ name: 'agentd/statechart' })
+  return new Elysia({ name: 'agentd/statechart' }).use(models)
     .use(authPlugin(auth))
     .get(
       '/statechart',

@@ -6,13 +6,14 @@ import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import { SessionParams } from '../sessions/model'
 import { MessagesQuery, MessagesResponse, ToolCallsQuery, ToolCallsResponse, TrajectoryResponse } from './model'
+import { models } from '../http/models'
 
 const tags = ['transcript']
 const NDJSON = 'application/x-ndjson'
 
 /** Transcript reads of one session (spec 4.3 messages and tool-calls, 4.4 trajectory). */
 export const transcriptRoutes = (auth: AuthService, transcripts: TranscriptService, toolCalls: ToolCallService) => {
-  return new Elysia({ name: 'agentd/transcript' })
+  return new Elysia({ name: 'agentd/transcript' }).use(models)
     .use(orgScope(auth, { apiKeys: true }))
     .get(
       '/o/:org/p/:project/sessions/:session/messages',

@@ -15,7 +15,9 @@ export function operations(doc: { paths: Record<string, Record<string, unknown>>
       if (target === undefined) throw new Error(`a $ref to nothing: ${ref}`)
       return resolve(target, [...seen, ref])
     }
-    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, resolve(item, seen)]))
+    // A model's `$id` says where it is declared among the components: not part of what it describes.
+    const entries = Object.entries(value).filter(([key, item]) => !(key === '$id' && typeof item === 'string' && item.startsWith('#/components/')))
+    return Object.fromEntries(entries.map(([key, item]) => [key, resolve(item, seen)]))
   }
   const out: Record<string, unknown> = {}
   for (const path of Object.keys(doc.paths).sort()) {
