@@ -6,6 +6,7 @@ import { createDriver } from '../../sandbox'
 import { ProcessDriver } from '../../sandbox/process'
 import { loadConfig } from '../../src/config'
 import { sandboxScope, startServices, type ServerOptions } from '../../src/server'
+import { removeScope } from '../sandbox/helpers'
 
 /**
  * Removes every sandbox of a driver's scope, parked ones included, once its app is closed: a
@@ -16,6 +17,8 @@ export async function sweepScope(driver: { kind: string; scope?: string; sweep?(
   // A fresh driver: the app's own still tracks its sandboxes as live and would keep their disks mounted.
   else if ((driver.kind === 'gvisor' || driver.kind === 'bwrap') && driver.scope) await createDriver(driver.kind, () => {}, { scope: driver.scope }).sweep([])
   else await driver.sweep?.([])
+  // And the scope's own cgroup folders and runtime files, so runs do not pile them up on the machine.
+  if (driver.scope) removeScope(driver.scope)
 }
 
 export type TestApp = Awaited<ReturnType<typeof makeTestApp>>
