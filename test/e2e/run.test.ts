@@ -4,6 +4,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { script, waitFor } from '../helpers/http'
 import { client, seededDataDir, startServer, type RunningServer } from '../helpers/server'
+import { settled } from '../helpers/sessions'
 
 /**
  * The newcomer's path, on real parts: the admin CLI as a process, the server as a process with
@@ -29,13 +30,7 @@ async function runToEnd(body: Record<string, unknown>) {
   const created = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', ...body })
   expect(created.status).toBe(202)
   const id = created.body.execution_id as string
-  const deadline = Date.now() + 30_000
-  let session = created.body
-  while (['queued', 'allocating', 'running'].includes(session.status)) {
-    if (Date.now() > deadline) throw new Error(`session stuck in ${session.status}`)
-    await Bun.sleep(50)
-    session = (await call('GET', `/o/acme/p/_/sessions/${id}`)).body
-  }
+  const session = await settled(async () => (await call('GET', `/o/acme/p/_/sessions/${id}`)).body, { timeoutMs: 30_000 })
   const result = (await call('GET', `/o/acme/p/_/sessions/${id}/result`)).body
   return { id, session, result }
 }

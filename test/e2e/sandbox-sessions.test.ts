@@ -2,6 +2,7 @@ import { removeDataDir } from '../helpers/cleanup'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { script } from '../helpers/http'
 import { client, seededDataDir, startServer, type RunningServer } from '../helpers/server'
+import { settled } from '../helpers/sessions'
 
 /**
  * Sessions on the real isolating drivers, through a real server: what a turn leaves in its
@@ -24,15 +25,7 @@ for (const driver of ['gvisor', 'bwrap'] as const) {
     })
 
     const session = (id: string) => call('GET', `/o/acme/p/_/sessions/${id}`).then((r) => r.body)
-    async function turnsDone(id: string, turns: number) {
-      const deadline = Date.now() + 40_000
-      for (;;) {
-        const s = await session(id)
-        if (s.turns_count >= turns && !['queued', 'allocating', 'running'].includes(s.status)) return s
-        if (Date.now() > deadline) throw new Error(`stuck: ${JSON.stringify(s).slice(0, 300)}`)
-        await Bun.sleep(100)
-      }
-    }
+    const turnsDone = (id: string, turns: number) => settled(() => session(id), { turns, timeoutMs: 40_000 })
     /** The output of the turn's shell calls, from the transcript. */
     async function shellOutput(id: string, turn: number): Promise<string> {
       const { body } = await call('GET', `/o/acme/p/_/sessions/${id}/messages?last=1`)

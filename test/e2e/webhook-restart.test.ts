@@ -7,21 +7,12 @@ import { Webhook } from 'standardwebhooks'
 import { script } from '../helpers/http'
 import { startReceiver } from '../helpers/keys'
 import { admin, startServer, type RunningServer } from '../helpers/server'
+import { waitFor } from '../helpers/poll'
 
 const dirs: string[] = []
 afterAll(async () => {
   for (const dir of dirs) await removeDataDir(dir)
 })
-
-async function until<T>(read: () => Promise<T>, done: (v: T) => boolean, timeoutMs = 30_000): Promise<T> {
-  const started = Date.now()
-  for (;;) {
-    const value = await read()
-    if (done(value)) return value
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out; last: ${JSON.stringify(value).slice(0, 400)}`)
-    await Bun.sleep(50)
-  }
-}
 
 test('kill -9 between webhook attempts: the restarted server sends the retry with the same webhook-id', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'agentd-webhook-restart-'))
@@ -47,13 +38,13 @@ test('kill -9 between webhook attempts: the restarted server sends the retry wit
     expect(run.status).toBe(202)
     const deliveries = () => call('GET', `/o/acme/api-keys/${key.id}/deliveries`, token).then((r) => r.body.data)
     // The first attempt failed (500) and is on record; the retry is still pending.
-    await until(deliveries, (d) => d[0]?.attempts.length === 1, 50_000)
+    await waitFor(deliveries, (d) => d[0]?.attempts.length === 1, 50_000)
     expect(rx.requests).toHaveLength(1)
     await server.stop('SIGKILL')
 
     server = await startServer(env)
-    await until(async () => rx.requests.length, (n) => n === 2, 20_000)
-    const after = await until(deliveries, (d) => d[0]?.state === 'delivered')
+    await waitFor(async () => rx.requests.length, (n) => n === 2, 20_000)
+    const after = await waitFor(deliveries, (d) => d[0]?.state === 'delivered')
     expect(after).toHaveLength(1)
     expect(after[0].attempts.map((a: { status_code: number }) => a.status_code)).toEqual([500, 200])
     const [first, second] = rx.requests

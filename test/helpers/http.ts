@@ -25,16 +25,6 @@ export async function json<T = any>(res: Response): Promise<T> {
   }
 }
 
-/** Polls until `read()` satisfies `done`, or fails after `timeoutMs`. */
-export async function waitFor<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 30_000): Promise<T> {
-  const start = Date.now()
-  let last: T = await read()
-  while (!done(last)) {
-    if (Date.now() - start > timeoutMs) throw new Error(`timed out waiting; last value: ${JSON.stringify(last).slice(0, 500)}`)
-    await Bun.sleep(50)
-    last = await read()
-  }
-  return last
-}
+export { waitFor } from './poll'
 
 export const script = (steps: unknown[]): string => `Do the task.\n\`\`\`agentd-script\n${JSON.stringify(steps)}\n\`\`\``

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { makeKeyApp, type KeyApp } from '../helpers/keys'
-import { req, script, waitFor } from '../helpers/http'
+import { req, script } from '../helpers/http'
+import { settled } from '../helpers/sessions'
 
 // DNS for webhook URLs: fixed answers, so no test depends on the network.
 const DNS: Record<string, string[]> = {
@@ -351,7 +352,7 @@ describe('runs started with a key', () => {
     expect(limited.body).toMatchObject({ code: 'RATE_LIMITED' })
     // The same caller signed in is not limited by the key.
     expect((await t.call('POST', '/o/acme/p/_/sessions', t.admin.token, { agent: 'harness_2', prompt: 'signed in' })).status).toBe(202)
-    await waitFor(() => t.call('GET', `/o/acme/p/_/sessions/${short.body.execution_id}`, key.secret), (r) => !['queued', 'allocating', 'running'].includes(r.body.status), 50_000)
+    await settled(async () => (await t.call('GET', `/o/acme/p/_/sessions/${short.body.execution_id}`, key.secret)).body, { timeoutMs: 50_000 })
     expect((await start('fits again')).status).toBe(202)
   }, 60_000)
 

@@ -8,7 +8,8 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { HarnessInstaller } from '../../src/runtime/harness-install'
 import { makeTestApp, type TestApp } from '../helpers/app'
-import { json, req, script, waitFor } from '../helpers/http'
+import { json, req, script } from '../helpers/http'
+import { settled } from '../helpers/sessions'
 
 /** A published Gemini CLI release older than the bundled 0.61.0. */
 const OLDER = '0.60.0'
@@ -22,8 +23,7 @@ afterAll(() => t[Symbol.asyncDispose]())
 
 const create = (agent: string, prompt = script([{ bash: 'false' }, { answer: 'pinned ok' }])) =>
   t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent, prompt } }))
-const settled = (id: string) =>
-  waitFor(() => t.app.handle(req('GET', `/o/acme/p/_/sessions/${id}`, { token: t.admin.token })).then(json), (s) => !['queued', 'allocating', 'running'].includes(s.status), 90_000)
+const settledRun = (id: string) => settled(() => t.app.handle(req('GET', `/o/acme/p/_/sessions/${id}`, { token: t.admin.token })).then(json), { timeoutMs: 90_000 })
 
 describe('pinning harness_3 to an older published version', () => {
   test('installs it once into DATA_DIR, shares it, runs it and reports both versions', async () => {
@@ -33,7 +33,7 @@ describe('pinning harness_3 to an older published version', () => {
     expect(b.status).toBe(202)
     const created = await json(a)
     expect(created).toMatchObject({ agent: `harness_3@${OLDER}`, harness_version_requested: OLDER, harness_version_resolved: OLDER })
-    const [first, second] = await Promise.all([settled(created.execution_id), settled((await json(b)).execution_id)])
+    const [first, second] = await Promise.all([settledRun(created.execution_id), settledRun((await json(b)).execution_id)])
     for (const session of [first, second]) {
       expect(session).toMatchObject({ status: 'completed', harness_version_requested: OLDER, harness_version_resolved: OLDER, tool_errors_count: 1 })
       expect(session.effective_config.harness_version).toBe(OLDER)

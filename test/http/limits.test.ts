@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { makeTestApp, type TestApp } from '../helpers/app'
-import { json, req, script, waitFor } from '../helpers/http'
+import { json, req, script } from '../helpers/http'
+import { settled } from '../helpers/sessions'
 
 let t: TestApp
 beforeAll(async () => {
@@ -10,21 +11,20 @@ afterAll(() => t[Symbol.asyncDispose]())
 
 const start = async (prompt: string) =>
   (await json(await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_2', prompt } })))).execution_id as string
-const settled = (id: string) =>
-  waitFor(() => t.app.handle(req('GET', `/o/acme/p/_/sessions/${id}`, { token: t.admin.token })).then(json), (s) => ['completed', 'failed'].includes(s.status), 30_000)
+const settledRun = (id: string) => settled(() => t.app.handle(req('GET', `/o/acme/p/_/sessions/${id}`, { token: t.admin.token })).then(json), { timeoutMs: 30_000 })
 
 describe('sandbox limits in a run', () => {
   test('an over-limit memory hog fails its turn with a clear error', async () => {
     // 1 GiB into a 400 MB sandbox: the kernel kills the hog; the turn reports why.
     const id = await start(script([{ bash: 'head -c 1000000000 /dev/zero | tail -n 1 > /dev/null' }, { answer: 'carried on' }]))
-    const session = await settled(id)
+    const session = await settledRun(id)
     expect(session.status).toBe('failed')
     expect(session.error).toContain('ran out of memory (limit 400 MB)')
   })
 
   test('a turn over the wall-time limit is stopped and fails saying so', async () => {
     const id = await start(script([{ sleep: 10_000 }, { answer: 'too late' }]))
-    const session = await settled(id)
+    const session = await settledRun(id)
     expect(session.status).toBe('failed')
     expect(session.error).toContain('ran longer than 3 s')
   })

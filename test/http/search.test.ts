@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { openDb } from '../../src/db/client'
 import { makeTestApp, type TestApp } from '../helpers/app'
-import { json, req, script, waitFor } from '../helpers/http'
+import { json, req, script } from '../helpers/http'
 import { message, seedSessions, type SeedSession } from '../helpers/seed-sessions'
+import { settled } from '../helpers/sessions'
 
 const HOUR = 3_600_000
 const DAY = 24 * HOUR
@@ -294,10 +295,7 @@ describe('q: full text over title, prompt and transcript', () => {
     )
     expect(res.status).toBe(202)
     const created = await json(res)
-    await waitFor(
-      () => get(`/o/acme/p/_/sessions/${created.execution_id}`).then(json),
-      (s) => !['queued', 'allocating', 'running'].includes(s.status),
-    )
+    await settled(() => get(`/o/acme/p/_/sessions/${created.execution_id}`).then(json))
     const found = await list('q=zanzibar&q=quartz')
     expect(found.sessions.map((s: { id: string }) => s.id)).toEqual([created.execution_id])
     expect(found.sessions[0].message_count).toBeGreaterThanOrEqual(1)

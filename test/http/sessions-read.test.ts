@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { json, req, script, waitFor } from '../helpers/http'
+import { settled } from '../helpers/sessions'
 
 let t: TestApp
 beforeAll(async () => {
@@ -15,8 +16,7 @@ const get = (path: string, token = t.admin.token) => t.app.handle(req('GET', pat
 const create = async (body: Record<string, unknown>, project = '_') =>
   json(await t.app.handle(req('POST', `/o/acme/p/${project}/sessions`, { token: t.admin.token, body: { agent: 'harness_2', ...body } })))
 const sleeping = script([{ sleep: 60_000 }])
-const settled = (id: string) =>
-  waitFor(() => get(`/o/acme/p/_/sessions/${id}`).then(json), (s) => !['queued', 'allocating', 'running'].includes(s.status))
+const settledRun = (id: string) => settled(() => get(`/o/acme/p/_/sessions/${id}`).then(json))
 
 describe('GET one session', () => {
   test('by `_`, by the Project handle and by the Project id; another handle is 404', async () => {
@@ -88,7 +88,7 @@ describe('PATCH cancel', () => {
 
   test('a finished session cannot be cancelled (409)', async () => {
     const session = await create({ prompt: 'just answer' })
-    expect((await settled(session.execution_id)).status).toBe('completed')
+    expect((await settledRun(session.execution_id)).status).toBe('completed')
     const res = await t.app.handle(req('PATCH', `/o/acme/p/_/sessions/${session.execution_id}`, { token: t.admin.token, body: { status: 'cancelled' } }))
     expect(res.status).toBe(409)
   })
@@ -110,7 +110,7 @@ describe('GET result', () => {
     expect(early.execution_id).toBe(session.execution_id)
     expect(early.result).toBeNull()
     expect(early.completed_at).toBeNull()
-    await settled(session.execution_id)
+    await settledRun(session.execution_id)
     const result = await json(await get(`/o/acme/p/_/sessions/${session.execution_id}/result`))
     expect(result).toMatchObject({ status: 'completed', output: 'completed in 1 turn', result: { text: 'all good', structured: null, schema_valid: null } })
     expect(result.completed_at).toMatch(/^\d{4}-/)
@@ -118,7 +118,7 @@ describe('GET result', () => {
 
   test('Done: <first line> without a script; title is the first line and summary the last text line', async () => {
     const session = await create({ prompt: 'Say hello to the team\nand more' })
-    const done = await settled(session.execution_id)
+    const done = await settledRun(session.execution_id)
     expect(done.summary).toBe('Done: Say hello to the team')
     expect(t.store.get(session.execution_id)!.title).toBe('Say hello to the team')
   })

@@ -9,6 +9,7 @@ import type { Harness } from '../../src/domain/harness'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { ACCEPTANCE_STEPS } from '../helpers/harness'
 import { json, req, script, waitFor } from '../helpers/http'
+import { settled } from '../helpers/sessions'
 
 const HARNESSES: Harness[] = ['harness_1', 'harness_2', 'harness_3']
 let t: TestApp
@@ -17,7 +18,7 @@ const sessions = {} as Record<Harness, any>
 
 const get = (path: string, headers: Record<string, string> = {}, token = t.admin.token) => t.app.handle(req('GET', path, { token, headers }))
 const base = (h: Harness) => `/o/acme/p/_/sessions/${ids[h]}`
-const settled = (id: string) => waitFor(() => get(`/o/acme/p/_/sessions/${id}`).then(json), (s) => !['queued', 'allocating', 'running'].includes(s.status), 60_000)
+const settledRun = (id: string) => settled(() => get(`/o/acme/p/_/sessions/${id}`).then(json))
 const messages = async (h: Harness, query = '') => json(await get(`${base(h)}/messages${query}`))
 const toolCalls = async (h: Harness, query = '') => json(await get(`${base(h)}/tool-calls${query}`))
 
@@ -30,7 +31,7 @@ beforeAll(async () => {
       const res = await t.app.handle(req('POST', '/o/acme/p/web/sessions', { token: t.admin.token, body: { agent: harness, prompt: script(ACCEPTANCE_STEPS) } }))
       expect(res.status).toBe(202)
       ids[harness] = (await json(res)).execution_id
-      sessions[harness] = await settled(ids[harness])
+      sessions[harness] = await settledRun(ids[harness])
     }),
   )
 }, 60_000)

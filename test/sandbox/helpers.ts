@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { SandboxSpec } from '../../sandbox/driver'
+import { poll } from '../helpers/poll'
 
 /** A temp folder for a test's sandboxes, removed at dispose. */
 export function tempRoot(prefix = 'agentd-sbx-'): { path: string; [Symbol.asyncDispose](): Promise<void> } {
@@ -30,15 +31,9 @@ export function testScope(): string {
   return `test-${crypto.randomUUID().slice(0, 8)}`
 }
 
-export async function waitFor<T>(what: string, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe()
-    if (value) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await Bun.sleep(20)
-  }
-}
+/** Waits for `probe` to give a value (test/helpers/poll.ts), 10 s by default. */
+export const waitFor = <T>(what: string, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>, timeoutMs = 10_000) =>
+  poll(what, probe, { timeoutMs })
 
 /** A fake gateway on the host's loopback, and a second listener that must stay unreachable. */
 export function fakeGateway(): { port: number; otherPort: number; [Symbol.dispose](): void } {

@@ -10,6 +10,7 @@ import { existsSync, readdirSync, readFileSync, readlinkSync, writeFileSync } fr
 import { join } from 'node:path'
 import type { TestApp } from '../helpers/app'
 import { caller, ISOLATING, script, securityApp, turnEnded } from './helpers'
+import { poll } from '../helpers/poll'
 
 /** Every live process's argv, and the environment of those in our own pid namespace (not a bwrap sandbox's). */
 function processTable(): { pid: string; cmdline: string; environ: string }[] {
@@ -42,16 +43,6 @@ function sandboxFiles(t: TestApp, sub: string): string[] {
   })
 }
 
-async function until<T>(what: string, probe: () => T | null | undefined, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = probe()
-    if (value) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await Bun.sleep(50)
-  }
-}
-
 for (const kind of ISOLATING) {
   describe(`secrets in host argv on ${kind}`, () => {
     let t: TestApp
@@ -68,7 +59,7 @@ for (const kind of ISOLATING) {
       const steps = [{ bash: 'printf %s "$ANTHROPIC_API_KEY" > /workspace/token; while [ ! -f /workspace/go ]; do sleep 0.1; done; echo released' }, { answer: 'done' }]
       const created = await caller(t)('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: `${marker}\n${script(steps)}` })
       expect(created.status).toBeLessThan(300)
-      const tokenFile = await until('the token file', () => sandboxFiles(t, 'workspace').find((path) => path.endsWith('/token') && readFileSync(path, 'utf8').length > 0))
+      const tokenFile = await poll('the token file', () => sandboxFiles(t, 'workspace').find((path) => path.endsWith('/token') && readFileSync(path, 'utf8').length > 0), { timeoutMs: 60_000, everyMs: 50 })
       const token = readFileSync(tokenFile, 'utf8')
       expect(token.length).toBeGreaterThanOrEqual(16)
 

@@ -7,9 +7,10 @@ import { createDriver } from '../../sandbox'
 import { openDb } from '../../src/db/client'
 import { sandboxScope } from '../../src/server'
 import { sweepScope } from '../helpers/app'
-import { script, waitFor } from '../helpers/http'
+import { script } from '../helpers/http'
 import { admin, startServer, type RunningServer } from '../helpers/server'
 import { ISOLATING } from './helpers'
+import { settled } from '../helpers/sessions'
 
 /**
  * agentd runs as root beside other users of the host: nothing it keeps (the database with its
@@ -64,8 +65,8 @@ describe.each(ISOLATING)('DATA_DIR created by a %s server', (kind) => {
     const created = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script(steps) })
     expect(created.status).toBe(202)
     const id = created.body.execution_id as string
-    const session = await waitFor(() => call('GET', `/o/acme/p/_/sessions/${id}`), (s) => !['queued', 'allocating', 'running'].includes(s.body.status), 50_000)
-    expect(session.body.status).toBe('completed')
+    const session = await settled(async () => (await call('GET', `/o/acme/p/_/sessions/${id}`)).body, { timeoutMs: 50_000 })
+    expect(session.status).toBe('completed')
     expect((await call('GET', `/o/acme/p/_/sessions/${id}/artifacts`)).body.artifacts.map((a: { name: string }) => a.name)).toEqual(['report.md'])
 
     const found = modes(dir)

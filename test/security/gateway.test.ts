@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { TestApp } from '../helpers/app'
 import { json, req, waitFor } from '../helpers/http'
 import { caller, ISOLATING, runSession, script, securityApp, turnEnded } from './helpers'
+import { settled } from '../helpers/sessions'
 
 /**
  * Run inside the sandbox: `node probe.mjs <out> <label>:<model>[:<key file>] …` asks the gateway
@@ -152,11 +153,7 @@ for (const kind of ISOLATING) {
       })
       expect(created.status).toBe(202)
       const id = created.body.execution_id
-      const ended = await waitFor(
-        () => call('GET', `/${id}`),
-        (r) => r.body.turns_count >= 1 && !['queued', 'allocating', 'running'].includes(r.body.status),
-        60_000,
-      )
+      const ended = { body: await settled(async () => (await call('GET', `/${id}`)).body, { turns: 1, timeoutMs: 60_000 }) }
       expect(ended.body.status).toBe('failed')
       expect(ended.body.error).toContain('TOKEN_LIMIT_REACHED')
       expect(ended.body.error).toContain('1000000 tokens')
@@ -191,11 +188,7 @@ for (const kind of ISOLATING) {
       })
       expect(created.status).toBe(202)
       const id = created.body.execution_id
-      const ended = await waitFor(
-        () => call('GET', `/${id}`),
-        (r) => r.body.turns_count >= 1 && !['queued', 'allocating', 'running'].includes(r.body.status),
-        60_000,
-      )
+      const ended = { body: await settled(async () => (await call('GET', `/${id}`)).body, { turns: 1, timeoutMs: 60_000 }) }
       expect(ended.body.status).toBe('failed')
       expect(ended.body.error).toContain('SPEND_CAP_REACHED')
       expect(ended.body.total_cost_usd).toBeGreaterThan(0.0001)

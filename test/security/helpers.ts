@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { json, req, script } from '../helpers/http'
+import { settled } from '../helpers/sessions'
 
 /** The isolating drivers every attack is tried on; CI has both (never skipped). */
 export const ISOLATING = ['gvisor', 'bwrap'] as const
@@ -23,18 +24,10 @@ export function caller(t: TestApp, token = t.admin.token) {
   }
 }
 
-const ACTIVE = ['queued', 'allocating', 'running']
-
 /** Waits until session `id` has `turns` turns and is not running; returns its view. */
 export async function turnEnded(t: TestApp, id: string, turns = 1, timeoutMs = 50_000): Promise<any> {
   const call = caller(t)
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const { body } = await call('GET', `/o/acme/p/_/sessions/${id}`)
-    if (body.turns_count >= turns && !ACTIVE.includes(body.status)) return body
-    if (Date.now() > deadline) throw new Error(`turn ${turns} of ${id} did not end: ${JSON.stringify(body).slice(0, 400)}\n${await whereItIs(t, id)}`)
-    await Bun.sleep(100)
-  }
+  return settled(async () => (await call('GET', `/o/acme/p/_/sessions/${id}`)).body, { turns, timeoutMs, explain: () => whereItIs(t, id) })
 }
 
 /** Starts a session running `steps` (the scripted model's steps) and waits for its first turn to end. */
