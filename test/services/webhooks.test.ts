@@ -9,7 +9,8 @@ import { sessions, webhookDeliveries } from '../../src/db/schema'
 import type { SessionStatus } from '../../src/domain/status'
 import { ApiKeyService } from '../../src/api-keys/service'
 import { IdentityService, type Principal } from '../../src/identity/service'
-import type { SessionPatch, SessionRow } from '../../src/sessions/store'
+import { SessionStore, type SessionPatch, type SessionRow } from '../../src/sessions/store'
+import { SESSION_MACHINE_VERSION } from '../../machines/session.machine'
 import { isPublicAddress, webhookUrlProblem } from '../../src/webhooks/url-policy'
 import { INLINE_RESULT_BYTES, WebhookService, type WebhookDeps } from '../../src/webhooks/service'
 import { waitFor } from '../helpers/http'
@@ -17,8 +18,7 @@ import { startReceiver } from '../helpers/keys'
 
 /**
  * The outbox and the dispatcher on a real database and real receivers on 127.0.0.1, with the
- * turn's end written the way the session service writes it: the row update and the hook in one
- * transaction. (test/http/webhooks.test.ts does the same through real runs.)
+ * turn's end committed through the session store's own transaction, as the session service does. (test/http/webhooks.test.ts does the same through real runs.)
  */
 
 const SCALE = 0.005 // retries at 600 ms, 1.2 s and 1.8 s after the first attempt
@@ -48,30 +48,33 @@ function world(deps: Partial<WebhookDeps> = {}) {
     return { id: key.id, whsec: updated.webhook_secret! }
   }
 
-  /** A running session of the key, as create leaves it. */
+  const store = new SessionStore(db, Date.now)
+
+  /** A running session of the key, as create leaves it (row, snapshot and all, through the store). */
   function startRun(apiKeyId: string | null, extra: Partial<SessionRow> = {}): string {
     const id = crypto.randomUUID()
     const now = Date.now()
-    db.insert(sessions)
-      .values({ id, orgId: access.orgId, apiKeyId, agent: 'harness_1', harness: 'harness_1', status: 'running', mode: 'headless', persistenceMode: 'resumable', prompt: 'p', title: 'p', model: 'scripted', createdAt: now, updatedAt: now, ...extra })
-      .run()
+    const row = { id, orgId: access.orgId, apiKeyId, agent: 'harness_1', harness: 'harness_1', status: 'running', mode: 'headless', persistenceMode: 'resumable', prompt: 'p', title: 'p', model: 'scripted', createdAt: now, updatedAt: now, ...extra } as const
+    store.insert(row, { value: 'running' }, SESSION_MACHINE_VERSION, [])
     return id
   }
 
-  /** Ends the turn as SessionService does: row update and hook in one transaction. */
+  /**
+   * Ends the turn through the store's commit, the transaction SessionService.transit uses: the row
+   * update, and the hook among the transition's own writes, commit or roll back together.
+   */
   function endTurn(id: string, to: SessionStatus, patch: SessionPatch = {}, from: SessionStatus = 'running') {
     const full: SessionPatch = to === 'cancelled' ? patch : { completedAt: Date.now(), hasResult: true, resultText: 'done', totalCostUsd: 0.25, turnsCount: 1, ...patch }
-    db.transaction(() => {
-      const before = db.select().from(sessions).where(eq(sessions.id, id)).get()!
-      db.update(sessions).set({ ...full, status: to, updatedAt: Date.now() }).where(eq(sessions.id, id)).run()
-      webhooks.onStatusChange({ row: before, from, to, patch: full })
-    })
-    return full.completedAt ?? db.select().from(sessions).where(eq(sessions.id, id)).get()!.updatedAt
+    const before = store.get(id)!
+    const stored = store.snapshotOf(id)!
+    store.commit(id, stored.version, stored.snapshot, to, full, [], () => webhooks.onStatusChange({ row: before, from, to, patch: full }))
+    return full.completedAt ?? store.get(id)!.updatedAt
   }
 
   const delivery = (id: string) => db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, id)).get()
   return {
     db,
+    store,
     keys,
     webhooks,
     principal,
@@ -135,7 +138,7 @@ describe('runFinished delivery', () => {
     const id = w.startRun(key.id)
     const first = w.endTurn(id, 'completed')
     // The same turn reported twice (e.g. a replayed event) does not make a second delivery.
-    w.db.transaction(() => w.webhooks.onStatusChange({ row: w.db.select().from(sessions).where(eq(sessions.id, id)).get()!, from: 'running', to: 'completed', patch: { completedAt: first } }))
+    w.endTurn(id, 'completed', { completedAt: first })
     await Bun.sleep(5)
     w.db.update(sessions).set({ status: 'running' }).where(eq(sessions.id, id)).run()
     const second = w.endTurn(id, 'input_required', { resultText: 'second answer', turnsCount: 2 }, 'running')
@@ -316,14 +319,16 @@ describe('outbox atomicity and restarts', () => {
     const rx = startReceiver()
     const key = await w.keyWithHook(rx.url)
     const id = w.startRun(key.id)
+    // The store's commit, with the hook among its writes and a failure after it: all of it rolls back.
+    const before = w.store.get(id)!
+    const stored = w.store.snapshotOf(id)!
     expect(() =>
-      w.db.transaction(() => {
-        const before = w.db.select().from(sessions).where(eq(sessions.id, id)).get()!
-        w.db.update(sessions).set({ status: 'completed', completedAt: 1 }).where(eq(sessions.id, id)).run()
+      w.store.commit(id, stored.version, stored.snapshot, 'completed', { completedAt: 1 }, [], () => {
         w.webhooks.onStatusChange({ row: before, from: 'running', to: 'completed', patch: { completedAt: 1 } })
-        throw new Error('version conflict')
+        throw new Error('a later write failed')
       }),
-    ).toThrow('version conflict')
+    ).toThrow('a later write failed')
+    expect(w.store.get(id)!.status).toBe('running')
     await Bun.sleep(200)
     expect(rx.requests).toHaveLength(0)
     expect(w.delivery(`webhook:${id}:1`)).toBeUndefined()
