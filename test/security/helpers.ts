@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { makeTestApp, type TestApp } from '../helpers/app'
@@ -38,13 +38,31 @@ export async function runSession(t: TestApp, steps: unknown[], extra: Record<str
 }
 
 /** What a session that did not end got to: its events so far and its last log lines (for a failure's message). */
-async function whereItIs(t: TestApp, id: string): Promise<string> {
+export async function whereItIs(t: TestApp, id: string): Promise<string> {
   const call = caller(t)
   const messages = await call('GET', `/o/acme/p/_/sessions/${id}/messages`)
   const events = ((messages.body?.events ?? []) as { type: string; role?: string; name?: string }[]).map((e) => [e.type, e.role ?? e.name].filter(Boolean).join(':'))
   const logs = await call('GET', `/o/acme/p/_/sessions/${id}/logs`)
   const lines = String(logs.body?.logs ?? JSON.stringify(logs.body)).slice(-1500)
-  return `events so far: ${events.join(', ') || 'none'}\nlast logs: ${lines}`
+  return `events so far: ${events.join(', ') || 'none'}\nlast logs: ${lines}\n${execOutput(t, id)}`
+}
+
+/**
+ * On gVisor, what the sandbox's processes wrote to their output files (on its disk image), newest
+ * last: tells a CLI that went quiet from output agentd did not read.
+ */
+function execOutput(t: TestApp, id: string): string {
+  const io = join(t.dir, 'sandboxes', id, 'sandbox', 'disk', 'io')
+  try {
+    const files = readdirSync(io)
+      .filter((name) => name.endsWith('.out') || name.endsWith('.err'))
+      .map((name) => ({ name, stat: statSync(join(io, name)) }))
+      .sort((a, b) => a.stat.mtimeMs - b.stat.mtimeMs)
+    const last = files.slice(-2).map(({ name }) => `${name}: …${readFileSync(join(io, name), 'utf8').slice(-400)}`)
+    return `exec output files: ${files.map(({ name, stat }) => `${name} ${stat.size} B at ${new Date(stat.mtimeMs).toISOString()}`).join(', ')}\n${last.join('\n')}`
+  } catch (err) {
+    return `exec output files: none (${(err as Error).message})`
+  }
 }
 
 /** Sends a follow-up running `steps` and waits for turn `turn` to end. */
