@@ -28,8 +28,6 @@ export const STATUS_GROUPS = {
   parkable: ['paused', 'completed', 'needs_review', 'failed', 'input_required'],
   /** Its turn is over: a live stream may end here. */
   resting: ['completed', 'needs_review', 'failed', 'input_required', 'cancelled', 'expired'],
-  /** Closed for good: no follow-up, no resume (contract section 5). */
-  closed: ['cancelled', 'expired'],
 } as const satisfies Record<string, readonly SessionStatus[]>
 
 export type StatusGroup = keyof typeof STATUS_GROUPS

@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { makeTestApp, type TestApp } from '../helpers/app'
@@ -54,9 +54,11 @@ export async function whereItIs(t: TestApp, id: string): Promise<string> {
 function execOutput(t: TestApp, id: string): string {
   const io = join(t.dir, 'sandboxes', id, 'sandbox', 'disk', 'io')
   try {
+    // The folder is the sandbox's: only regular files are read, a link planted there is not followed.
     const files = readdirSync(io)
       .filter((name) => name.endsWith('.out') || name.endsWith('.err'))
-      .map((name) => ({ name, stat: statSync(join(io, name)) }))
+      .map((name) => ({ name, stat: lstatSync(join(io, name)) }))
+      .filter(({ stat }) => stat.isFile())
       .sort((a, b) => a.stat.mtimeMs - b.stat.mtimeMs)
     const last = files.slice(-2).map(({ name }) => `${name}: …${readFileSync(join(io, name), 'utf8').slice(-400)}`)
     return `exec output files: ${files.map(({ name, stat }) => `${name} ${stat.size} B at ${new Date(stat.mtimeMs).toISOString()}`).join(', ')}\n${last.join('\n')}`
