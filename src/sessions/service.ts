@@ -61,9 +61,10 @@ const STOP_TURN_TIMEOUT_MS = 10_000
 const { active: ACTIVE, parkable: PARKABLE, inProgress: IN_PROGRESS } = STATUS_GROUPS
 
 /**
- * Sessions: create, read, cancel, and the machine loop. Each event goes through the pure
- * transition; the snapshot, status column and event rows are committed in one transaction, and
- * only then are the machine's actions carried out (by SessionRuntime).
+ * Sessions' commands (create, PATCH, follow-ups, idle expiry, rehydrate) and the machine loop; the
+ * reads are SessionQueries'. Each event goes through the pure transition; the snapshot, status
+ * column and event rows are committed in one transaction, and only then are the machine's actions
+ * carried out (by SessionRuntime).
  */
 export class SessionService {
   private readonly store: SessionStore
