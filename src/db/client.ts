@@ -7,7 +7,7 @@ import * as schema from './schema'
 
 export type Db = ReturnType<typeof openDb>['db']
 
-const migrationsFolder = join(import.meta.dir, 'migrations')
+const migrationsFolder = join(import.meta.dir, '../../drizzle')
 
 export interface DbOptions {
   /**

@@ -243,7 +243,7 @@ describe('the index in the database', () => {
 
   test('the migration indexes sessions that existed before it', () => {
     // A database as 0003_search's layout left it: every migration before 0006_search_rows.
-    const migrations = join(import.meta.dir, '../../src/db/migrations')
+    const migrations = join(import.meta.dir, '../../drizzle')
     const dir = mkdtempSync(join(tmpdir(), 'agentd-search-migration-'))
     try {
       cpSync(migrations, dir, { recursive: true })

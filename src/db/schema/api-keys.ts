@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm'
 import { check, index, integer, primaryKey, sqliteTable, text } from 'drizzle-orm/sqlite-core'
 import { orgs, users } from './identity'
 import { sessions } from './sessions'
+import { createdAt, ownedBy } from './columns'
 
 export const API_KEY_SCOPES = ['runs:read', 'runs:write'] as const
 export type ApiKeyScope = (typeof API_KEY_SCOPES)[number]
@@ -15,7 +16,7 @@ export const apiKeys = sqliteTable(
   'api_keys',
   {
     id: text('id').primaryKey(),
-    orgId: text('org_id').notNull().references(() => orgs.id, { onDelete: 'cascade' }),
+    orgId: ownedBy('org_id', () => orgs.id),
     name: text('name').notNull(),
     prefix: text('prefix').notNull(),
     secretHash: text('secret_hash').notNull(),
@@ -24,9 +25,9 @@ export const apiKeys = sqliteTable(
     webhookUrl: text('webhook_url'),
     webhookSecret: text('webhook_secret'),
     expiresAt: integer('expires_at'),
-    createdByUserId: text('created_by_user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    createdByUserId: ownedBy('created_by_user_id', () => users.id),
     lastUsedAt: integer('last_used_at'),
-    createdAt: integer('created_at').notNull(),
+    createdAt: createdAt(),
     revokedAt: integer('revoked_at'),
   },
   (table) => [index('api_keys_prefix_idx').on(table.prefix), index('api_keys_org_idx').on(table.orgId, table.createdAt)],
@@ -44,8 +45,8 @@ export const webhookDeliveries = sqliteTable(
   'webhook_deliveries',
   {
     id: text('id').primaryKey(),
-    apiKeyId: text('api_key_id').notNull().references(() => apiKeys.id, { onDelete: 'cascade' }),
-    sessionId: text('session_id').notNull().references(() => sessions.id, { onDelete: 'cascade' }),
+    apiKeyId: ownedBy('api_key_id', () => apiKeys.id),
+    sessionId: ownedBy('session_id', () => sessions.id),
     type: text('type').notNull(),
     body: text('body').notNull(),
     state: text('state', { enum: DELIVERY_STATES }).notNull(),
@@ -54,7 +55,7 @@ export const webhookDeliveries = sqliteTable(
     nextAttemptAt: integer('next_attempt_at'),
     // Why a delivery ended without a 2xx: retries exhausted, key revoked, webhook cleared.
     reason: text('reason'),
-    createdAt: integer('created_at').notNull(),
+    createdAt: createdAt(),
     finishedAt: integer('finished_at'),
   },
   (table) => [
@@ -68,7 +69,7 @@ export const webhookDeliveries = sqliteTable(
 export const webhookAttempts = sqliteTable(
   'webhook_attempts',
   {
-    deliveryId: text('delivery_id').notNull().references(() => webhookDeliveries.id, { onDelete: 'cascade' }),
+    deliveryId: ownedBy('delivery_id', () => webhookDeliveries.id),
     attempt: integer('attempt').notNull(),
     attemptedAt: integer('attempted_at').notNull(),
     url: text('url').notNull(),

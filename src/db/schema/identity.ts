@@ -1,10 +1,11 @@
 import { sql } from 'drizzle-orm'
 import { check, index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
+import { createdAt, ownedBy } from './columns'
 
 export const orgs = sqliteTable('orgs', {
   id: text('id').primaryKey(),
   slug: text('slug').notNull().unique(),
-  createdAt: integer('created_at').notNull(),
+  createdAt: createdAt(),
 })
 
 export const users = sqliteTable('users', {
@@ -12,7 +13,7 @@ export const users = sqliteTable('users', {
   email: text('email').notNull().unique(),
   name: text('name'),
   avatarUrl: text('avatar_url'),
-  createdAt: integer('created_at').notNull(),
+  createdAt: createdAt(),
 })
 
 export const ROLES = ['admin', 'member'] as const
@@ -21,10 +22,10 @@ export type Role = (typeof ROLES)[number]
 export const memberships = sqliteTable(
   'memberships',
   {
-    orgId: text('org_id').notNull().references(() => orgs.id, { onDelete: 'cascade' }),
-    userId: text('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    orgId: ownedBy('org_id', () => orgs.id),
+    userId: ownedBy('user_id', () => users.id),
     role: text('role', { enum: ROLES }).notNull(),
-    createdAt: integer('created_at').notNull(),
+    createdAt: createdAt(),
   },
   (table) => [
     primaryKey({ columns: [table.orgId, table.userId] }),
@@ -37,8 +38,8 @@ export const userTokens = sqliteTable(
   'user_tokens',
   {
     tokenHash: text('token_hash').primaryKey(),
-    userId: text('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
-    createdAt: integer('created_at').notNull(),
+    userId: ownedBy('user_id', () => users.id),
+    createdAt: createdAt(),
     expiresAt: integer('expires_at'),
     revokedAt: integer('revoked_at'),
   },
@@ -49,11 +50,11 @@ export const projects = sqliteTable(
   'projects',
   {
     id: text('id').primaryKey(),
-    orgId: text('org_id').notNull().references(() => orgs.id, { onDelete: 'cascade' }),
+    orgId: ownedBy('org_id', () => orgs.id),
     name: text('name').notNull(),
     repoOwner: text('repo_owner'),
     repoName: text('repo_name'),
-    createdAt: integer('created_at').notNull(),
+    createdAt: createdAt(),
   },
   (table) => [uniqueIndex('projects_org_name_idx').on(table.orgId, table.name)],
 )

@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm'
 import { check, index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
 import { SESSION_STATUSES } from '../../domain/status'
 import { orgs, projects, users } from './identity'
+import { createdAt, ownedBy } from './columns'
 
 const statusList = SESSION_STATUSES.map((s) => `'${s}'`).join(', ')
 
@@ -10,7 +11,7 @@ export const sessions = sqliteTable(
   'sessions',
   {
     id: text('id').primaryKey(),
-    orgId: text('org_id').notNull().references(() => orgs.id, { onDelete: 'cascade' }),
+    orgId: ownedBy('org_id', () => orgs.id),
     projectId: text('project_id').references(() => projects.id, { onDelete: 'set null' }),
     startedByUserId: text('started_by_user_id').references(() => users.id, { onDelete: 'set null' }),
     apiKeyId: text('api_key_id'),
@@ -63,7 +64,7 @@ export const sessions = sqliteTable(
     schemaValid: integer('schema_valid', { mode: 'boolean' }),
     hasResult: integer('has_result', { mode: 'boolean' }).notNull().default(false),
     completedAt: integer('completed_at'),
-    createdAt: integer('created_at').notNull(),
+    createdAt: createdAt(),
     updatedAt: integer('updated_at').notNull(),
   },
   (table) => [
@@ -89,15 +90,13 @@ export const sessionSnapshots = sqliteTable('session_snapshots', {
 export const sessionEvents = sqliteTable(
   'session_events',
   {
-    sessionId: text('session_id')
-      .notNull()
-      .references(() => sessions.id, { onDelete: 'cascade' }),
+    sessionId: ownedBy('session_id', () => sessions.id),
     seq: integer('seq').notNull(),
     turn: integer('turn').notNull(),
     kind: text('kind', { enum: ['status', 'harness', 'log'] }).notNull(),
     type: text('type').notNull(),
     data: text('data', { mode: 'json' }).notNull().$type<Record<string, unknown>>(),
-    createdAt: integer('created_at').notNull(),
+    createdAt: createdAt(),
   },
   (table) => [uniqueIndex('session_events_seq_idx').on(table.sessionId, table.seq)],
 )
@@ -106,9 +105,7 @@ export const sessionEvents = sqliteTable(
 export const sessionTranscriptLines = sqliteTable(
   'session_transcript_lines',
   {
-    sessionId: text('session_id')
-      .notNull()
-      .references(() => sessions.id, { onDelete: 'cascade' }),
+    sessionId: ownedBy('session_id', () => sessions.id),
     lineNo: integer('line_no').notNull(),
     turn: integer('turn').notNull(),
     line: text('line').notNull(),
@@ -124,14 +121,12 @@ export const sessionMessages = sqliteTable(
   'session_messages',
   {
     id: text('id').primaryKey(),
-    sessionId: text('session_id')
-      .notNull()
-      .references(() => sessions.id, { onDelete: 'cascade' }),
+    sessionId: ownedBy('session_id', () => sessions.id),
     seq: integer('seq').notNull(),
     content: text('content').notNull(),
     status: text('status', { enum: ['queued', 'delivered', 'dropped'] }).notNull(),
     turn: integer('turn'),
-    createdAt: integer('created_at').notNull(),
+    createdAt: createdAt(),
     deliveredAt: integer('delivered_at'),
   },
   (table) => [
@@ -147,16 +142,14 @@ export const sessionMessages = sqliteTable(
 export const artifacts = sqliteTable(
   'artifacts',
   {
-    sessionId: text('session_id')
-      .notNull()
-      .references(() => sessions.id, { onDelete: 'cascade' }),
+    sessionId: ownedBy('session_id', () => sessions.id),
     name: text('name').notNull(),
     ordinal: integer('ordinal').notNull(),
     size: integer('size').notNull(),
     contentType: text('content_type').notNull(),
     sha256: text('sha256').notNull(),
     turn: integer('turn').notNull(),
-    createdAt: integer('created_at').notNull(),
+    createdAt: createdAt(),
     updatedAt: integer('updated_at').notNull(),
   },
   (table) => [primaryKey({ columns: [table.sessionId, table.name] }), uniqueIndex('artifacts_ordinal_idx').on(table.sessionId, table.ordinal)],
