@@ -1,30 +1,14 @@
 import { createHash } from 'node:crypto'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { type Static, type TSchema } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+import { ConfigError } from '../config'
 import type { Harness } from '../domain/harness'
+import { isObject } from '../domain/values'
+import { BuiltinCatalogSchema, CatalogConfigSchema, type CatalogHarness, type CatalogModel } from './model'
 
-/** One model row of the discovery catalog (spec 2.11 `models[]`). */
-export interface CatalogModel {
-  id: string
-  display_name: string
-  provider: string
-  type: string
-  harnesses: Harness[]
-  pricing: { input_per_million: number; output_per_million: number }
-  effort: string[]
-  modes: string[]
-  /** Harnesses on which `modes` such as `fast` are offered; all of `harnesses` when absent. */
-  mode_harnesses?: Harness[]
-}
-
-export interface CatalogHarness {
-  id: Harness
-  display_name: string
-  /** npm package of the CLI, and the version agentd ships with. */
-  package: string
-  default_model: string
-  native_tools: { id: string; label: string }[]
-}
+export type { CatalogHarness, CatalogModel } from './model'
 
 export interface Catalog {
   harnesses: CatalogHarness[]
@@ -33,97 +17,12 @@ export interface Catalog {
   plugins: { marketplaces: { name: string; source: string }[] }
 }
 
-const SCRIPTED: CatalogModel = {
-  id: 'scripted',
-  display_name: 'Scripted (local test model)',
-  provider: 'local',
-  type: 'scripted',
-  harnesses: ['harness_1', 'harness_2', 'harness_3'],
-  pricing: { input_per_million: 0, output_per_million: 0 },
-  effort: ['low', 'medium', 'high'],
-  modes: ['fast'],
-  mode_harnesses: ['harness_1', 'harness_2'],
-}
-
-/** Real provider models with list prices; they run once the operator configures the provider. */
-const PROVIDER_MODELS: CatalogModel[] = [
-  {
-    id: 'claude-opus-4-8',
-    display_name: 'Claude Opus 4.8',
-    provider: 'anthropic',
-    type: 'chat',
-    harnesses: ['harness_1'],
-    pricing: { input_per_million: 5, output_per_million: 25 },
-    effort: ['low', 'medium', 'high', 'xhigh', 'max'],
-    modes: ['fast'],
-  },
-  {
-    id: 'claude-sonnet-4-6',
-    display_name: 'Claude Sonnet 4.6',
-    provider: 'anthropic',
-    type: 'chat',
-    harnesses: ['harness_1'],
-    pricing: { input_per_million: 3, output_per_million: 15 },
-    effort: ['low', 'medium', 'high'],
-    modes: [],
-  },
-  {
-    id: 'gpt-5.5',
-    display_name: 'GPT-5.5',
-    provider: 'openai',
-    type: 'chat',
-    harnesses: ['harness_2'],
-    pricing: { input_per_million: 1.25, output_per_million: 10 },
-    effort: ['minimal', 'low', 'medium', 'high', 'xhigh'],
-    modes: ['fast'],
-  },
-  {
-    id: 'gemini-3.1-pro-preview',
-    display_name: 'Gemini 3.1 Pro (preview)',
-    provider: 'google',
-    type: 'chat',
-    harnesses: ['harness_3'],
-    pricing: { input_per_million: 2, output_per_million: 12 },
-    effort: ['low', 'high'],
-    modes: [],
-  },
-]
-
-const HARNESSES: CatalogHarness[] = [
-  {
-    id: 'harness_1',
-    display_name: 'Claude Code',
-    package: '@anthropic-ai/claude-code',
-    default_model: 'scripted',
-    native_tools: [
-      { id: 'Bash', label: 'Shell' },
-      { id: 'Read', label: 'Read files' },
-      { id: 'Write', label: 'Write files' },
-      { id: 'Edit', label: 'Edit files' },
-    ],
-  },
-  {
-    id: 'harness_2',
-    display_name: 'Codex',
-    package: '@openai/codex',
-    default_model: 'scripted',
-    native_tools: [{ id: 'exec_command', label: 'Shell' }],
-  },
-  {
-    id: 'harness_3',
-    display_name: 'Gemini CLI',
-    package: '@google/gemini-cli',
-    default_model: 'scripted',
-    native_tools: [
-      { id: 'run_shell_command', label: 'Shell' },
-      { id: 'write_file', label: 'Write files' },
-    ],
-  },
-]
-
+/**
+ * The built-in harnesses and models (`builtin.json`): the scripted test model, and real provider
+ * models at list prices, which run once the operator configures their provider.
+ */
 export const DEFAULT_CATALOG: Catalog = {
-  harnesses: HARNESSES,
-  models: [SCRIPTED, ...PROVIDER_MODELS],
+  ...checked(BuiltinCatalogSchema, JSON.parse(readFileSync(join(import.meta.dir, 'builtin.json'), 'utf8')), 'src/catalog/builtin.json'),
   mcp_servers: [],
   plugins: { marketplaces: [] },
 }
@@ -134,8 +33,13 @@ export const DEFAULT_CATALOG: Catalog = {
  */
 export function loadCatalog(configFile: string | null): Catalog {
   if (!configFile) return DEFAULT_CATALOG
-  const parsed = JSON.parse(readFileSync(configFile, 'utf8')) as { catalog?: Partial<Catalog> }
-  const extra = parsed.catalog ?? {}
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(readFileSync(configFile, 'utf8'))
+  } catch (err) {
+    throw new ConfigError(`AGENTD_CONFIG ${configFile}: ${(err as Error).message}`)
+  }
+  const extra = checked(CatalogConfigSchema, isObject(parsed) ? (parsed.catalog ?? {}) : {}, 'AGENTD_CONFIG catalog')
   const models = new Map(DEFAULT_CATALOG.models.map((m) => [m.id, m]))
   for (const model of extra.models ?? []) models.set(model.id, model)
   return {
@@ -144,6 +48,13 @@ export function loadCatalog(configFile: string | null): Catalog {
     mcp_servers: extra.mcp_servers ?? [],
     plugins: { marketplaces: extra.plugins?.marketplaces ?? [] },
   }
+}
+
+/** `value` as `schema` says, or a start-up error naming the first field that is wrong. */
+function checked<T extends TSchema>(schema: T, value: unknown, where: string): Static<T> {
+  const error = Value.Errors(schema, value).First()
+  if (error) throw new ConfigError(`${where}${error.path.replaceAll('/', '.')}: ${error.message}`)
+  return value as Static<T>
 }
 
 export function catalogRevision(catalog: Catalog): string {

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { loadCatalog } from '../../src/catalog/catalog'
+import { ConfigError } from '../../src/config'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { json, req } from '../helpers/http'
 
@@ -95,5 +97,34 @@ describe('catalog from the config file', () => {
       req('POST', '/o/acme/p/_/sessions', { token: custom.admin.token, body: { agent: 'harness_1', prompt: 'x', model: 'local-llama' } }),
     )
     expect(created.status).toBe(422)
+  })
+})
+
+describe('the catalog in AGENTD_CONFIG', () => {
+  const model = { id: 'm', display_name: 'M', provider: 'local', type: 'chat', harnesses: ['harness_2'], pricing: { input_per_million: 1, output_per_million: 2 }, effort: [], modes: [] }
+  const load = (catalog: unknown) => {
+    const file = join(t.dir, 'catalog.json')
+    writeFileSync(file, JSON.stringify({ catalog }))
+    return loadCatalog(file)
+  }
+
+  test('a mistake stops the start with the field it is in', () => {
+    const cases: [unknown, string][] = [
+      [{ models: {} }, 'AGENTD_CONFIG catalog.models: Expected array'],
+      [{ models: [{ ...model, harnesses: ['harness_9'] }] }, 'AGENTD_CONFIG catalog.models.0.harnesses.0:'],
+      [{ models: [{ ...model, pricing: { input_per_million: -1, output_per_million: 0 } }] }, 'AGENTD_CONFIG catalog.models.0.pricing.input_per_million:'],
+      [{ models: [{ ...model, id: undefined }] }, 'AGENTD_CONFIG catalog.models.0.id:'],
+      [{ plugins: { marketplaces: [{ name: 'team' }] } }, 'AGENTD_CONFIG catalog.plugins.marketplaces.0.source:'],
+    ]
+    for (const [catalog, message] of cases) {
+      expect(() => load(catalog)).toThrow(ConfigError)
+      expect(() => load(catalog)).toThrow(message)
+    }
+  })
+
+  test('a well-formed row replaces the built-in one with its id', () => {
+    const catalog = load({ models: [{ ...model, id: 'scripted', display_name: 'Mine' }] })
+    expect(catalog.models.filter((m) => m.id === 'scripted') as unknown[]).toEqual([{ ...model, id: 'scripted', display_name: 'Mine' }])
+    expect(catalog.models.length).toBe(load({}).models.length)
   })
 })
