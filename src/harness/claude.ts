@@ -5,23 +5,14 @@
  */
 import { join } from 'node:path'
 import type { SessionEvent } from '../domain/session-event'
-import { BUNDLED_MODULES, DEFAULT_PATH, event, parseLine, PROMPT_FILE, str, withPromptOnStdin, type Json } from './common'
-import type { HarnessAdapter, HarnessEvent, StreamParser, TokenUsage, TurnCommand, TurnOutcome, TurnSpec } from './harness'
+import { BUNDLED_MODULES, nearestEffort, DEFAULT_PATH, event, JsonLineParser, PROMPT_FILE, str, withPromptOnStdin, type Json } from './common'
+import type { HarnessAdapter, HarnessEvent, TokenUsage, TurnCommand, TurnOutcome, TurnSpec } from './harness'
 import { isObject } from '../domain/values'
 
 const AGENT = 'harness_1'
 export const CLAUDE_PACKAGE = '@anthropic-ai/claude-code'
-/** `--effort` accepts only these; the catalog's other levels map to the nearest one. */
-const EFFORT_FLAG: Record<string, string | null> = {
-  none: 'low',
-  minimal: 'low',
-  low: 'low',
-  medium: 'medium',
-  high: 'high',
-  xhigh: 'xhigh',
-  max: 'max',
-  auto: null,
-}
+/** What `--effort` accepts; the catalog's other levels map to the nearest one. */
+const EFFORT_FLAGS = ['low', 'medium', 'high', 'xhigh', 'max']
 
 /** The CLI binary the npm package installs (a native executable, no Node needed). */
 export function claudeBinPath(modules = BUNDLED_MODULES): string {
@@ -30,7 +21,6 @@ export function claudeBinPath(modules = BUNDLED_MODULES): string {
 
 export const claudeAdapter: HarnessAdapter = {
   id: AGENT,
-  format: AGENT,
   buildTurn,
   createParser: (spec) => new ClaudeStreamParser(spec?.prompt),
 }
@@ -38,7 +28,7 @@ export const claudeAdapter: HarnessAdapter = {
 export function buildTurn(spec: TurnSpec): TurnCommand {
   const argv = [claudeBinPath(spec.cliRoot), '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--model', spec.model]
   if (spec.resumeId) argv.push('--resume', spec.resumeId)
-  const effort = spec.effort ? EFFORT_FLAG[spec.effort] : null
+  const effort = nearestEffort(spec.effort, EFFORT_FLAGS)
   if (effort) argv.push('--effort', effort)
   // Fast mode is a setting, not a flag; the CLI ignores it for models without a fast tier.
   if (spec.speed === 'fast') argv.push('--settings', JSON.stringify({ fastMode: true }))
@@ -63,25 +53,21 @@ export function buildTurn(spec: TurnSpec): TurnCommand {
   }
 }
 
-class ClaudeStreamParser implements StreamParser {
-  private sawAnyEvent = false
+class ClaudeStreamParser extends JsonLineParser {
   private resumeId: string | null = null
   private initModel: string | null = null
   private replyModel: string | null = null
   private version: string | null = null
   private apiError: string | null = null
   private result: Json | null = null
-  private toolCalls = 0
-  private toolErrors = 0
   private readonly bashCalls = new Set<string>()
 
   /** `prompt`: the turn's prompt, which the stream does not echo; reported after init as the user's message. */
-  constructor(private prompt?: string) {}
+  constructor(private prompt?: string) {
+    super()
+  }
 
-  push(line: string): HarnessEvent[] {
-    const event = parseLine(line)
-    if (!event) return []
-    this.sawAnyEvent = true
+  protected onEvent(event: Json): HarnessEvent[] {
     if (typeof event.session_id === 'string') this.resumeId ??= event.session_id
     switch (event.type) {
       case 'system':
@@ -108,9 +94,7 @@ class ClaudeStreamParser implements StreamParser {
       usage: result ? tokenUsage(result.usage) : null,
       model: this.replyModel ?? this.initModel,
       harnessVersion: this.version,
-      toolCalls: this.toolCalls,
-      toolErrors: this.toolErrors,
-      capture: result ? 'complete' : this.sawAnyEvent ? 'partial' : 'failed',
+      ...this.tally(result !== null),
     }
   }
 

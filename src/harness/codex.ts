@@ -5,8 +5,8 @@
  */
 import { join, posix } from 'node:path'
 import { SCRIPTED_MODEL } from '../gateway/wire'
-import { BUNDLED_MODULES, DEFAULT_PATH, event, jsonObject, num, packageVersion, parseLine, PROMPT_FILE, str, usageEvent, withPromptOnStdin, type Json } from './common'
-import type { HarnessAdapter, HarnessEvent, StreamParser, TokenUsage, TurnCommand, TurnOutcome, TurnSpec } from './harness'
+import { BUNDLED_MODULES, nearestEffort, DEFAULT_PATH, event, jsonObject, num, packageVersion, JsonLineParser, PROMPT_FILE, str, usageEvent, withPromptOnStdin, type Json } from './common'
+import type { HarnessAdapter, HarnessEvent, TokenUsage, TurnCommand, TurnOutcome, TurnSpec } from './harness'
 import { isObject } from '../domain/values'
 
 const AGENT = 'harness_2'
@@ -14,16 +14,7 @@ export const CODEX_PACKAGE = '@openai/codex'
 /** Codex's tool for shell commands; its stream reports calls only as `command_execution` items. */
 const SHELL_TOOL = 'exec_command'
 /** `model_reasoning_effort` values; the catalog's other levels map to the nearest one. */
-const EFFORT: Record<string, string | null> = {
-  none: 'minimal',
-  minimal: 'minimal',
-  low: 'low',
-  medium: 'medium',
-  high: 'high',
-  xhigh: 'xhigh',
-  max: 'xhigh',
-  auto: null,
-}
+const REASONING_EFFORTS = ['minimal', 'low', 'medium', 'high', 'xhigh']
 
 /**
  * Model metadata for `scripted`. Without an entry Codex warns on every turn ("Model metadata …
@@ -66,7 +57,6 @@ export function codexBinPath(modules = BUNDLED_MODULES): string {
 
 export const codexAdapter: HarnessAdapter = {
   id: AGENT,
-  format: AGENT,
   buildTurn,
   createParser: (spec) => new CodexStreamParser(spec),
 }
@@ -114,7 +104,7 @@ function configToml(spec: TurnSpec, codexHome: string): string {
     'check_for_update_on_startup = false',
   ]
   if (spec.model === SCRIPTED_MODEL) lines.push(`model_catalog_json = ${q(posix.join(codexHome, 'agentd-models.json'))}`)
-  const effort = spec.effort ? EFFORT[spec.effort] : null
+  const effort = nearestEffort(spec.effort, REASONING_EFFORTS)
   if (effort) lines.push(`model_reasoning_effort = ${q(effort)}`)
   if (spec.speed === 'fast') lines.push('service_tier = "fast"')
   lines.push(
@@ -141,8 +131,7 @@ function configToml(spec: TurnSpec, codexHome: string): string {
   return lines.join('\n')
 }
 
-class CodexStreamParser implements StreamParser {
-  private sawAnyEvent = false
+class CodexStreamParser extends JsonLineParser {
   private threadId: string | null = null
   private lastMessage: string | null = null
   private usage: TokenUsage | null = null
@@ -150,20 +139,16 @@ class CodexStreamParser implements StreamParser {
   private failure: string | null = null
   private lastError: string | null = null
   private readonly started = new Set<string>()
-  private toolCalls = 0
-  private toolErrors = 0
   private readonly model: string | null
   private readonly version: string | null
 
   constructor(private readonly spec?: TurnSpec) {
+    super()
     this.model = spec?.model ?? null
     this.version = packageVersion(spec?.cliRoot ?? BUNDLED_MODULES, CODEX_PACKAGE)
   }
 
-  push(line: string): HarnessEvent[] {
-    const raw = parseLine(line)
-    if (!raw) return []
-    this.sawAnyEvent = true
+  protected onEvent(raw: Json): HarnessEvent[] {
     switch (raw.type) {
       case 'thread.started': {
         this.threadId = str(raw.thread_id) ?? this.threadId
@@ -206,9 +191,7 @@ class CodexStreamParser implements StreamParser {
       usage: this.usage,
       model: this.model,
       harnessVersion: this.version,
-      toolCalls: this.toolCalls,
-      toolErrors: this.toolErrors,
-      capture: this.ended ? 'complete' : this.sawAnyEvent ? 'partial' : 'failed',
+      ...this.tally(this.ended !== null),
     }
   }
 

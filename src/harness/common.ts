@@ -1,12 +1,29 @@
 /** Helpers every harness adapter shares: where the bundled CLIs live and how events are built. */
 import { existsSync, readFileSync } from 'node:fs'
 import { join, posix, resolve } from 'node:path'
-import type { Harness } from '../domain/harness'
+import { EFFORTS, type Harness } from '../domain/harness'
 import type { SessionEvent } from '../domain/session-event'
-import type { HarnessEvent, TokenUsage } from './harness'
+import type { HarnessEvent, StreamParser, TokenUsage, TurnOutcome } from './harness'
 import { isObject } from '../domain/values'
 
 export type Json = Record<string, unknown>
+
+/**
+ * The level a CLI accepts that is nearest to the catalog's `effort` (ties go to the higher level);
+ * null for `auto` or none given, so the CLI keeps its own default.
+ */
+export function nearestEffort(effort: string | undefined, accepted: readonly string[]): string | null {
+  const order = EFFORTS.filter((level) => level !== 'auto') as readonly string[]
+  const want = effort ? order.indexOf(effort) : -1
+  if (want < 0) return null
+  let best: string | null = null
+  let bestDistance = Infinity
+  for (const level of accepted) {
+    const distance = Math.abs(order.indexOf(level) - want)
+    if (distance <= bestDistance) [best, bestDistance] = [level, distance]
+  }
+  return best
+}
 
 /** agentd's own node_modules: the CLI versions pinned in package.json. */
 export const BUNDLED_MODULES = resolve(import.meta.dir, '../../node_modules')
@@ -37,6 +54,33 @@ export function packageVersion(modules: string, pkg: string): string | null {
 }
 
 /** One stdout line as a JSON object with a string `type`, or null for anything else. */
+/**
+ * The part of a stream parser every CLI shares: stdout is JSON lines with a string `type` (other
+ * lines are passed over), and the outcome counts tool calls and says how much of the turn was seen.
+ */
+export abstract class JsonLineParser implements StreamParser {
+  private sawAnyEvent = false
+  protected toolCalls = 0
+  protected toolErrors = 0
+
+  push(line: string): HarnessEvent[] {
+    const raw = parseLine(line)
+    if (!raw) return []
+    this.sawAnyEvent = true
+    return this.onEvent(raw)
+  }
+
+  abstract finish(exitCode: number | null): TurnOutcome
+
+  /** One event of the stream. */
+  protected abstract onEvent(raw: Json): HarnessEvent[]
+
+  /** `ended`: the CLI reported the turn's end; without it the capture is partial, or failed when nothing came. */
+  protected tally(ended: boolean): Pick<TurnOutcome, 'toolCalls' | 'toolErrors' | 'capture'> {
+    return { toolCalls: this.toolCalls, toolErrors: this.toolErrors, capture: ended ? 'complete' : this.sawAnyEvent ? 'partial' : 'failed' }
+  }
+}
+
 export function parseLine(line: string): Json | null {
   const trimmed = line.trim()
   if (!trimmed.startsWith('{')) return null

@@ -4,24 +4,15 @@
  * gemini-cli 0.61.0.
  */
 import { join } from 'node:path'
-import { BUNDLED_MODULES, DEFAULT_PATH, event, num, packageVersion, parseLine, PROMPT_FILE, str, usageEvent, withPromptOnStdin, type Json } from './common'
-import type { HarnessAdapter, HarnessEvent, StreamParser, TokenUsage, TurnCommand, TurnOutcome, TurnSpec } from './harness'
+import { BUNDLED_MODULES, nearestEffort, DEFAULT_PATH, event, num, packageVersion, JsonLineParser, PROMPT_FILE, str, usageEvent, withPromptOnStdin, type Json } from './common'
+import type { HarnessAdapter, HarnessEvent, TokenUsage, TurnCommand, TurnOutcome, TurnSpec } from './harness'
 import { isObject } from '../domain/values'
 
 const AGENT = 'harness_3'
 export const GEMINI_PACKAGE = '@google/gemini-cli'
 const SHELL_TOOL = 'run_shell_command'
-/** Gemini's `thinkingLevel`; the catalog's other levels map to the nearest one. */
-const THINKING_LEVEL: Record<string, string | null> = {
-  none: 'LOW',
-  minimal: 'LOW',
-  low: 'LOW',
-  medium: 'MEDIUM',
-  high: 'HIGH',
-  xhigh: 'HIGH',
-  max: 'HIGH',
-  auto: null,
-}
+/** Gemini's `thinkingLevel` (upper case there); the catalog's other levels map to the nearest one. */
+const THINKING_LEVELS = ['low', 'medium', 'high']
 /** Lines the shell tool appends after a command's output in debug mode (see buildTurn), last first. */
 const SHELL_TRAILER = ['Process Group PGID', 'Background PIDs', 'Signal', 'Exit Code', 'Error']
 
@@ -32,7 +23,6 @@ export function geminiEntryPath(modules = BUNDLED_MODULES): string {
 
 export const geminiAdapter: HarnessAdapter = {
   id: AGENT,
-  format: AGENT,
   buildTurn,
   createParser: (spec) => new GeminiStreamParser(spec),
 }
@@ -66,7 +56,7 @@ export function buildTurn(spec: TurnSpec): TurnCommand {
  * the CLI picks the "gateway" type, which headless mode rejects. Updates and telemetry are off.
  */
 function settings(spec: TurnSpec): Json {
-  const level = spec.effort ? THINKING_LEVEL[spec.effort] : null
+  const level = nearestEffort(spec.effort, THINKING_LEVELS)?.toUpperCase()
   return {
     security: { auth: { selectedType: 'gemini-api-key' } },
     general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
@@ -82,8 +72,7 @@ function settings(spec: TurnSpec): Json {
   }
 }
 
-class GeminiStreamParser implements StreamParser {
-  private sawAnyEvent = false
+class GeminiStreamParser extends JsonLineParser {
   private sessionId: string | null = null
   private model: string | null
   private result: Json | null = null
@@ -92,19 +81,15 @@ class GeminiStreamParser implements StreamParser {
   private pending: { text: string; timestamp?: string } | null = null
   private readonly shellCalls = new Set<string>()
   private usage: TokenUsage | null = null
-  private toolCalls = 0
-  private toolErrors = 0
   private readonly version: string | null
 
   constructor(spec?: TurnSpec) {
+    super()
     this.model = spec?.model ?? null
     this.version = packageVersion(spec?.cliRoot ?? BUNDLED_MODULES, GEMINI_PACKAGE)
   }
 
-  push(line: string): HarnessEvent[] {
-    const raw = parseLine(line)
-    if (!raw) return []
-    this.sawAnyEvent = true
+  protected onEvent(raw: Json): HarnessEvent[] {
     const timestamp = str(raw.timestamp)
     if (raw.type === 'message' && raw.role === 'assistant') {
       const text = str(raw.content) ?? ''
@@ -155,9 +140,7 @@ class GeminiStreamParser implements StreamParser {
       usage: this.usage,
       model: this.model,
       harnessVersion: this.version,
-      toolCalls: this.toolCalls,
-      toolErrors: this.toolErrors,
-      capture: result ? 'complete' : this.sawAnyEvent ? 'partial' : 'failed',
+      ...this.tally(result !== null),
     }
   }
 

@@ -75,8 +75,6 @@ export interface StreamParser {
 
 export interface HarnessAdapter {
   readonly id: Harness
-  /** The raw stream's format name for `X-Session-Format`. */
-  readonly format: Harness
   buildTurn(spec: TurnSpec): TurnCommand
   /** A parser for one turn's stdout; `spec` is the turn's, when the parser needs it. */
   createParser(spec?: TurnSpec): StreamParser
