@@ -1,4 +1,4 @@
-import { type TLiteral, type TNull, type TSchema, type TUnion, Type } from '@sinclair/typebox'
+import { type TLiteral, type TNull, type TOptional, type TSchema, type TUnion, Type } from '@sinclair/typebox'
 
 type Literals<T extends readonly string[]> = T extends readonly [infer H extends string, ...infer R extends string[]]
   ? [TLiteral<H>, ...Literals<R>]
@@ -12,4 +12,9 @@ export function literals<const T extends readonly string[]>(values: T): TUnion<L
 /** `schema` or null: a field the spec sends as null when unset. */
 export function nullable<T extends TSchema>(schema: T): TUnion<[T, TNull]> {
   return Type.Union([schema, Type.Null()])
+}
+
+/** Optional fields of one type, for objects with many (`...optionalFields(Type.String, ['a', 'b'])`). */
+export function optionalFields<const K extends string, T extends TSchema>(schema: () => T, keys: readonly K[]): { [P in K]: TOptional<T> } {
+  return Object.fromEntries(keys.map((key) => [key, Type.Optional(schema())])) as never
 }

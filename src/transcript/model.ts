@@ -1,5 +1,5 @@
 import { t, type Static } from 'elysia'
-import { literals, nullable } from '../domain/schema-util'
+import { literals, nullable, optionalFields } from '../domain/schema-util'
 import type { SessionEvent } from '../domain/session-event'
 
 /** Normalized transcript event, spec section 2.8 (its type for the layers below HTTP: domain/session-event.ts). */
@@ -8,21 +8,10 @@ export const SessionEventSchema = t.Object({
   agent: literals(['harness_1', 'harness_2', 'harness_3', 'native', 'opaque']),
   timestamp: t.String(),
   role: t.Optional(literals(['user', 'assistant'])),
-  content: t.Optional(t.String()),
-  tool: t.Optional(t.String()),
-  path: t.Optional(t.String()),
-  command: t.Optional(t.String()),
-  output: t.Optional(t.String()),
-  model: t.Optional(t.String()),
-  mediaType: t.Optional(t.String()),
-  callId: t.Optional(t.String()),
+  ...optionalFields(t.String, ['content', 'tool', 'path', 'command', 'output', 'model', 'mediaType', 'callId']),
   args: t.Optional(t.Record(t.String(), t.Unknown())),
   success: t.Optional(t.Boolean()),
-  inputTokens: t.Optional(t.Integer()),
-  outputTokens: t.Optional(t.Integer()),
-  cacheReadTokens: t.Optional(t.Integer()),
-  cacheCreationTokens: t.Optional(t.Integer()),
-  sizeBytes: t.Optional(t.Integer()),
+  ...optionalFields(t.Integer, ['inputTokens', 'outputTokens', 'cacheReadTokens', 'cacheCreationTokens', 'sizeBytes']),
 })
 
 // The schema and the domain's type say the same thing: the build fails when one changes alone.
