@@ -1,4 +1,7 @@
 import { expect, test } from 'bun:test'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { bwrapArgs, nsenterArgs } from '../../sandbox/bwrap'
 import { netHolderArgs } from '../../sandbox/netns'
 import { cgroupName, cgroupWrapArgs } from '../../sandbox/cgroup'
@@ -66,7 +69,8 @@ test('cgroupWrapArgs: a sh that joins each cgroup in order, then execs', () => {
 })
 
 test('cgroupWrapArgs really joins and execs (files stand in for tasks and cgroup.procs)', async () => {
-  const dir = `${process.env.TMPDIR ?? '/tmp'}/cgwrap-${crypto.randomUUID()}`
+  await using scratch = scratchDir('agentd-cgwrap-')
+  const dir = scratch.path
   await Bun.write(`${dir}/a`, '')
   await Bun.write(`${dir}/b`, '')
   await Bun.write(`${dir}/c`, '')
@@ -158,7 +162,8 @@ test('gvisorExecArgs: runsc exec of a process file (environment and argv never o
 })
 
 test('EXEC_WRAPPER writes output, pid and exit code files (run here with sh)', async () => {
-  const dir = `${process.env.TMPDIR ?? '/tmp'}/wrap-${crypto.randomUUID()}`
+  await using scratch = scratchDir('agentd-wrap-')
+  const dir = scratch.path
   await Bun.write(`${dir}/.keep`, '')
   const child = Bun.spawn(['/bin/sh', '-c', EXEC_WRAPPER, 'agentd-exec', `${dir}/p`, '/bin/sh', '-c', 'echo out; echo err >&2; exit 5'])
   await child.exited
@@ -186,3 +191,9 @@ test('container ids: a fixed-width generation, so no id is a prefix of another',
   expect(sandboxNameOf('3f2a.b.000012')).toBe('3f2a.b')
   expect(sandboxNameOf('someone-elses')).toBeNull()
 })
+
+/** A temp folder removed when the test's `await using` scope ends. */
+function scratchDir(prefix: string) {
+  const path = mkdtempSync(join(tmpdir(), prefix))
+  return { path, [Symbol.asyncDispose]: async () => rmSync(path, { recursive: true, force: true }) }
+}
