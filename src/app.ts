@@ -36,13 +36,27 @@ export interface AppDeps {
   now: () => number
   /** Keepalive comment interval on idle event streams (15 s; tests shorten it). */
   sseKeepaliveMs?: number
+  /**
+   * Settles once the sessions of the previous process are back (orphans swept, turns adopted).
+   * Until then only /healthz answers; every other request waits for it, so none sees a session
+   * the restart has not dealt with yet.
+   */
+  ready: Promise<void>
 }
 
 /** The HTTP surface. Tests call `createApp(deps).handle(request)`; main.ts adds `listen`. */
 export function createApp(deps: AppDeps) {
   // normalize: false makes `additionalProperties: false` reject unknown fields (400) instead of
   // silently dropping them, as the spec asks of PATCH bodies.
+  let ready = false
+  deps.ready.then(
+    () => (ready = true),
+    () => {}, // the process that started the app reports it; requests see it through the await below
+  )
   return new Elysia({ normalize: false, encodeSchema: false, serve: { maxRequestBodySize: SERVER_BODY_LIMIT } })
+    .onRequest(async ({ request }) => {
+      if (!ready && new URL(request.url).pathname !== '/healthz') await deps.ready
+    })
     .use(errorPlugin)
     .use(models)
     .use(
@@ -57,9 +71,14 @@ export function createApp(deps: AppDeps) {
         },
       }),
     )
-    .get('/healthz', () => ({ ok: true as const }), {
-      response: { 200: t.Object({ ok: t.Literal(true) }) },
-      detail: { operationId: 'health', tags: ['health'], summary: 'Liveness, without auth', security: [] },
+    .get('/healthz', () => ({ ok: true as const, ready }), {
+      response: {
+        200: t.Object({
+          ok: t.Literal(true),
+          ready: t.Boolean({ description: 'false while the sessions of the previous run are being brought back; other requests wait until then' }),
+        }),
+      },
+      detail: { operationId: 'health', tags: ['health'], summary: 'Liveness, without auth, answered at once after a start', security: [] },
     })
     .use(sessionRoutes(deps.auth, deps.sessions, deps.queries))
     .use(liveRoutes(deps.auth, deps.sessions, deps.queries, deps.sseKeepaliveMs))

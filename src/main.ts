@@ -11,6 +11,14 @@ try {
   const services = await startServices(config)
   const server = services.app.listen({ hostname: config.host, port: config.port })
   console.error(`agentd: listening on http://${config.host}:${server.server?.port ?? config.port} (data in ${config.dataDir})`)
+  const started = performance.now()
+  services.ready.then(
+    () => console.error(`agentd: ready: the previous run's sessions are back (${Math.round(performance.now() - started)} ms after listening)`),
+    (err) => {
+      console.error(`agentd: could not bring back the previous run's sessions: ${(err as Error).stack ?? err}`)
+      process.exit(1)
+    },
+  )
   const stop = async () => {
     await server.stop()
     await services.close()

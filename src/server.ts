@@ -123,9 +123,13 @@ export async function startServices(config: Config, options: ServerOptions = {})
     log,
     onStatusChange: (change) => webhooks.onStatusChange(change),
   })
-  await sessions.rehydrate()
-  // Parked sessions expire after the idle limit; look often enough for a scaled limit in tests.
-  const sweeper = setInterval(() => sessions.expireIdle(), Math.min(60_000, Math.max(50, config.idleMs / 20)))
+  // The previous process's sessions come back while the server already listens: a restart with
+  // many sandboxes to sweep and adopt still answers /healthz at once (the app holds other requests).
+  let sweeper: ReturnType<typeof setInterval> | undefined
+  const ready = sessions.rehydrate().then(() => {
+    // Parked sessions expire after the idle limit; look often enough for a scaled limit in tests.
+    sweeper = setInterval(() => sessions.expireIdle(), Math.min(60_000, Math.max(50, config.idleMs / 20)))
+  })
   webhooks.start()
   const app = createApp({
     auth,
@@ -140,10 +144,13 @@ export async function startServices(config: Config, options: ServerOptions = {})
     runnable,
     now,
     sseKeepaliveMs: options.sseKeepaliveMs,
+    ready,
   })
 
   return {
     app,
+    /** Settles when rehydration is done (rejects when it failed: the process should stop). */
+    ready,
     identity,
     sessions,
     queries,
@@ -155,6 +162,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     gateway,
     driver,
     async close() {
+      await ready.catch(() => {})
       clearInterval(sweeper)
       await sessions.shutdown()
       await webhooks.stop()

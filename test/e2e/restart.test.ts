@@ -2,7 +2,7 @@ import { removeDataDir } from '../helpers/cleanup'
 import { afterAll, describe, expect, test } from 'bun:test'
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 import { script } from '../helpers/http'
-import { client, seededDataDir, startServer } from '../helpers/server'
+import { admin, client, seededDataDir, startServer } from '../helpers/server'
 import { openSse, type SseFrame } from '../helpers/sse'
 
 const dirs: string[] = []
@@ -67,6 +67,42 @@ for (const driver of ['default', 'process'] as const) {
     })
   })
 }
+
+describe('kill -9 with five turns running (default driver)', () => {
+  test('the new process answers /healthz before it has dealt with them; other requests wait for that, then see each turn failed', async () => {
+    const { dir, token } = await seededDataDir('agentd-restart-five')
+    dirs.push(dir)
+    expect((await admin(dir, 'plan', 'set', '--org', 'acme', '--max-concurrent', '5')).code).toBe(0)
+    let server = await startServer({ DATA_DIR: dir })
+    const call = client(() => server, token)
+    const ids: string[] = []
+    try {
+      for (let i = 0; i < 5; i++) ids.push((await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ sleep: 30_000 }]) })).body.execution_id)
+      const deadline = Date.now() + 40_000
+      for (const id of ids) {
+        while ((await call('GET', `/o/acme/p/_/sessions/${id}`)).body.status !== 'running' && Date.now() < deadline) await Bun.sleep(50)
+      }
+      await server.stop('SIGKILL')
+
+      const spawned = performance.now()
+      server = await startServer({ DATA_DIR: dir })
+      const health = await fetch(`${server.url}/healthz`)
+      const answeredMs = performance.now() - spawned
+      // Five sandboxes to sweep and adopt are still ahead: the process is alive, not yet ready.
+      expect(await health.json()).toEqual({ ok: true, ready: false })
+      // A request about a session, sent while not ready, waits for them instead of seeing a turn
+      // nobody runs any more (the last one created, so likely the last one adopted).
+      const first = await call('GET', `/o/acme/p/_/sessions/${ids[4]}`)
+      expect(first.body).toMatchObject({ status: 'failed' })
+      expect(first.body.error).toContain('agentd restarted')
+      expect(await (await fetch(`${server.url}/healthz`)).json()).toEqual({ ok: true, ready: true })
+      for (const id of ids) expect((await call('GET', `/o/acme/p/_/sessions/${id}`)).body.status).toBe('failed')
+      console.log(`restart with 5 running turns: /healthz answered ${answeredMs.toFixed(0)} ms after the spawn; ${/agentd: ready[^\n]*/.exec(server.log())?.[0]}`)
+    } finally {
+      await server.stop()
+    }
+  })
+})
 
 describe('across a restart (bwrap driver)', () => {
   test('an event stream resumes after the restart with Last-Event-ID: no gap, no duplicate, then done', async () => {

@@ -37,6 +37,7 @@ export async function makeTestApp(env: Record<string, string> = {}, options: Ser
       ? createDriver(config.sandbox, () => {}, { scope: sandboxScope(dir) })
       : new ProcessDriver({ scope: sandboxScope(dir) }))
   const services = await startServices(config, { log: () => {}, ...options, driver })
+  await services.ready
   const org = services.identity.createOrg('acme')
   const admin = services.identity.createUser('acme', 'admin@acme.test', 'admin')
   const member = services.identity.createUser('acme', 'member@acme.test', 'member')

@@ -16,6 +16,7 @@ export async function makeKeyApp(env: Record<string, string> = {}, options: Omit
   const dir = mkdtempSync(join(tmpdir(), 'agentd-keys-'))
   const config = loadConfig({ DATA_DIR: dir, ...env })
   const services = await startServices(config, { driver: new ProcessDriver(), log: () => {}, ...options })
+  await services.ready
   services.identity.createOrg('acme')
   services.identity.createOrg('other')
   const admin = services.identity.createUser('acme', 'admin@acme.test', 'admin')

@@ -114,6 +114,7 @@ async function acrossRestart(group: 'restart' | 'crash'): Promise<Outcome> {
     // A wake that must fail: the session's disk is lost while agentd is down.
     for (const e of alive) if (e.run.events[points.get(e)!]!.type !== 'service.restarted') e.loseDisk()
     second = await startServices(group === 'crash' ? loadConfig({ DATA_DIR: dir }) : first.config, { driver: secondDriver, log: () => {} })
+    await second.ready
     world.attach(second, secondDriver, dir)
     alive = await settle(alive, async (e) => {
       const next = e.nextEvent
