@@ -109,6 +109,7 @@ const BUSY = new Set(['queued', 'allocating', 'running'])
 const dir = mkdtempSync(join(tmpdir(), 'agentd-bench-'))
 const config = loadConfig({ DATA_DIR: dir })
 const services = await startServices(config, { driver: new ProcessDriver(), log: () => {} })
+await services.ready
 services.identity.createOrg('bench')
 const { token } = services.identity.createUser('bench', 'admin@bench.test', 'admin')
 services.identity.createProject('bench', 'web', 'bench/web')

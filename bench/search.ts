@@ -95,6 +95,7 @@ function table(rows: string[][]): string {
 const dir = mkdtempSync(join(tmpdir(), 'agentd-bench-search-'))
 const config = loadConfig({ DATA_DIR: dir })
 const services = await startServices(config, { driver: new ProcessDriver(), log: () => {} })
+await services.ready
 const org = services.identity.createOrg('bench')
 const users = Array.from({ length: 12 }, (_, i) => services.identity.createUser('bench', `dev${i}@bench.test`, i === 0 ? 'admin' : 'member'))
 const projects = ['web', 'api', 'mobile', 'infra', 'data', 'docs'].map((name) => services.identity.createProject('bench', name, `bench/${name}`))

@@ -58,6 +58,7 @@ const arrivalCount = async () => (await (await fetch(`${receiverUrl}?count`)).js
 const dir = mkdtempSync(join(tmpdir(), 'agentd-bench-webhooks-'))
 const config = loadConfig({ DATA_DIR: dir, AGENTD_WEBHOOK_ALLOW_PRIVATE: '1' })
 const services = await startServices(config, { driver: new ProcessDriver(), log: () => {} })
+await services.ready
 services.identity.createOrg('bench')
 const admin = services.identity.createUser('bench', 'admin@bench.test', 'admin')
 services.identity.setPlan('bench', { maxConcurrent: 100 })
