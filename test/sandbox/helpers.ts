@@ -1,9 +1,11 @@
-import { removeDataDir } from '../helpers/cleanup'
-import { mkdtempSync, readFileSync, rmdirSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { SandboxSpec } from '../../sandbox/driver'
+import { removeDataDir } from '../helpers/cleanup'
 import { poll } from '../helpers/poll'
+
+export { removeScope } from '../helpers/cleanup'
 
 /** A temp folder for a test's sandboxes, removed at dispose. */
 export function tempRoot(prefix = 'agentd-sbx-'): { path: string; [Symbol.asyncDispose](): Promise<void> } {
@@ -65,18 +67,6 @@ export function skipAllowed(reason: string | null): string | null {
 
 export async function text(stream: ReadableStream<Uint8Array>): Promise<string> {
   return new Response(stream).text()
-}
-
-/** Removes what a test scope leaves once its sandboxes are gone: the scope's cgroup folders and runtime folder. */
-export function removeScope(scope: string, runRoot = process.getuid?.() === 0 ? '/run/agentd' : null): void {
-  for (const controller of ['freezer', 'memory', 'pids', 'cpu']) {
-    try {
-      rmdirSync(join('/sys/fs/cgroup', controller, 'agentd', scope))
-    } catch {
-      // not there, or still in use
-    }
-  }
-  if (runRoot) rmSync(join(runRoot, scope), { recursive: true, force: true })
 }
 
 /** A live process (a zombie waiting for its parent to reap it is dead). */
