@@ -17,6 +17,7 @@ const { dir, token } = await seededDataDir('agentd-bench-restart')
 await admin(dir, 'plan', 'set', '--org', 'acme', '--max-concurrent', String(RUNNING))
 let server: RunningServer = await startServer({ DATA_DIR: dir })
 const call = client(() => server, token)
+const listening: number[] = []
 const healthy: number[] = []
 const ready: number[] = []
 try {
@@ -27,6 +28,7 @@ try {
     await server.stop('SIGKILL')
     const spawned = performance.now()
     server = await startServer({ DATA_DIR: dir })
+    listening.push(performance.now() - spawned)
     // Polled from the spawn's side: the first answer, then the first answer that says ready.
     while (!(await fetch(`${server.url}/healthz`).then((r) => r.ok, () => false))) await Bun.sleep(5)
     healthy.push(performance.now() - spawned)
@@ -42,6 +44,7 @@ try {
 
 const ms = (v: number) => `${v.toFixed(0)} ms`
 console.log(`kill -9 with ${RUNNING} turns running, ${ROUNDS} rounds (spawn of the new process → …)`)
+console.log(`  'listening' logged ${listening.map(ms).join(', ')}`)
 console.log(`  /healthz answers   ${healthy.map(ms).join(', ')}   (max ${ms(Math.max(...healthy))})`)
 console.log(`  ready              ${ready.map(ms).join(', ')}   (sweep and adopt run after listening)`)
 console.log(`  goal /healthz within 2 s every round: ${Math.max(...healthy) < 2000 ? 'met' : 'MISSED'}`)

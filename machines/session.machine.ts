@@ -30,8 +30,11 @@ export type SessionInput = Pick<SessionContext, 'persistence' | 'mode' | 'hasSch
 
 /** Admission data the service measures at the moment of the event. */
 interface Slots {
+  /** The org's runs holding a slot, and its plan's limit (null: none). */
   activeRuns: number
   limit: number | null
+  /** The host runs or starts as many sandboxes as it can (AGENTD_MAX_SANDBOXES / _STARTING). */
+  hostFull?: boolean
 }
 
 export type SessionMachineEvent =
@@ -57,7 +60,7 @@ export interface Refusal {
 }
 
 function hasSlot(event: SessionMachineEvent): boolean {
-  return 'activeRuns' in event && (event.limit === null || event.activeRuns < event.limit)
+  return 'activeRuns' in event && !event.hostFull && (event.limit === null || event.activeRuns < event.limit)
 }
 
 /** Bump on any change that makes stored snapshots unreadable by the new definition. */
@@ -77,7 +80,7 @@ const notStarted = refuse('conflict', 'The session has not started yet; send the
 const noTurn = refuse('conflict', 'The session has no turn in progress', 'NO_ACTIVE_TURN')
 const noSandboxToPause = refuse('conflict', 'The session has no sandbox to pause')
 const notPaused = refuse('conflict', 'The session is not paused')
-const overLimit = refuse('conflict', 'Waking this session would exceed the plan’s concurrent runs', 'CONCURRENCY_LIMIT_REACHED')
+const overLimit = refuse('conflict', 'Waking this session would exceed the plan’s concurrent runs or what the host runs at once; try again when a run ends', 'CONCURRENCY_LIMIT_REACHED')
 
 // Every end of a turn: count it off; the sandbox is parked (resumable) or destroyed (ephemeral).
 const turnOver = [
@@ -193,7 +196,7 @@ export const sessionMachine = setup({
   },
   states: {
     queued: {
-      description: 'Accepted; waiting for a slot under the org plan’s concurrent runs.',
+      description: 'Accepted; waiting for a slot under the org plan’s concurrent runs and the host’s capacity.',
       on: {
         admit: [
           // A follow-up that waited for a slot goes straight to its parked sandbox.

@@ -1,3 +1,4 @@
+import { availableParallelism, totalmem } from 'node:os'
 import { join, resolve } from 'node:path'
 
 export type SandboxKind = 'gvisor' | 'bwrap' | 'process'
@@ -28,9 +29,47 @@ export interface Config {
   transcriptMaxBytes: number
   /** A resumable session parked longer than this expires (7 days, scaled by AGENTD_TIME_SCALE). */
   idleMs: number
+  /** What this host runs at once, whatever the orgs' plans allow (see hostCapacity). */
+  capacity: HostCapacity
+}
+
+/**
+ * Sandboxes this host runs at once (`maxSandboxes`: allocating or running a turn) and starts at
+ * once (`maxStarting`: a gVisor boot is CPU-heavy). Past either, sessions wait `queued`.
+ */
+export interface HostCapacity {
+  maxSandboxes: number
+  maxStarting: number
+  /** How the figures were chosen, for the start-up log. */
+  basis: string
 }
 
 export class ConfigError extends Error {}
+
+function wholeNumber(name: string, raw: string | undefined): number | null {
+  if (raw === undefined || raw === '') return null
+  const value = Number(raw)
+  if (!Number.isInteger(value) || value <= 0) throw new ConfigError(`${name} must be a whole number of at least 1, got "${raw}"`)
+  return value
+}
+
+/**
+ * AGENTD_MAX_SANDBOXES and AGENTD_MAX_STARTING, or defaults from the machine: as many sandboxes
+ * as their memory limits fit in the host's memory, at most four per core (agents mostly wait on
+ * their model), and one start per core at a time.
+ */
+export function hostCapacity(env: Record<string, string | undefined>, sandboxMemoryBytes: number, host = { cores: availableParallelism(), memoryBytes: totalmem() }): HostCapacity {
+  const byMemory = Math.max(1, Math.floor(host.memoryBytes / sandboxMemoryBytes))
+  const derived = Math.min(byMemory, 4 * host.cores)
+  const maxSandboxes = wholeNumber('AGENTD_MAX_SANDBOXES', env.AGENTD_MAX_SANDBOXES) ?? derived
+  const maxStarting = Math.min(maxSandboxes, wholeNumber('AGENTD_MAX_STARTING', env.AGENTD_MAX_STARTING) ?? host.cores)
+  const gib = (bytes: number) => `${(bytes / 1024 ** 3).toFixed(1)} GiB`
+  const basis =
+    env.AGENTD_MAX_SANDBOXES || env.AGENTD_MAX_STARTING
+      ? 'from AGENTD_MAX_SANDBOXES / AGENTD_MAX_STARTING'
+      : `from ${host.cores} cores and ${gib(host.memoryBytes)} of memory at ${gib(sandboxMemoryBytes)} per sandbox`
+  return { maxSandboxes, maxStarting, basis }
+}
 
 function positiveNumber(name: string, raw: string | undefined, fallback: number): number {
   if (raw === undefined || raw === '') return fallback
@@ -69,6 +108,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   const listenPort = port(env.PORT)
   const timeScale = positiveNumber('AGENTD_TIME_SCALE', env.AGENTD_TIME_SCALE, 1)
+  const sandboxMemoryBytes = positiveNumber('AGENTD_SANDBOX_MEMORY_MB', env.AGENTD_SANDBOX_MEMORY_MB, 2048) * 1024 * 1024
   return {
     port: listenPort,
     host,
@@ -81,12 +121,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     webhookAllowPrivate: env.AGENTD_WEBHOOK_ALLOW_PRIVATE === '1',
     timeScale,
     defaultMaxConcurrent: 4,
-    sandboxMemoryBytes: positiveNumber('AGENTD_SANDBOX_MEMORY_MB', env.AGENTD_SANDBOX_MEMORY_MB, 2048) * 1024 * 1024,
+    sandboxMemoryBytes,
     sandboxMaxProcesses: positiveNumber('AGENTD_SANDBOX_PROCESSES', env.AGENTD_SANDBOX_PROCESSES, 512),
     sandboxDiskBytes: positiveNumber('AGENTD_SANDBOX_DISK_MB', env.AGENTD_SANDBOX_DISK_MB, 10240) * 1024 * 1024,
     sandboxCpus: positiveNumber('AGENTD_SANDBOX_CPUS', env.AGENTD_SANDBOX_CPUS, 2),
     turnTimeoutMs: positiveNumber('AGENTD_TURN_TIMEOUT_S', env.AGENTD_TURN_TIMEOUT_S, 3600) * 1000,
     transcriptMaxBytes: positiveNumber('AGENTD_TRANSCRIPT_MAX_MB', env.AGENTD_TRANSCRIPT_MAX_MB, 256) * 1024 * 1024,
     idleMs: 7 * 24 * 3600 * 1000 * timeScale,
+    capacity: hostCapacity(env, sandboxMemoryBytes),
   }
 }

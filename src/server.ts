@@ -15,6 +15,7 @@ import { HarnessInstaller } from './runtime/harness-install'
 import { SessionRuntime } from './runtime/runtime'
 import { SessionSearch } from './search/service'
 import { planStanding } from './sessions/plan-check'
+import { AdmissionQueue } from './sessions/admission'
 import { SessionQueries } from './sessions/queries'
 import { SessionStore } from './sessions/store'
 import { StatechartService } from './statechart/service'
@@ -65,8 +66,11 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const gateway = await startGateway({
     resolve: (token) => gatewaySessions.resolve(token),
     onUsage: (usage) => gatewaySessions.record(usage),
+    onLog: (session, line) => runtime.log(session.sessionId, session.turn ?? 0, line),
     providers: loadProviders(config.configFile),
   })
+  const { maxSandboxes, maxStarting, basis } = config.capacity
+  log(`agentd: host capacity: ${maxSandboxes} sandboxes at once, ${maxStarting} starting at once (${basis}); more wait queued`)
   // Sandboxes on this host are scoped to this DATA_DIR, so a sweep never touches another agentd's.
   const driver = options.driver ?? createDriver(config.sandbox, log, { scope: sandboxScope(config.dataDir) })
   const identity = new IdentityService(database.db, now)
@@ -88,7 +92,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const search = new SessionSearch(db, now)
   const artifacts = new ArtifactStore(db, config.dataDir, now)
   const installer = new HarnessInstaller(join(config.dataDir, 'harnesses'))
-  const queries = new SessionQueries({ db, store, search, artifacts, now })
+  const queue = new AdmissionQueue()
+  const queries = new SessionQueries({ db, store, search, artifacts, queue, now })
   const runtime: SessionRuntime = new SessionRuntime({
     store,
     adapters,
@@ -106,7 +111,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     now,
     log,
     apply: (id, event, patch) => sessions.apply(id, event, patch),
-    admit: (orgId) => sessions.admit(orgId),
+    admit: () => sessions.admit(),
   })
   const sessions: SessionService = new SessionService({
     db,
@@ -118,6 +123,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
     runtime,
     installer,
     defaultMaxConcurrent: config.defaultMaxConcurrent,
+    capacity: config.capacity,
+    queue,
     idleMs: config.idleMs,
     now,
     log,

@@ -18,6 +18,11 @@ export interface GatewayOptions {
   resolve(token: string): GatewaySession | null | Promise<GatewaySession | null>
   /** Called once for every model reply, for metering. */
   onUsage?(usage: UsageRecord): void
+  /**
+   * A line for the session's log per model request: when it arrived, and what the gateway
+   * answered how fast (a stream's status when it starts). Says where a turn that went quiet stopped.
+   */
+  onLog?(session: GatewaySession, line: string): void
   /** Requests for a model other than `scripted` go to the protocol's provider when it is set here. */
   providers?: Providers
   /** Default 127.0.0.1: sandboxes reach the gateway through loopback or a forwarded socket. */
@@ -71,6 +76,16 @@ async function route(req: Request, opts: GatewayOptions): Promise<Response> {
   const session = token ? await opts.resolve(token) : null
   if (!session) return protocol.unauthorized()
 
+  // Logged before the body is read: a request whose body never completes still shows up.
+  const started = performance.now()
+  const line = (text: string) => opts.onLog?.(session, `${new Date().toISOString()} gateway: ${req.method} ${pathname}${text}\n`)
+  line('')
+  const answer = await answerFor(req, protocol, session, opts)
+  line(` answered ${answer.status} in ${Math.round(performance.now() - started)} ms`)
+  return answer
+}
+
+async function answerFor(req: Request, protocol: ProtocolHandler, session: GatewaySession, opts: GatewayOptions): Promise<Response> {
   // Checked before anything is answered or forwarded: the operator's provider key serves only
   // the models the session's harness lists in the catalog, and only within the plan.
   const model = protocol.modelOf(new URL(req.url), parseJson(await req.clone().text()))

@@ -1,5 +1,4 @@
 import { rmSync } from 'node:fs'
-import { join } from 'node:path'
 import type { SessionMachineEvent } from '../../machines/session.machine'
 import type { Harness } from '../domain/harness'
 import type { HarnessAdapter, TurnOutcome } from '../harness/harness'
@@ -14,6 +13,7 @@ import { LOG_CAP_BYTES } from '../transcript/logs'
 import { turnPatch } from './turn-patch'
 import { startTurn, type RunningTurn } from './turn-runner'
 import { turnSpec } from './turn-spec'
+import { sandboxDir, sandboxSpec } from './sandbox-spec'
 
 export interface RuntimeDeps {
   store: SessionStore
@@ -35,7 +35,7 @@ export interface RuntimeDeps {
   now: () => number
   log: (line: string) => void
   apply: (id: string, event: SessionMachineEvent, patch?: SessionPatch) => boolean
-  admit: (orgId: string) => void
+  admit: () => void
 }
 
 interface Live {
@@ -53,7 +53,6 @@ interface ActionObject {
   params?: unknown
 }
 
-const projectRoot = join(import.meta.dir, '..', '..')
 // Actions the service carries out inside the transition's transaction, not here.
 const TRANSACTIONAL = new Set(['enqueueMessage', 'deliverMessage', 'dequeueMessage', 'dropQueue', 'refuse'])
 const STOP_GRACE_MS = 3000
@@ -65,7 +64,8 @@ const STOP_GRACE_MS = 3000
 export class SessionRuntime {
   private readonly live = new Map<string, Live>()
   private readonly pending = new Set<Promise<unknown>>()
-  private closing = false
+  /** Shutting down: nothing new starts. */
+  closing = false
 
   constructor(private readonly deps: RuntimeDeps) {}
 
@@ -99,11 +99,9 @@ export class SessionRuntime {
         case 'destroySandbox':
           this.serial(id, () => this.destroy(id))
           break
-        case 'admitQueued': {
-          const row = this.deps.store.get(id)
-          if (row) queueMicrotask(() => this.closing || this.deps.admit(row.orgId))
+        case 'admitQueued':
+          queueMicrotask(() => this.closing || this.deps.admit())
           break
-        }
         default:
           if (!TRANSACTIONAL.has(action.type)) this.deps.log(`agentd: session ${id}: no effect for action ${action.type}`)
       }
@@ -137,31 +135,32 @@ export class SessionRuntime {
     void next.finally(() => this.pending.delete(next))
   }
 
-  private sandboxDir(id: string): string {
-    return join(this.deps.dataDir, 'sandboxes', id)
-  }
-
   private spec(id: string): SandboxSpec {
-    const dir = this.sandboxDir(id)
-    return {
-      id,
-      hostWorkspace: join(dir, 'workspace'),
-      hostHome: join(dir, 'home'),
-      stateDir: join(dir, 'sandbox'),
-      readOnlyPaths: [join(projectRoot, 'node_modules'), this.deps.installer.root],
-      gateway: this.deps.gateway,
-      limits: this.deps.limits,
-    }
+    const { dataDir, installer, gateway, limits } = this.deps
+    return sandboxSpec({ dataDir, installerRoot: installer.root, gateway, limits }, id)
   }
 
+  /**
+   * Starts the session's sandbox. A start that fails is tried once more on a clean slate: on a
+   * loaded host a boot can miss its deadline once (a relay slow to come up) and make it the next
+   * time; two failures fail the session with both causes.
+   */
   private async provision(id: string): Promise<void> {
-    try {
-      const handle = await this.deps.driver.create(this.spec(id))
-      Object.assign(this.liveOf(id), { handle, parked: false })
-      if (!this.deps.apply(id, { type: 'sandbox.ready' })) await this.destroy(id)
-    } catch (err) {
-      this.deps.apply(id, { type: 'sandbox.failed', error: `sandbox could not start: ${(err as Error).message}` })
+    const causes: string[] = []
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      try {
+        const handle = await this.deps.driver.create(this.spec(id))
+        Object.assign(this.liveOf(id), { handle, parked: false })
+        if (!this.deps.apply(id, { type: 'sandbox.ready' })) await this.destroy(id)
+        return
+      } catch (err) {
+        causes.push((err as Error).message)
+        this.deps.log(`agentd: session ${id}: sandbox start ${attempt} of 2 failed: ${(err as Error).message}`)
+        if (this.closing || this.deps.store.get(id)?.status !== 'allocating') return
+      }
     }
+    const why = causes[0] === causes[1] ? `${causes[0]} (twice)` : `${causes[1]} (first attempt: ${causes[0]})`
+    this.deps.apply(id, { type: 'sandbox.failed', error: `sandbox could not start: ${why}` })
   }
 
   /** The session's sandbox handle; after a restart, found again on disk by the driver. */
@@ -311,7 +310,8 @@ export class SessionRuntime {
   }
 
   /** Stores harness stderr up to the per-session cap, then one marker that it was cut. */
-  private log(id: string, turn: number, text: string): void {
+  /** A line for the session's stored log (the harness's stderr, the gateway's requests), within the log cap. */
+  log(id: string, turn: number, text: string): void {
     const live = this.liveOf(id)
     if (live.logBytes >= LOG_CAP_BYTES) return
     live.logBytes += text.length
@@ -347,7 +347,7 @@ export class SessionRuntime {
       live.parked = false
     }
     // A destroyed sandbox takes its disk with it: workspace, CLI state home, pid file.
-    rmSync(this.sandboxDir(id), { recursive: true, force: true })
+    rmSync(sandboxDir(this.deps.dataDir, id), { recursive: true, force: true })
     this.deps.store.forget(id)
   }
 

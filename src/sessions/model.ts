@@ -19,6 +19,9 @@ export const CloudRunSession = t.Object({
   status: SessionStatusSchema,
   persistence_mode: nullable(literals(PERSISTENCE_MODES)),
   machine_state: NString,
+  queue_position: nullable(
+    t.Integer({ minimum: 1, description: 'While `queued`: its place in the order sessions are started in (1 starts next), fair across orgs; null otherwise. agentd’s own field.' }),
+  ),
   sandbox_generation: NInt,
   prompt: NString,
   repo_owner: NString,

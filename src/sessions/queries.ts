@@ -10,6 +10,7 @@ import type { OrgAccess } from '../identity/service'
 import { EMBEDDED_ARTIFACTS, type ArtifactStore } from '../runtime/artifacts'
 import type { SessionSearch } from '../search/service'
 import { sessionLogs } from '../transcript/logs'
+import type { AdmissionQueue } from './admission'
 import type { SessionStore, SessionRow } from './store'
 import { followSession, type StreamRecheck } from './stream'
 import { cloudRunSession, sessionResult } from './view'
@@ -22,6 +23,8 @@ export interface SessionQueriesDeps {
   store: SessionStore
   search: SessionSearch
   artifacts: ArtifactStore
+  /** Where queued sessions stand (their `queue_position`). */
+  queue: AdmissionQueue
   now: () => number
 }
 
@@ -63,7 +66,8 @@ export class SessionQueries {
     const hit = this.views.get(id)
     if (hit) {
       this.assertReadable(access, projectRef, hit.row)
-      return hit.view
+      // A queued session's place moves as others are started, without a write of its own row.
+      return hit.row.status === 'queued' ? this.view(hit.row) : hit.view
     }
     const row = this.find(access, projectRef, id)
     const view = this.view(row)
@@ -83,7 +87,8 @@ export class SessionQueries {
       projectId = project.id
     }
     const rows = this.deps.search.rows({ orgId: access.orgId, projectId, status: query.status }, { limit: query.limit ?? 50 })
-    return { executions: rows.map((row) => this.view(row)) }
+    const positions = rows.some((row) => row.status === 'queued') ? this.queuePositions() : undefined
+    return { executions: rows.map((row) => this.view(row, positions)) }
   }
 
   /** Follows a session's events live (spec 6.1); the route frames them (src/http/sse.ts). */
@@ -108,11 +113,17 @@ export class SessionQueries {
   }
 
   /** The CloudRunSession view of a row (spec 2.4), with who started it and its first artifacts. */
-  view(row: SessionRow) {
+  view(row: SessionRow, positions?: Map<string, number>) {
     const userId = row.startedByUserId
     const user = userId ? this.startedBy.get(userId, () => this.userById.get({ id: userId }) ?? null) : null
     const firstArtifacts = row.artifactCount > 0 ? this.deps.artifacts.list(row.id, EMBEDDED_ARTIFACTS) : []
-    return cloudRunSession(row, user ? { name: user.name, avatar_url: user.avatarUrl } : null, firstArtifacts)
+    const position = row.status === 'queued' ? ((positions ?? this.queuePositions()).get(row.id) ?? null) : null
+    return cloudRunSession(row, user ? { name: user.name, avatar_url: user.avatarUrl } : null, firstArtifacts, position)
+  }
+
+  /** Every queued session's place in the host's admission order. */
+  private queuePositions(): Map<string, number> {
+    return this.deps.queue.positions(this.deps.store.inStatus(['queued']))
   }
 
   /** Another org's session, or one outside the named Project, is answered as not found. */

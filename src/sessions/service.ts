@@ -1,6 +1,7 @@
 import { eq } from 'drizzle-orm'
 import { initialTransition, transition } from 'xstate'
 import { refusalOf, SESSION_MACHINE_VERSION, sessionMachine, statusOf, type SessionMachineEvent } from '../../machines/session.machine'
+import type { HostCapacity } from '../config'
 import type { Db } from '../db/client'
 import { plans } from '../db/schema'
 import { ApiError, notFound } from '../domain/errors'
@@ -10,6 +11,7 @@ import type { SandboxDriver } from '../../sandbox/driver'
 import type { Catalog } from '../catalog/catalog'
 import type { HarnessInstaller } from '../runtime/harness-install'
 import type { OrgAccess, Principal } from '../identity/service'
+import type { AdmissionQueue } from './admission'
 import { assertPlanAllows } from './plan-check'
 import { findProject, NO_PROJECT } from '../identity/projects'
 import { assertKeySlot, assertPromptSize, planSession, refuseSources, type HarnessVersions, type SessionPlan } from './create-rules'
@@ -28,6 +30,10 @@ export interface SessionServiceDeps {
   runtime: SessionRuntime
   installer: HarnessInstaller
   defaultMaxConcurrent: number
+  /** What the host runs at once, whatever the plans allow. */
+  capacity: Pick<HostCapacity, 'maxSandboxes' | 'maxStarting'>
+  /** The fair order queued sessions start in (shared with the read side's places). */
+  queue: AdmissionQueue
   /** How long a parked session waits before `idle.timeout`. */
   idleMs: number
   now: () => number
@@ -129,7 +135,7 @@ export class SessionService {
       SESSION_MACHINE_VERSION,
       [statusEvent(0, statusOf(snapshot), id)],
     )
-    this.admit(access.orgId)
+    this.admit()
     return this.deps.queries.view(this.store.get(id)!)
   }
 
@@ -176,7 +182,13 @@ export class SessionService {
   }
 
   private slots(orgId: string) {
-    return { activeRuns: this.store.countInStatus(orgId, ACTIVE), limit: this.maxConcurrent(orgId) }
+    return { activeRuns: this.store.countInStatus(orgId, ACTIVE), limit: this.maxConcurrent(orgId), hostFull: this.hostFull() }
+  }
+
+  /** Whether the host runs, or starts, as many sandboxes as it may (a new one waits `queued`). */
+  private hostFull(): boolean {
+    const { maxSandboxes, maxStarting } = this.deps.capacity
+    return this.store.countAll(ACTIVE) >= maxSandboxes || this.store.countAll(['allocating']) >= maxStarting
   }
 
   /** Expires sessions parked longer than the idle limit; the server calls it periodically. */
@@ -208,7 +220,7 @@ export class SessionService {
       const lostTurn = row.status === 'running' || row.status === 'paused'
       this.apply(row.id, { type: 'service.restarted' }, lostTurn ? { turnsCount: row.turnsCount + 1 } : {})
     }
-    for (const orgId of orgs) this.admit(orgId)
+    if (orgs.size > 0) this.admit()
   }
 
   /** Stops every turn this process runs (tests and graceful shutdown). */
@@ -283,6 +295,10 @@ export class SessionService {
     this.store.commit(id, stored.version, sessionMachine.getPersistedSnapshot(next), status, fields, events, writes)
     if (next.status === 'done') this.store.forget(id)
     this.runtime.carryOut(id, actions)
+    // A start finished or a run let go of its sandbox: the host has room for a queued session.
+    if (status !== from && (from === 'allocating' || (statusIn('active', from) && !statusIn('active', status)))) {
+      queueMicrotask(() => this.runtime.closing || this.admit())
+    }
     return { next, actions }
   }
 
@@ -296,14 +312,24 @@ export class SessionService {
     this.deps.installer.modulesFor(pkg, plan.versionResolved).catch((err) => this.deps.log(`agentd: ${(err as Error).message}`))
   }
 
-  /** Moves queued sessions of an org to allocating, oldest first, while the plan allows. */
-  admit(orgId: string): void {
-    const limit = this.maxConcurrent(orgId)
-    for (const row of this.store.inStatus(['queued'], orgId)) {
-      const activeRuns = this.store.countInStatus(orgId, ACTIVE)
-      if (!this.apply(row.id, { type: 'admit', activeRuns, limit })) break
+  /**
+   * Starts queued sessions while the host has room, in the queue's fair order; an org
+   * at its plan's limit is passed over and waits for one of its own runs to end.
+   */
+  admit(): void {
+    const atLimit = new Set<string>()
+    for (const row of this.deps.queue.order(this.store.inStatus(['queued']))) {
+      if (atLimit.has(row.orgId)) continue
+      const slots = this.slots(row.orgId)
+      if (slots.hostFull) return
+      if (slots.limit !== null && slots.activeRuns >= slots.limit) {
+        atLimit.add(row.orgId)
+        continue
+      }
+      if (this.apply(row.id, { type: 'admit', ...slots })) this.deps.queue.admitted(row.orgId)
     }
   }
+
 
   private maxConcurrent(orgId: string): number | null {
     const plan = this.deps.db.select({ max: plans.maxConcurrent }).from(plans).where(eq(plans.orgId, orgId)).get()
@@ -314,3 +340,4 @@ export class SessionService {
 function statusEvent(turn: number, status: SessionStatus, id: string): NewEvent {
   return { turn, kind: 'status', type: 'status', data: { status, id } }
 }
+

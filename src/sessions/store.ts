@@ -114,6 +114,12 @@ export class SessionStore {
       .map((row) => row.id)
   }
 
+  /** Sessions of every org in these statuses (the host's sandboxes in use). */
+  countAll(statuses: readonly SessionStatus[]): number {
+    const row = this.db.select({ n: sql<number>`count(*)` }).from(sessions).where(inArray(sessions.status, statuses)).get()
+    return row?.n ?? 0
+  }
+
   countInStatus(orgId: string, statuses: readonly SessionStatus[]): number {
     const row = this.db
       .select({ n: sql<number>`count(*)` })

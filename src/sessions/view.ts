@@ -19,7 +19,7 @@ export function answerOf(row: SessionRow) {
 }
 
 /** CloudRunSession (spec 2.2). */
-export function cloudRunSession(row: SessionRow, startedBy: StartedBy | null, artifacts: ArtifactFile[] = []) {
+export function cloudRunSession(row: SessionRow, startedBy: StartedBy | null, artifacts: ArtifactFile[] = [], queuePosition: number | null = null) {
   return {
     execution_id: row.id,
     kind: row.kind,
@@ -29,6 +29,7 @@ export function cloudRunSession(row: SessionRow, startedBy: StartedBy | null, ar
     status: row.status,
     persistence_mode: row.persistenceMode,
     machine_state: row.machineState,
+    queue_position: queuePosition,
     sandbox_generation: row.sandboxGeneration,
     prompt: row.prompt,
     repo_owner: row.repoOwner,

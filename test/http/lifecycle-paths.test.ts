@@ -57,12 +57,18 @@ async function settle(executors: RunExecutor[], work: (e: RunExecutor) => Promis
   return executors.filter((e) => !failed.has(e))
 }
 
+/**
+ * The paths are the machine's, whose admission slots are the org plan's: the host's own capacity
+ * (tested in test/http/capacity.test.ts) must never be what queues a run here.
+ */
+const UNBOUNDED_HOST = { AGENTD_MAX_SANDBOXES: '10000', AGENTD_MAX_STARTING: '10000' }
+
 /** Runs in one agentd with the given environment, `width` at a time. */
 async function inOneApp(group: Group, env: Record<string, string>, driver: HeldDriver, width: number): Promise<Outcome> {
   const started = Date.now()
   const mine = runs.filter((r) => r.group === group)
   const errors: string[] = []
-  const t = await makeTestApp(env, { driver })
+  const t = await makeTestApp({ ...UNBOUNDED_HOST, ...env }, { driver })
   const world = new World(t, driver, t.dir)
   const executors = mine.map((run, i) => new RunExecutor(world, run, `${group}-${i}`))
   try {
@@ -90,7 +96,7 @@ async function acrossRestart(group: 'restart' | 'crash'): Promise<Outcome> {
   const mine = runs.filter((r) => r.group === group)
   const errors: string[] = []
   const driver = new HeldDriver()
-  const first = await makeTestApp({}, { driver })
+  const first = await makeTestApp(UNBOUNDED_HOST, { driver })
   const world = new World(first, driver, first.dir)
   const executors = mine.map((run, i) => new RunExecutor(world, run, `${group}-${i}`))
   const points = new Map(executors.map((e) => [e, restartPoint(e.run)]))
@@ -113,7 +119,7 @@ async function acrossRestart(group: 'restart' | 'crash'): Promise<Outcome> {
     await closing
     // A wake that must fail: the session's disk is lost while agentd is down.
     for (const e of alive) if (e.run.events[points.get(e)!]!.type !== 'service.restarted') e.loseDisk()
-    second = await startServices(group === 'crash' ? loadConfig({ DATA_DIR: dir }) : first.config, { driver: secondDriver, log: () => {} })
+    second = await startServices(group === 'crash' ? loadConfig({ DATA_DIR: dir, ...UNBOUNDED_HOST }) : first.config, { driver: secondDriver, log: () => {} })
     await second.ready
     world.attach(second, secondDriver, dir)
     alive = await settle(alive, async (e) => {

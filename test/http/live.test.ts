@@ -312,6 +312,11 @@ describe('GET …/logs', () => {
     expect(logs).toMatchObject({ source: 'stored', status: 'completed', truncated: false })
     expect(logs.logs).toContain('agentd: status running')
     expect(logs.logs).toContain('agentd: status completed')
+    // Each model request of the turn: when it came, and what the gateway answered how fast.
+    expect(logs.logs).toMatch(/gateway: POST \/v1\/responses\n/)
+    expect(logs.logs).toMatch(/gateway: POST \/v1\/responses answered 200 in \d+ ms\n/)
+    const lines = logs.logs.split('\n')
+    expect(lines.findIndex((l: string) => l.endsWith('gateway: POST /v1/responses'))).toBeLessThan(lines.findIndex((l: string) => l.includes('answered 200')))
   })
 
   test('404 for an unknown session', async () => {

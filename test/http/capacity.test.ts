@@ -1,0 +1,153 @@
+/**
+ * Host capacity (issue 15): past AGENTD_MAX_SANDBOXES / AGENTD_MAX_STARTING sessions wait `queued`
+ * with their place, fair across orgs, and start as room frees; none fails for lack of room; a
+ * sandbox start that fails once is tried again.
+ */
+import { describe, expect, test } from 'bun:test'
+import type { SandboxHandle, SandboxSpec } from '../../sandbox/driver'
+import { ProcessDriver } from '../../sandbox/process'
+import { ConfigError, hostCapacity } from '../../src/config'
+import { AdmissionQueue } from '../../src/sessions/admission'
+import { makeTestApp, type TestApp } from '../helpers/app'
+import { json, req, script } from '../helpers/http'
+import { settled } from '../helpers/sessions'
+import { openSse } from '../helpers/sse'
+
+const ONE_AT_A_TIME = { AGENTD_MAX_SANDBOXES: '1', AGENTD_MAX_STARTING: '1' }
+
+async function create(t: TestApp, token: string, org: string, prompt: string) {
+  const res = await t.app.handle(req('POST', `/o/${org}/p/_/sessions`, { token, body: { agent: 'harness_2', prompt } }))
+  expect(res.status).toBe(202)
+  return json(res)
+}
+
+const read = (t: TestApp, token: string, org: string, id: string) => async () => json(await t.app.handle(req('GET', `/o/${org}/p/_/sessions/${id}`, { token })))
+
+describe('one sandbox at a time', () => {
+  test('later sessions wait queued with their place, start one by one, and all complete', async () => {
+    await using t = await makeTestApp(ONE_AT_A_TIME)
+    const token = t.admin.token
+    const first = await create(t, token, 'acme', script([{ sleep: 800 }, { answer: 'one' }]))
+    const second = await create(t, token, 'acme', script([{ answer: 'two' }]))
+    const third = await create(t, token, 'acme', script([{ answer: 'three' }]))
+    expect(first).toMatchObject({ status: 'allocating', queue_position: null })
+    expect(second).toMatchObject({ status: 'queued', queue_position: 1 })
+    expect(third).toMatchObject({ status: 'queued', queue_position: 2 })
+    // The stream of the last one says when it is admitted: queued, then allocating.
+    const base = t.listen()
+    const stream = openSse(`${base}/o/acme/p/_/sessions/${third.execution_id}/events`, token)
+
+    // Never more than one sandbox in use while they run through.
+    const ids = [first, second, third].map((s) => s.execution_id as string)
+    let mostActive = 0
+    let watching = true
+    const watcher = (async () => {
+      while (watching) {
+        const views = await Promise.all(ids.map((id) => read(t, token, 'acme', id)()))
+        mostActive = Math.max(mostActive, views.filter((v) => v.status === 'allocating' || v.status === 'running').length)
+        const queued = views.filter((v) => v.status === 'queued').map((v) => v.queue_position)
+        // Places stay 1..n as the queue moves.
+        expect(queued.sort()).toEqual(queued.map((_, i) => i + 1))
+        await Bun.sleep(10)
+      }
+    })()
+    const ended = await Promise.all(ids.map((id) => settled(read(t, token, 'acme', id))))
+    watching = false
+    await watcher
+    expect(ended.map((v) => [v.status, v.summary])).toEqual([
+      ['completed', 'one'],
+      ['completed', 'two'],
+      ['completed', 'three'],
+    ])
+    expect(mostActive).toBe(1)
+    const statuses = (await (await stream).frames()).filter((f) => f.event === 'status').map((f) => f.data.status)
+    expect(statuses.slice(0, 3)).toEqual(['queued', 'allocating', 'running'])
+    expect(statuses.at(-1)).toBe('completed')
+  })
+
+  test('fair across orgs: a second org’s one run goes before the first org’s backlog', async () => {
+    await using t = await makeTestApp(ONE_AT_A_TIME)
+    t.identity.createOrg('globex')
+    const other = t.identity.createUser('globex', 'admin@globex.test', 'admin').token
+    const busy = await create(t, t.admin.token, 'acme', script([{ sleep: 600 }, { answer: 'busy' }]))
+    const acme2 = await create(t, t.admin.token, 'acme', script([{ answer: 'a2' }]))
+    const acme3 = await create(t, t.admin.token, 'acme', script([{ answer: 'a3' }]))
+    const globex = await create(t, other, 'globex', script([{ answer: 'g1' }]))
+    expect([acme2.queue_position, acme3.queue_position]).toEqual([1, 2])
+    // acme already has a run going; globex has none: its run is next, acme's move back a place.
+    expect(globex.queue_position).toBe(1)
+    expect((await read(t, t.admin.token, 'acme', acme2.execution_id)()).queue_position).toBe(2)
+    expect((await read(t, t.admin.token, 'acme', acme3.execution_id)()).queue_position).toBe(3)
+    // A cancelled queued session leaves the queue; the places behind it move up.
+    expect((await t.app.handle(req('PATCH', `/o/acme/p/_/sessions/${acme2.execution_id}`, { token: t.admin.token, body: { status: 'cancelled' } }))).status).toBe(200)
+    expect((await read(t, other, 'globex', globex.execution_id)()).queue_position).toBe(1)
+    expect((await read(t, t.admin.token, 'acme', acme3.execution_id)()).queue_position).toBe(2)
+    for (const [org, token, id] of [['acme', t.admin.token, busy.execution_id], ['globex', other, globex.execution_id], ['acme', t.admin.token, acme3.execution_id]] as const) {
+      const view = await settled(read(t, token, org, id))
+      expect(view.status).toBe('completed')
+    }
+    // globex's run was admitted before acme's third: it ended first.
+    const ends = await Promise.all([read(t, other, 'globex', globex.execution_id)(), read(t, t.admin.token, 'acme', acme3.execution_id)()])
+    expect(Date.parse(ends[0].updated_at)).toBeLessThanOrEqual(Date.parse(ends[1].updated_at))
+  })
+
+  test('admission order: round robin across orgs, the one served least recently first, each org oldest first', () => {
+    const rows = ['a1', 'a2', 'a3', 'b1', 'a4', 'c1', 'b2'].map((id) => ({ id, orgId: id[0]! }))
+    const queue = new AdmissionQueue()
+    expect(queue.order(rows).map((r) => r.id)).toEqual(['a1', 'b1', 'c1', 'a2', 'b2', 'a3', 'a4'])
+    // a was served just now, then c: b goes first, then c, then a.
+    queue.admitted('c')
+    queue.admitted('a')
+    expect(queue.order(rows).map((r) => r.id)).toEqual(['b1', 'c1', 'a1', 'b2', 'a2', 'a3', 'a4'])
+    expect(queue.positions(rows).get('a1')).toBe(3)
+  })
+})
+
+/** The process driver whose first `failures` sandbox starts fail, as a boot that missed its deadline. */
+class FlakyStartDriver extends ProcessDriver {
+  starts = 0
+  constructor(private readonly failures: number) {
+    super({ scope: `flaky-${crypto.randomUUID().slice(0, 8)}` })
+  }
+  override async create(spec: SandboxSpec): Promise<SandboxHandle> {
+    if (++this.starts <= this.failures) throw new Error(`the relay did not come up within 15 s (start ${this.starts})`)
+    return super.create(spec)
+  }
+}
+
+describe('a sandbox start that fails', () => {
+  test('is tried once more, and the run completes', async () => {
+    const driver = new FlakyStartDriver(1)
+    await using t = await makeTestApp({}, { driver })
+    const created = await create(t, t.admin.token, 'acme', script([{ answer: 'second time' }]))
+    const view = await settled(read(t, t.admin.token, 'acme', created.execution_id))
+    expect(view).toMatchObject({ status: 'completed', summary: 'second time' })
+    expect(driver.starts).toBe(2)
+  })
+
+  test('twice fails the run with the cause of each attempt', async () => {
+    const driver = new FlakyStartDriver(2)
+    await using t = await makeTestApp({}, { driver })
+    const created = await create(t, t.admin.token, 'acme', 'hello')
+    const view = await settled(read(t, t.admin.token, 'acme', created.execution_id))
+    expect(view.status).toBe('failed')
+    expect(view.error).toBe('sandbox could not start: the relay did not come up within 15 s (start 2) (first attempt: the relay did not come up within 15 s (start 1))')
+    expect(driver.starts).toBe(2)
+  })
+})
+
+describe('AGENTD_MAX_SANDBOXES and AGENTD_MAX_STARTING', () => {
+  const GiB = 1024 ** 3
+  test('default to what the memory limits fit, at most four per core, and one start per core', () => {
+    expect(hostCapacity({}, 2 * GiB, { cores: 2, memoryBytes: 24 * GiB })).toMatchObject({ maxSandboxes: 8, maxStarting: 2 })
+    expect(hostCapacity({}, 2 * GiB, { cores: 16, memoryBytes: 24 * GiB })).toMatchObject({ maxSandboxes: 12, maxStarting: 12 })
+    expect(hostCapacity({}, 4 * GiB, { cores: 2, memoryBytes: 2 * GiB })).toMatchObject({ maxSandboxes: 1, maxStarting: 1 })
+    expect(hostCapacity({}, 2 * GiB, { cores: 2, memoryBytes: 24 * GiB }).basis).toBe('from 2 cores and 24.0 GiB of memory at 2.0 GiB per sandbox')
+  })
+
+  test('are taken as set, and a bad value stops the start', () => {
+    expect(hostCapacity({ AGENTD_MAX_SANDBOXES: '30', AGENTD_MAX_STARTING: '5' }, 2 * GiB, { cores: 2, memoryBytes: 8 * GiB })).toMatchObject({ maxSandboxes: 30, maxStarting: 5 })
+    expect(() => hostCapacity({ AGENTD_MAX_SANDBOXES: '0' }, GiB)).toThrow(ConfigError)
+    expect(() => hostCapacity({ AGENTD_MAX_STARTING: '1.5' }, GiB)).toThrow('AGENTD_MAX_STARTING must be a whole number of at least 1, got "1.5"')
+  })
+})
