@@ -6,7 +6,8 @@
  * and the peak RSS of the server and every process of its sandboxes, sampled every 250 ms.
  * Goals (reported, never asserted): all completed, at least 30 runs/minute, peak RSS under 8 GiB.
  *
- *   bun bench/burst.ts    (env: BENCH_BURST_RUNS=300, BENCH_BURST_HARNESS=harness_1)
+ *   bun bench/burst.ts    (env: BENCH_BURST_RUNS=300, BENCH_BURST_HARNESS=harness_1, and
+ *                          AGENTD_MAX_SANDBOXES / AGENTD_MAX_STARTING passed to the server)
  */
 import { Database } from 'bun:sqlite'
 import { readdirSync, readFileSync } from 'node:fs'
@@ -21,7 +22,9 @@ const HARNESS = process.env.BENCH_BURST_HARNESS ?? 'harness_1'
 
 const { dir, token } = await seededDataDir('agentd-bench-burst')
 await admin(dir, 'plan', 'set', '--org', 'acme', '--max-concurrent', '100000')
-const server = await startServer({ DATA_DIR: dir })
+// The host's capacity as agentd derives it, unless the bench's own environment sets it.
+const capacityEnv = Object.fromEntries(['AGENTD_MAX_SANDBOXES', 'AGENTD_MAX_STARTING'].flatMap((k) => (process.env[k] ? [[k, process.env[k]!]] : [])))
+const server = await startServer({ DATA_DIR: dir, ...capacityEnv })
 const call = client(() => server, token)
 const capacity = /host capacity: [^\n]*/.exec(server.log())?.[0] ?? 'host capacity: (not logged)'
 
