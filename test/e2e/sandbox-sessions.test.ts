@@ -25,7 +25,13 @@ for (const driver of ['gvisor', 'bwrap'] as const) {
     })
 
     const session = (id: string) => call('GET', `/o/acme/p/_/sessions/${id}`).then((r) => r.body)
-    const turnsDone = (id: string, turns: number) => settled(() => session(id), { turns, timeoutMs: 40_000 })
+    /** What a turn that does not end got to: its events and its log (status changes, the gateway's requests, stderr). */
+    const explain = async (id: string) => {
+      const events = (await call('GET', `/o/acme/p/_/sessions/${id}/messages`)).body?.events ?? []
+      const logs = (await call('GET', `/o/acme/p/_/sessions/${id}/logs`)).body?.logs ?? ''
+      return `events: ${events.map((e: { type: string; role?: string }) => [e.type, e.role].filter(Boolean).join(':')).join(', ')}\nlogs: ${String(logs).slice(-2500)}`
+    }
+    const turnsDone = (id: string, turns: number) => settled(() => session(id), { turns, timeoutMs: 40_000, explain: () => explain(id) })
     /** The output of the turn's shell calls, from the transcript. */
     async function shellOutput(id: string, turn: number): Promise<string> {
       const { body } = await call('GET', `/o/acme/p/_/sessions/${id}/messages?last=1`)
