@@ -87,13 +87,20 @@ export class GatewayRelay {
     const outer = createConnection({ host: this.gateway.host, port: this.gateway.port })
     inner.pipe(outer)
     outer.pipe(inner)
-    const close = () => {
+    const fail = () => {
       inner.destroy()
       outer.destroy()
-      this.open.delete(inner)
     }
-    inner.on('error', close).on('close', close)
-    outer.on('error', close).on('close', close)
+    inner.on('error', fail)
+    outer.on('error', fail)
+    // The gateway hanging up right after its reply is normal: the sandbox side is ended, not
+    // destroyed, so the reply still waiting in its write buffer reaches the sandbox first. (A
+    // destroy here dropped it: the CLI waited for a reply the gateway had sent.)
+    outer.on('close', () => inner.end())
+    inner.on('close', () => {
+      outer.destroy()
+      this.open.delete(inner)
+    })
   }
 
   /**
