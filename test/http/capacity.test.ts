@@ -47,7 +47,7 @@ describe('one sandbox at a time', () => {
         mostActive = Math.max(mostActive, views.filter((v) => v.status === 'allocating' || v.status === 'running').length)
         const queued = views.filter((v) => v.status === 'queued').map((v) => v.queue_position)
         // Places stay 1..n as the queue moves.
-        expect(queued.sort()).toEqual(queued.map((_, i) => i + 1))
+        expect(queued.sort((a, b) => a - b)).toEqual(queued.map((_, i) => i + 1))
         await Bun.sleep(10)
       }
     })()
