@@ -31,6 +31,9 @@ export function relayDir(relayRoot: string, sandboxId: string): string {
   return join(relayRoot, createHash('sha256').update(sandboxId).digest('hex').slice(0, 16))
 }
 
+/** How long a reply the gateway finished may take to be read by the sandbox before its connection is dropped. */
+const RELAY_FLUSH_MS = 10_000
+
 /** At most this many connections through a sandbox's relay at once (each is a socat process). */
 export const RELAY_MAX_CONNECTIONS = 64
 
@@ -96,7 +99,11 @@ export class GatewayRelay {
     // The gateway hanging up right after its reply is normal: the sandbox side is ended, not
     // destroyed, so the reply still waiting in its write buffer reaches the sandbox first. (A
     // destroy here dropped it: the CLI waited for a reply the gateway had sent.)
-    outer.on('close', () => inner.end())
+    outer.on('close', () => {
+      inner.end()
+      // A sandbox side that never reads the rest is let go of after a while.
+      setTimeout(() => inner.destroy(), RELAY_FLUSH_MS).unref()
+    })
     inner.on('close', () => {
       outer.destroy()
       this.open.delete(inner)

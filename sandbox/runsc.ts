@@ -90,11 +90,12 @@ export function gvisorWorks(): boolean {
   return probed
 }
 
-/** The binary's path, size, change time and inode, with the kernel's release: a new install or kernel is another identity. */
+/** The binary's path, size, change time and inode, with the kernel's release and this boot's id: a new install, kernel or boot is another identity (even where /run outlives a boot). */
 export function binaryIdentity(path: string): string | null {
   try {
     const stat = statSync(path)
-    return `${path} ${stat.size} ${stat.ctimeMs} ${stat.ino} ${readFileSync('/proc/sys/kernel/osrelease', 'utf8').trim()}`
+    const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()
+    return `${path} ${stat.size} ${stat.ctimeMs} ${stat.ino} ${readFileSync('/proc/sys/kernel/osrelease', 'utf8').trim()} ${boot}`
   } catch {
     return null
   }

@@ -3,6 +3,7 @@ import { openapi } from '@elysiajs/openapi'
 import { agentRoutes } from './catalog/routes'
 import { apiKeyRoutes } from './api-keys/routes'
 import { SERVER_BODY_LIMIT } from './http/body'
+import { ApiError } from './domain/errors'
 import { errorPlugin } from './http/errors'
 import { models } from './http/models'
 import { searchRoutes } from './search/routes'
@@ -42,7 +43,12 @@ export interface AppDeps {
    * the restart has not dealt with yet.
    */
   ready: Promise<void>
+  /** How long a request waits for `ready` before a 503 (READY_WAIT_MS). */
+  readyWaitMs?: number
 }
+
+/** How long a request waits for a restart's rehydration before a 503 (Bun closes idle connections at 10 s). */
+const READY_WAIT_MS = 5000
 
 /** The HTTP surface. Tests call `createApp(deps).handle(request)`; main.ts adds `listen`. */
 export function createApp(deps: AppDeps) {
@@ -55,7 +61,11 @@ export function createApp(deps: AppDeps) {
   )
   return new Elysia({ normalize: false, encodeSchema: false, serve: { maxRequestBodySize: SERVER_BODY_LIMIT } })
     .onRequest(async ({ request }) => {
-      if (!ready && new URL(request.url).pathname !== '/healthz') await deps.ready
+      if (ready || new URL(request.url).pathname === '/healthz') return
+      // A short wait answers most requests normally; a rehydration still going after it (many
+      // sandboxes, a stuck runsc) gets a clear 503 to retry, never a request held forever.
+      await Promise.race([deps.ready.catch(() => {}), Bun.sleep(deps.readyWaitMs ?? READY_WAIT_MS)])
+      if (!ready) throw new ApiError('unavailable', 'agentd is starting: the previous run’s sessions are being brought back; retry shortly', 'STARTING')
     })
     .use(errorPlugin)
     .use(models)

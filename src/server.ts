@@ -43,11 +43,14 @@ export interface ServerOptions {
   sseKeepaliveMs?: number
   /** DNS for webhook URLs (tests answer with fixed addresses). */
   resolveHost?: ResolveHost
+  /** How long a request waits for rehydration before a 503 (5 s; tests shorten it). */
+  readyWaitMs?: number
 }
 
 /**
- * Wires the whole service: database, gateway, sandbox driver, services and the HTTP app.
- * Rehydrates every live session before returning, so the app answers with settled states.
+ * Wires the whole service: database, gateway, sandbox driver, services and the HTTP app. Starts
+ * rehydrating the previous run's sessions and returns at once: `ready` settles when that is done,
+ * and until then the app answers only /healthz (other requests wait, then get a 503).
  */
 export async function startServices(config: Config, options: ServerOptions = {}) {
   const now = options.now ?? Date.now
@@ -152,6 +155,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     now,
     sseKeepaliveMs: options.sseKeepaliveMs,
     ready,
+    readyWaitMs: options.readyWaitMs,
   })
 
   return {

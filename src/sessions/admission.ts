@@ -1,8 +1,9 @@
 /**
  * The order queued sessions are started in, fair across orgs: round robin, the org served least
  * recently first (an org never served before any other), each org's own runs oldest first. One
- * org's batch of hundreds thus never keeps another org's single run waiting behind it, and a
- * place shown to a caller only ever moves forward. The service records each admission; the read
+ * org's batch of hundreds thus never keeps another org's single run waiting behind it. A place is
+ * the host-wide one at the moment it is read: it moves forward as sessions start, and back by one
+ * when an org with nothing started yet queues a run. The service records each admission; the read
  * side asks for places. In memory: after a restart every org starts even.
  */
 export class AdmissionQueue {

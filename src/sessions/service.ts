@@ -67,6 +67,12 @@ const STOP_TURN_TIMEOUT_MS = 10_000
 const { active: ACTIVE, parkable: PARKABLE, inProgress: IN_PROGRESS } = STATUS_GROUPS
 
 /**
+ * Statuses whose sandbox the host holds: starting, running a turn, or paused (a turn paused on
+ * bwrap, or on gVisor when it could not be checkpointed, stays frozen in memory).
+ */
+const HOST_HELD: readonly SessionStatus[] = [...ACTIVE, 'paused']
+
+/**
  * Sessions' commands (create, PATCH, follow-ups, idle expiry, rehydrate) and the machine loop; the
  * reads are SessionQueries'. Each event goes through the pure transition; the snapshot, status
  * column and event rows are committed in one transaction, and only then are the machine's actions
@@ -188,7 +194,7 @@ export class SessionService {
   /** Whether the host runs, or starts, as many sandboxes as it may (a new one waits `queued`). */
   private hostFull(): boolean {
     const { maxSandboxes, maxStarting } = this.deps.capacity
-    return this.store.countAll(ACTIVE) >= maxSandboxes || this.store.countAll(['allocating']) >= maxStarting
+    return this.store.countAll(HOST_HELD) >= maxSandboxes || this.store.countAll(['allocating']) >= maxStarting
   }
 
   /** Expires sessions parked longer than the idle limit; the server calls it periodically. */
@@ -296,7 +302,7 @@ export class SessionService {
     if (next.status === 'done') this.store.forget(id)
     this.runtime.carryOut(id, actions)
     // A start finished or a run let go of its sandbox: the host has room for a queued session.
-    if (status !== from && (from === 'allocating' || (statusIn('active', from) && !statusIn('active', status)))) {
+    if (status !== from && (from === 'allocating' || (HOST_HELD.includes(from) && !HOST_HELD.includes(status)))) {
       queueMicrotask(() => this.runtime.closing || this.admit())
     }
     return { next, actions }
@@ -317,6 +323,17 @@ export class SessionService {
    * at its plan's limit is passed over and waits for one of its own runs to end.
    */
   admit(): void {
+    // Called after others' transitions (a microtask, a create): a failure here is logged, never
+    // thrown into a caller it does not concern or out of a microtask, where it would end the process.
+    try {
+      this.admitQueued()
+    } catch (err) {
+      this.deps.log(`agentd: admitting queued sessions failed: ${(err as Error).stack ?? err}`)
+    }
+  }
+
+  private admitQueued(): void {
+    if (this.hostFull()) return
     const atLimit = new Set<string>()
     for (const row of this.deps.queue.order(this.store.inStatus(['queued']))) {
       if (atLimit.has(row.orgId)) continue

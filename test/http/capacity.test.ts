@@ -10,6 +10,7 @@ import { ConfigError, hostCapacity } from '../../src/config'
 import { AdmissionQueue } from '../../src/sessions/admission'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { json, req, script } from '../helpers/http'
+import { poll } from '../helpers/poll'
 import { settled } from '../helpers/sessions'
 import { openSse } from '../helpers/sse'
 
@@ -89,6 +90,21 @@ describe('one sandbox at a time', () => {
     // globex's run was admitted before acme's third: it ended first.
     const ends = await Promise.all([read(t, other, 'globex', globex.execution_id)(), read(t, t.admin.token, 'acme', acme3.execution_id)()])
     expect(Date.parse(ends[0].updated_at)).toBeLessThanOrEqual(Date.parse(ends[1].updated_at))
+  })
+
+  test('a paused turn keeps its sandbox counted: the next run waits until that session lets go of it', async () => {
+    await using t = await makeTestApp(ONE_AT_A_TIME)
+    const token = t.admin.token
+    const paused = await create(t, token, 'acme', script([{ sleep: 5000 }, { answer: 'late' }]))
+    await poll('the first run to be running', async () => (await read(t, token, 'acme', paused.execution_id)()).status === 'running', { timeoutMs: 20_000 })
+    expect((await t.app.handle(req('PATCH', `/o/acme/p/_/sessions/${paused.execution_id}`, { token, body: { status: 'paused' } }))).status).toBe(202)
+    expect((await read(t, token, 'acme', paused.execution_id)()).status).toBe('paused')
+    const next = await create(t, token, 'acme', script([{ answer: 'next' }]))
+    expect(next).toMatchObject({ status: 'queued', queue_position: 1 })
+    await Bun.sleep(300)
+    expect((await read(t, token, 'acme', next.execution_id)()).status).toBe('queued')
+    expect((await t.app.handle(req('PATCH', `/o/acme/p/_/sessions/${paused.execution_id}`, { token, body: { status: 'cancelled' } }))).status).toBe(200)
+    expect(await settled(read(t, token, 'acme', next.execution_id))).toMatchObject({ status: 'completed', summary: 'next' })
   })
 
   test('admission order: round robin across orgs, the one served least recently first, each org oldest first', () => {
