@@ -26,7 +26,9 @@ export async function removeDataDir(dir: string): Promise<void> {
 
 /** Removes what a test scope leaves once its sandboxes are gone: the scope's cgroup folders and runtime folder. */
 export function removeScope(scope: string, runRoot = process.getuid?.() === 0 ? '/run/agentd' : null): void {
-  for (const controller of ['freezer', 'memory', 'pids', 'cpu']) {
+  // Every hierarchy: runsc makes its sandboxes' cgroups in all of them (blkio, cpuset, devices…).
+  const hierarchies = existsSync('/sys/fs/cgroup') ? readdirSync('/sys/fs/cgroup') : []
+  for (const controller of hierarchies) {
     const dir = join('/sys/fs/cgroup', controller, 'agentd', scope)
     // A sandbox's own cgroups too, when a killed server left them (empty once its processes died).
     for (const child of existsSync(dir) ? readdirSync(dir, { withFileTypes: true }) : []) {
