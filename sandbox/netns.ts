@@ -1,6 +1,7 @@
 import type { Subprocess } from 'bun'
 import { readFileSync, readlinkSync } from 'node:fs'
 import { GatewayRelay, innerRelayArgs, listenPattern } from './relay'
+import { refillSpares } from './spare-refill'
 import { spawnHelper } from './spawn'
 
 /**
@@ -8,7 +9,7 @@ import { spawnHelper } from './spawn'
  * is `bwrap --unshare-net` (which brings up loopback) running socat on the host's file system: the
  * gateway relay on the namespace's 127.0.0.1:<port>, connecting to the host's relay socket. Every
  * exec of the sandbox enters it with `nsenter --net`. Making one takes a few tens of ms (a new
- * namespace, socat starting), so a pool keeps one ready per gateway address.
+ * namespace, socat starting), so a pool keeps some ready per gateway address.
  *
  * The holder is host-side plumbing like the relay socket, not a process of the sandbox: it is not
  * in the sandbox's cgroups (moving two processes into three cgroups costs ~10 ms), it is not frozen
@@ -32,10 +33,14 @@ export function holds(holder: NetHolder | undefined): boolean {
   return holder !== undefined && netnsOf(holder.netPid) === holder.netns
 }
 
-/** Ready network namespaces with the relay listening, for one gateway address; one kept spare. */
+/** Ready network namespaces with the relay listening, for one gateway address; KEEP spares (see spare-refill.ts). */
 export class NetPool {
+  /** Two: a lone start leaves one, so its refill waits for a pause; a second start soon after leaves none, so refilling starts at once. */
+  static readonly KEEP = 2
   private readonly relay: GatewayRelay
-  private spare: Promise<NetHolder> | null = null
+  private readonly spares: NetHolder[] = []
+  /** The spare being made, if any: a start that finds none waits for it (it is further along than a new one). */
+  private making: Promise<void> | null = null
 
   constructor(
     relayDir: string,
@@ -49,15 +54,41 @@ export class NetPool {
     return this.relay.dir
   }
 
-  /** A namespace for a sandbox. */
+  /** A namespace for a sandbox: a spare still good, else one made now. */
   async take(): Promise<NetHolder> {
     await this.relay.start()
-    let holder = this.spare ? await this.spare.catch(() => null) : null
-    this.spare = null
-    if (!holds(holder ?? undefined)) holder = await this.make()
-    this.spare = this.make()
-    this.spare.catch(() => {}) // a failed spare is made again by the next take
-    return holder!
+    let holder = this.spare()
+    if (!holder && this.making) {
+      await this.making
+      holder = this.spare()
+    }
+    holder ??= await this.make()
+    refillSpares(`network ${this.dir}`, () => this.fill(), this.spares.length === 0)
+    return holder
+  }
+
+  private spare(): NetHolder | null {
+    for (let holder = this.spares.shift(); holder; holder = this.spares.shift()) {
+      if (holds(holder)) return holder
+      holder.process.kill('SIGKILL') // died meanwhile
+    }
+    return null
+  }
+
+  private async fill(): Promise<void> {
+    while (this.spares.length < NetPool.KEEP) {
+      const made = this.make().then((holder) => {
+        this.spares.push(holder)
+      })
+      this.making = made.catch(() => {})
+      try {
+        await made
+      } catch {
+        return // the next start makes its own, and says why if that fails too
+      } finally {
+        this.making = null
+      }
+    }
   }
 
   private async make(): Promise<NetHolder> {
