@@ -108,6 +108,15 @@ export interface SandboxProcess {
   kill(signal?: NodeJS.Signals): void
 }
 
+export interface ParkOptions {
+  /**
+   * The processes must survive the park (a turn is running): gvisor then freezes the sandbox in
+   * memory instead of checkpointing it, since runsc's checkpoint cannot save every open file or
+   * connection, and one that fails ends the processes.
+   */
+  keepProcesses?: boolean
+}
+
 export interface SandboxDriver {
   readonly kind: SandboxKind
   /**
@@ -128,9 +137,10 @@ export interface SandboxDriver {
    * Parks the sandbox: its processes stop where they are and use no CPU (gvisor: checkpointed to
    * disk, no RAM held). Disk is kept. Running `exec` streams stall and resume after `wake`, with
    * nothing lost. Idempotent. gvisor: an open TCP connection inside cannot be checkpointed, so such
-   * a sandbox is frozen in memory instead (logged); a checkpoint that fails throws `ParkError`.
+   * a sandbox is frozen in memory instead (logged), as is one whose processes must be kept
+   * (`keepProcesses`); a checkpoint that fails throws `ParkError`.
    */
-  park(handle: SandboxHandle): Promise<void>
+  park(handle: SandboxHandle, options?: ParkOptions): Promise<void>
   /**
    * Wakes a parked sandbox; its processes continue where they stopped. Idempotent (a no-op on a
    * running sandbox), so call it before every turn: on gvisor it also starts afresh a sandbox that

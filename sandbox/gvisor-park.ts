@@ -27,24 +27,26 @@ export interface ParkingHost {
   nextGeneration(sandbox: Gsandbox): void
   /** Writes the OCI bundle of the sandbox's current container. */
   writeBundle(sandbox: Gsandbox): void
+  /** Kills what execs an earlier server started in the sandbox and never saw end. */
+  endOrphans(sandbox: Gsandbox): Promise<void>
 }
 
-export async function checkpoint(host: ParkingHost, sandbox: Gsandbox): Promise<void> {
-  const why = await unsavableNow(host, sandbox)
-  if (why) {
-    // A failed checkpoint would stop the sandbox and lose its processes: freeze it in memory instead.
-    const paused = await host.runsc.run(['pause', sandbox.cid])
-    if (paused.code !== 0) throw new ParkError(`cannot park: ${why}, and runsc pause failed: ${firstLine(paused.stderr)}; the sandbox keeps running`, 'running')
-    host.log(`agentd: sandbox ${sandbox.spec.id}: parked without a checkpoint (${why}, which a gVisor checkpoint cannot save): frozen, its memory stays held`)
-    sandbox.status = 'paused'
-    return
-  }
+/** Checkpoints the sandbox, or freezes it when a checkpoint cannot save it or `keepProcesses` forbids the risk. */
+export async function checkpoint(host: ParkingHost, sandbox: Gsandbox, keepProcesses: boolean): Promise<void> {
+  const why = keepProcesses ? 'a turn is running, whose processes a failed checkpoint would end' : await unsavableNow(host, sandbox)
+  // A failed checkpoint would stop the sandbox and lose its processes: freeze it in memory instead.
+  if (why) return freeze(host, sandbox, why)
   rmSync(sandbox.image, { recursive: true, force: true })
   mkdirSync(sandbox.image, { recursive: true })
   const saved = await host.runsc.run(['checkpoint', `--image-path=${sandbox.image}`, sandbox.cid], 300_000)
   if (saved.code !== 0) {
     const state = await host.runsc.state(sandbox.cid)
-    if (state?.status === 'running') throw new ParkError(`checkpoint failed: ${firstLine(saved.stderr)}; the sandbox keeps running`, 'running')
+    if (state?.status === 'running' || state?.status === 'paused') {
+      // Something it cannot save appeared after the look (a connection opened meanwhile), and runsc
+      // let the sandbox run on: the park freezes it instead, so the session is paused as asked.
+      rmSync(sandbox.image, { recursive: true, force: true })
+      return freeze(host, sandbox, `the checkpoint failed (${firstLine(saved.stderr)})`)
+    }
     host.retire(sandbox.cid)
     rmSync(sandbox.image, { recursive: true, force: true })
     sandbox.status = 'stopped'
@@ -61,16 +63,43 @@ export async function checkpoint(host: ParkingHost, sandbox: Gsandbox): Promise<
   sandbox.sandboxPid = null
 }
 
+/** Freezes the sandbox in memory (runsc pause): its processes and connections are kept as they are. */
+async function freeze(host: ParkingHost, sandbox: Gsandbox, why: string): Promise<void> {
+  if ((await host.runsc.state(sandbox.cid))?.status !== 'paused') {
+    // Nothing from the gateway may reach a frozen sandbox (see GatewayRelay.hold); what is on its
+    // way gets a moment to be read first.
+    sandbox.relay.hold()
+    await Bun.sleep(RELAY_QUIET_MS)
+    const paused = await host.runsc.run(['pause', sandbox.cid])
+    if (paused.code !== 0) {
+      sandbox.relay.release()
+      throw new ParkError(`cannot park: ${why}, and runsc pause failed: ${firstLine(paused.stderr)}; the sandbox keeps running`, 'running')
+    }
+  }
+  host.log(`agentd: sandbox ${sandbox.spec.id}: parked without a checkpoint (${why}): frozen, its memory stays held`)
+  sandbox.status = 'paused'
+}
+
+/** How long a freeze waits, the gateway held, for bytes already sent to be read inside. */
+const RELAY_QUIET_MS = 50
+
+/**
+ * How long a park waits for the model gateway's connections to close by themselves: a CLI that
+ * just exited lets go within 0.1 s (see innerRelayArgs); one still open is a request in flight or
+ * a CLI keeping its connection, and the park freezes instead of cutting it.
+ */
+const RELAY_SETTLE_MS = 300
+
 /** Why a checkpoint would fail now (open connections it cannot save), or null. */
 async function unsavableNow(host: ParkingHost, sandbox: Gsandbox): Promise<string | null> {
-  // A host socket held open cannot be saved: end the relay's connections first.
-  if (!(await sandbox.relay.drain(1000))) return 'a process keeps a connection to the model gateway open'
+  // A host socket held open cannot be saved.
+  if (!(await sandbox.relay.closed(RELAY_SETTLE_MS))) return 'a process has a connection to the model gateway open, which a checkpoint cannot save'
   // Nor can an open TCP connection inside (a listener is fine). Closing ones get a moment.
   for (let attempt = 0; host.checkOpenConnections; attempt++) {
     const tcp = await host.runsc.run(['exec', sandbox.cid, '/bin/cat', '/proc/net/tcp', '/proc/net/tcp6'], 30_000)
     const busy = unsavableSockets(tcp.stdout)
     if (busy.length === 0) return null
-    if (attempt >= 10) return `${busy.length} open TCP connection(s) in the sandbox (${busy.slice(0, 3).join(', ')})`
+    if (attempt >= 10) return `${busy.length} open TCP connection(s) in the sandbox (${busy.slice(0, 3).join(', ')}), which a checkpoint cannot save`
     await Bun.sleep(50)
   }
   return null
@@ -87,6 +116,10 @@ export async function restore(host: ParkingHost, sandbox: Gsandbox): Promise<boo
   if (restored.code === 0) {
     rmSync(sandbox.image, { recursive: true, force: true })
     host.running(sandbox, pidFile)
+    // A checkpoint an earlier server took mid-turn brings back that turn's process, whose output
+    // nobody reads any more: it ends before anything of this server starts.
+    if (sandbox.orphans) await host.endOrphans(sandbox)
+    sandbox.orphans = false
     return true
   }
   host.log(`agentd: sandbox ${sandbox.spec.id}: restore failed (${firstLine(restored.stderr)}); starting it afresh, its processes are lost`)

@@ -33,6 +33,8 @@ export interface Gsandbox {
   sandboxPid: number | null
   procs: Set<TailedProcess>
   pendingSignals: { proc: TailedProcess; signal: NodeJS.Signals }[]
+  /** Taken over from an earlier server as a checkpoint: the execs it left in it are ended right after the restore. */
+  orphans: boolean
   /** Execs waiting for the sandbox to run (asked for while it was parked). */
   waiting: { proc: TailedProcess; start: () => void }[]
   oomKills: number
@@ -72,6 +74,7 @@ export function newGsandbox(relayRoot: string, spec: SandboxSpec, innerPort: num
     procs: new Set(),
     pendingSignals: [],
     waiting: [],
+    orphans: false,
     oomKills: 0,
     lock: Promise.resolve(),
     watcher: null,

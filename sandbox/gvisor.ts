@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, watch, writeF
 import { join } from 'node:path'
 import { buildSandboxEtc, detectHostRoot, findSocat } from './bwrap'
 import { cgroupName, delegateControllers, listSandboxCgroups, SandboxCgroup } from './cgroup'
-import { fullLimits, type ExecOptions, type SandboxDriver, type SandboxHandle, type SandboxProcess, type SandboxSpec, type SandboxStats } from './driver'
+import { fullLimits, type ExecOptions, type ParkOptions, type SandboxDriver, type SandboxHandle, type SandboxProcess, type SandboxSpec, type SandboxStats } from './driver'
 import { containerId, gvisorSpec, READY_FILE, sandboxNameOf, type GvisorLayout } from './gvisor-spec'
 import type { HostDriverOptions } from './host-driver'
 import { defaultRunRoot, relayDir } from './relay'
@@ -29,8 +29,9 @@ export interface GvisorOptions extends HostDriverOptions {
  * gVisor sandboxes: one long-lived runsc container per sandbox (its own kernel, no network but its
  * loopback with the gateway relay, read-only system, writable workspace and home), one
  * `runsc exec` per process, output through files so it survives a checkpoint. Park is a
- * checkpoint to `<stateDir>/image` with the container deleted (no RAM held); wake restores it and
- * every process goes on where it was.
+ * checkpoint to `<stateDir>/image` with the container deleted (no RAM held), or a freeze in memory
+ * when a turn runs or something open cannot be saved (gvisor-park.ts); wake restores or thaws it
+ * and every process goes on where it was.
  */
 export class GvisorDriver implements SandboxDriver {
   readonly kind = 'gvisor' as const
@@ -42,7 +43,6 @@ export class GvisorDriver implements SandboxDriver {
   private readonly socat: string
   private readonly rootDirs = detectHostRoot().dirs
   private readonly log: (line: string) => void
-  private readonly checkOpenConnections: boolean
   private readonly sandboxes = new Map<string, Gsandbox>()
   private readonly execs: GvisorExecs
   private readonly volumes: VolumeRegistry
@@ -60,7 +60,6 @@ export class GvisorDriver implements SandboxDriver {
     this.etcDir = join(this.runDir, 'etc')
     this.volumes = new VolumeRegistry(join(this.runDir, 'volumes'))
     this.log = options.log ?? console.warn
-    this.checkOpenConnections = options.checkOpenConnections ?? true
     const socat = findSocat()
     if (!socat) throw new Error('the gvisor driver needs socat for the gateway relay (apt-get install socat)')
     this.socat = socat
@@ -69,11 +68,12 @@ export class GvisorDriver implements SandboxDriver {
       runsc: this.runsc,
       scope: this.scope,
       log: this.log,
-      checkOpenConnections: this.checkOpenConnections,
+      checkOpenConnections: options.checkOpenConnections ?? true,
       retire: (cid) => this.retire(cid),
       running: (sandbox, pidFile) => this.running(sandbox, pidFile),
       nextGeneration: (sandbox) => this.nextGeneration(sandbox),
       writeBundle: (sandbox) => this.writeBundle(sandbox),
+      endOrphans: (sandbox) => this.execs.endOrphans(sandbox),
     }
   }
 
@@ -81,10 +81,7 @@ export class GvisorDriver implements SandboxDriver {
     return join(this.runDir, 'relay')
   }
 
-  /**
-   * The sandbox's disk image, holding its workspace and home (its /tmp is gVisor's own tmpfs, in
-   * the sandbox's memory and so under its memory limit).
-   */
+  /** The sandbox's disk image: workspace and home (its /tmp is gVisor's tmpfs, under the memory limit). */
   private volume(spec: SandboxSpec): SandboxVolume {
     return new SandboxVolume(spec, fullLimits(spec.limits).diskBytes)
   }
@@ -239,14 +236,14 @@ export class GvisorDriver implements SandboxDriver {
     return this.execs.exec(this.sandbox(handle), argv, options)
   }
 
-  park(handle: SandboxHandle): Promise<void> {
+  park(handle: SandboxHandle, options: ParkOptions = {}): Promise<void> {
     const sandbox = this.sandbox(handle)
     return this.serial(sandbox, async () => {
       if (sandbox.status === 'parked' || sandbox.status === 'paused' || sandbox.status === 'stopped') return
       if (sandbox.status !== 'running') throw new Error(`sandbox ${handle.id} is ${sandbox.status}`)
       sandbox.moving = true
       try {
-        await checkpoint(this.parking, sandbox)
+        await checkpoint(this.parking, sandbox, options.keepProcesses === true)
       } finally {
         sandbox.moving = false
       }
@@ -266,6 +263,7 @@ export class GvisorDriver implements SandboxDriver {
           const resumed = await this.runsc.run(['resume', sandbox.cid])
           if (resumed.code !== 0) throw new Error(`runsc resume failed: ${firstLine(resumed.stderr)}`)
           sandbox.status = 'running'
+          sandbox.relay.release()
         } else {
           const restored = sandbox.status === 'parked' && (await restore(this.parking, sandbox))
           if (!restored) await this.boot(sandbox)
@@ -347,6 +345,7 @@ export class GvisorDriver implements SandboxDriver {
       await this.execs.endOrphans(sandbox)
     } else {
       sandbox.status = existsSync(join(sandbox.image, 'checkpoint.img')) ? 'parked' : 'stopped'
+      sandbox.orphans = sandbox.status === 'parked'
     }
     await sandbox.relay.start()
     return sandbox.handle

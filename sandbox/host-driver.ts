@@ -2,7 +2,7 @@ import { closeSync, existsSync, mkdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { cgroupName, cgroupsAvailable, cgroupWrapArgs, listSandboxCgroups, SandboxCgroup } from './cgroup'
 import { diskUsage } from './disk'
-import type { ExecOptions, SandboxDriver, SandboxHandle, SandboxKind, SandboxProcess, SandboxSpec, SandboxStats } from './driver'
+import type { ExecOptions, ParkOptions, SandboxDriver, SandboxHandle, SandboxKind, SandboxProcess, SandboxSpec, SandboxStats } from './driver'
 import { defaultRunRoot } from './relay'
 import { spawnGroup } from './spawn'
 import { volumeDiskUsage, VolumeRegistry, type SandboxVolume } from './volume'
@@ -145,7 +145,8 @@ export abstract class HostDriver implements SandboxDriver {
     return proc
   }
 
-  async park(handle: SandboxHandle): Promise<void> {
+  /** Always a freeze in place: the processes are kept, whatever the options ask. */
+  async park(handle: SandboxHandle, _options?: ParkOptions): Promise<void> {
     const sandbox = this.sandbox(handle)
     if (sandbox.cgroup) await sandbox.cgroup.freeze()
     else for (const proc of sandbox.procs) signalGroup(proc.pid, 'SIGSTOP')

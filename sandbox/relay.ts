@@ -55,7 +55,9 @@ export function listenPattern(port: number): string {
 /** The host half: a Unix socket that forwards every connection to the gateway over TCP. */
 export class GatewayRelay {
   private server: Server | null = null
-  private readonly open = new Set<Socket>()
+  /** Each open connection's sandbox side, with its gateway side. */
+  private readonly open = new Map<Socket, Socket>()
+  private held = false
 
   constructor(
     readonly dir: string,
@@ -86,10 +88,11 @@ export class GatewayRelay {
   }
 
   private forward(inner: Socket): void {
-    this.open.add(inner)
     const outer = createConnection({ host: this.gateway.host, port: this.gateway.port })
+    this.open.set(inner, outer)
     inner.pipe(outer)
-    outer.pipe(inner)
+    if (this.held) outer.pause()
+    else outer.pipe(inner)
     const fail = () => {
       inner.destroy()
       outer.destroy()
@@ -111,11 +114,32 @@ export class GatewayRelay {
   }
 
   /**
-   * Ends every open connection and waits until the sandbox side has closed them too (its relay
-   * exits after a short linger), so no host socket is held; false if some stayed open.
+   * Stops passing the gateway's bytes to the sandbox until `release`: for a sandbox about to be
+   * frozen. A gVisor sandbox frozen with `runsc pause` lost bytes that reached its host socket
+   * meanwhile (1 in 40 mid-request pauses; every one when the reply came during the freeze), and
+   * the CLI waited for the rest of its reply for ever. Held, they wait in the gateway connection.
    */
-  async drain(timeoutMs = 500): Promise<boolean> {
-    for (const socket of this.open) socket.end()
+  hold(): void {
+    this.held = true
+    for (const [inner, outer] of this.open) {
+      outer.unpipe(inner)
+      outer.pause()
+    }
+  }
+
+  /** Passes the gateway's bytes on again, once the sandbox runs. */
+  release(): void {
+    if (!this.held) return
+    this.held = false
+    for (const [inner, outer] of this.open) outer.pipe(inner)
+  }
+
+  /**
+   * Waits up to `timeoutMs` for the open connections to close by themselves (a CLI that exited: its
+   * relay child lets go 0.1 s later); true once none is open. Never ends one: a connection can be a
+   * model request in flight, and the CLI reads a cut one as a failed turn.
+   */
+  async closed(timeoutMs: number): Promise<boolean> {
     const deadline = Date.now() + timeoutMs
     while (this.open.size > 0 && Date.now() < deadline) await Bun.sleep(5)
     return this.open.size === 0
@@ -124,7 +148,7 @@ export class GatewayRelay {
   async stop(): Promise<void> {
     const server = this.server
     this.server = null
-    for (const socket of this.open) socket.destroy()
+    for (const socket of this.open.keys()) socket.destroy()
     this.open.clear()
     if (server) await new Promise<void>((resolve) => server.close(() => resolve()))
     rmSync(this.dir, { recursive: true, force: true })

@@ -41,7 +41,7 @@ export interface RuntimeDeps {
 interface Live {
   handle?: SandboxHandle
   parked: boolean
-  turn?: RunningTurn & { stopped: boolean; timedOut: boolean }
+  turn?: RunningTurn & { stopped: boolean; timedOut: boolean; done?: Promise<unknown> }
   /** Sandbox operations of this session run one after the other, in the order they were asked. */
   ops: Promise<unknown>
   logBytes: number
@@ -178,7 +178,8 @@ export class SessionRuntime {
     const live = this.liveOf(id)
     try {
       const handle = await this.handleOf(id)
-      await this.deps.driver.park(handle)
+      // A turn paused mid-way must come back whole: the driver keeps its processes at any cost.
+      await this.deps.driver.park(handle, { keepProcesses: live.turn !== undefined })
     } catch (err) {
       // A sandbox that could not be parked is still there: the next wake picks it up either way.
       this.deps.log(`agentd: session ${id}: park failed, kept as it is: ${(err as Error).message}`)
@@ -302,6 +303,7 @@ export class SessionRuntime {
         running.process.kill('SIGKILL')
       }, this.deps.turnTimeoutMs)
       const done = finish(running.outcome).finally(() => clearTimeout(timer))
+      if (live.turn?.process === running.process) live.turn.done = done
       this.pending.add(done)
       void done.finally(() => this.pending.delete(done))
     } catch (err) {
@@ -365,24 +367,24 @@ export class SessionRuntime {
     if (handle) Object.assign(live, { handle, parked: true })
   }
 
-  /**
-   * Stops every turn and waits until no effect is in flight, so the database can be closed.
-   * The sessions stay as they are; the next start treats them like after a crash.
-   */
+  /** Stops every turn and waits until no effect is in flight (the database can close); the next start treats the sessions as after a crash. */
   async shutdown(): Promise<void> {
     this.closing = true
     // A frozen process only dies once thawed; a checkpoint holds no process to kill.
     const thaw = !this.deps.driver.canCheckpoint
-    while (this.pending.size > 0) {
+    // A turn paused in a sandbox that outlives the server (gVisor: checkpointed or frozen) is left as
+    // it is: a kill would only be queued for its wake. The next start ends it as lost.
+    const kept = new Set([...this.live.values()].flatMap((live) => (!thaw && live.parked && live.turn?.done ? [live.turn.done] : [])))
+    const waited = () => [...this.pending].filter((p) => !kept.has(p))
+    while (waited().length > 0) {
       for (const live of this.live.values()) {
-        if (!live.turn) continue
+        if (!live.turn || (live.turn.done && kept.has(live.turn.done))) continue
         live.turn.process.kill('SIGKILL')
         if (thaw && live.handle) await this.deps.driver.wake(live.handle).catch(() => {})
       }
-      await Promise.race([Promise.allSettled([...this.pending]), Bun.sleep(100)])
+      await Promise.race([Promise.allSettled(waited()), Bun.sleep(100)])
     }
-    // Whatever still runs is parked: a gVisor sandbox is checkpointed and holds no process while
-    // the server is down; the next start takes it over.
+    // Whatever still runs is parked (gVisor: checkpointed, no process while the server is down).
     for (const [id, live] of this.live) {
       if (!live.handle || live.parked) continue
       await this.deps.driver.park(live.handle).catch((err) => this.deps.log(`agentd: session ${id}: not parked at shutdown: ${(err as Error).message}`))

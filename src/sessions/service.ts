@@ -216,8 +216,10 @@ export class SessionService {
     const owners = this.store.inStatus([...IN_PROGRESS, ...PARKABLE]).map((row) => row.id)
     await this.deps.driver.sweep(owners)
     const orgs = new Set<string>()
-    // A checkpoint keeps a paused turn's processes across a restart; a frozen host process does not.
-    const statuses: SessionStatus[] = this.deps.driver.canCheckpoint ? [...IN_PROGRESS] : [...IN_PROGRESS, 'paused']
+    // A turn paused mid-way is lost like a running one: its process may be kept (a gVisor checkpoint
+    // or freeze), but what read its output went with the old server, so the driver ends it. A session
+    // paused between turns keeps everything (the machine ignores the event then).
+    const statuses: SessionStatus[] = [...IN_PROGRESS, 'paused']
     for (const row of this.store.inStatus(statuses)) {
       orgs.add(row.orgId)
       if (row.status === 'queued') continue

@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, rmdirSync, rmSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import { settleSpareDisks, unmountUnder } from '../../sandbox/volume'
+import { unmountUnder } from '../../sandbox/disk-image'
+import { settleSpareDisks } from '../../sandbox/spare-disks'
 import { sandboxScope } from '../../src/server'
 
 /**

@@ -11,7 +11,7 @@ import { isDeepStrictEqual } from 'node:util'
 import { initialTransition, transition } from 'xstate'
 import { transitionTaken } from '../../machines/chart'
 import { refusalOf, sessionMachine, statusOf, type SessionMachineEvent, type SessionSnapshot } from '../../machines/session.machine'
-import type { SandboxHandle, SandboxSpec } from '../../sandbox/driver'
+import type { ParkOptions, SandboxHandle, SandboxSpec } from '../../sandbox/driver'
 import { ProcessDriver } from '../../sandbox/process'
 import type { HostDriverOptions } from '../../sandbox/host-driver'
 import type { IdentityService } from '../../src/identity/service'
@@ -82,13 +82,13 @@ export class HeldDriver extends ProcessDriver {
   }
 
   /** Until `openPark`, the sandbox's processes are not stopped: a turn can still reach its end. */
-  override async park(handle: SandboxHandle): Promise<void> {
+  override async park(handle: SandboxHandle, options?: ParkOptions): Promise<void> {
     const gate = this.parks.get(handle.id)
     if (gate) {
       gate.waiting = true
       await gate.opened
     }
-    return super.park(handle)
+    return super.park(handle, options)
   }
 
   /** The next park of this sandbox waits for `openPark`. */

@@ -1,7 +1,9 @@
 import { expect, test } from 'bun:test'
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, statfsSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { mountPoints, SandboxVolume, settleSpareDisks, unmountUnder } from '../../sandbox/volume'
+import { mountPoints, unmountUnder } from '../../sandbox/disk-image'
+import { settleSpareDisks } from '../../sandbox/spare-disks'
+import { SandboxVolume } from '../../sandbox/volume'
 import { tempRoot } from './helpers'
 
 /** The disk image under a sandbox's workspace and home, on the host (root: mount needs it). */
