@@ -83,17 +83,10 @@ async function freeze(host: ParkingHost, sandbox: Gsandbox, why: string): Promis
 /** How long a freeze waits, the gateway held, for bytes already sent to be read inside. */
 const RELAY_QUIET_MS = 50
 
-/**
- * How long a park waits for the model gateway's connections to close by themselves: a CLI that
- * just exited lets go within 0.1 s (see innerRelayArgs); one still open is a request in flight or
- * a CLI keeping its connection, and the park freezes instead of cutting it.
- */
-const RELAY_SETTLE_MS = 300
-
 /** Why a checkpoint would fail now (open connections it cannot save), or null. */
 async function unsavableNow(host: ParkingHost, sandbox: Gsandbox): Promise<string | null> {
-  // A host socket held open cannot be saved.
-  if (!(await sandbox.relay.closed(RELAY_SETTLE_MS))) return 'a process has a connection to the model gateway open, which a checkpoint cannot save'
+  // A host socket held open cannot be saved: no turn runs (see checkpoint), so the relay's connections are ended first.
+  if (!(await sandbox.relay.drain(1000))) return 'a process keeps a connection to the model gateway open, which a checkpoint cannot save'
   // Nor can an open TCP connection inside (a listener is fine). Closing ones get a moment.
   for (let attempt = 0; host.checkOpenConnections; attempt++) {
     const tcp = await host.runsc.run(['exec', sandbox.cid, '/bin/cat', '/proc/net/tcp', '/proc/net/tcp6'], 30_000)

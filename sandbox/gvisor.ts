@@ -329,18 +329,19 @@ export class GvisorDriver implements SandboxDriver {
     const sandbox = newGsandbox(this.relayRoot, spec, saved.innerPort ?? spec.gateway.port, Math.max(saved.generation ?? 0, ...generations), 'stopped')
     this.sandboxes.set(spec.id, sandbox)
     const current = await this.runsc.state(sandbox.cid)
-    const live = current?.status === 'running' || current?.status === 'paused'
+    // A frozen one (a turn was paused when the server stopped) is not thawed: that turn is lost
+    // anyway, and its host sockets closed while it was frozen, after which gVisor lost bytes on new
+    // ones (a CLI waited for its reply for ever). It boots afresh at the next wake, files kept.
+    const live = current?.status === 'running'
     // A container still running keeps its mounts (one started before sandboxes had disk images
     // keeps its plain folders until it next boots); otherwise they come back before any use.
     if (!live) await volume.ensure()
     mkdirSync(sandbox.io, { recursive: true }) // on the image, so after it is mounted
     for (const cid of containers) if (cid !== sandbox.cid || !live) this.retire(cid)
     if (live) {
-      // Still up (a paused one is a park that froze instead of checkpointing): taken over as it is,
-      // but for the execs of the old server, whose output nobody can read any more.
+      // Still up: taken over as it is, but for the execs of the old server, whose output nobody can read any more.
       rmSync(sandbox.image, { recursive: true, force: true })
       sandbox.sandboxPid = current.pid
-      if (current.status === 'paused') await this.runsc.run(['resume', sandbox.cid])
       this.running(sandbox, null)
       await this.execs.endOrphans(sandbox)
     } else {

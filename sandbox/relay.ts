@@ -135,11 +135,12 @@ export class GatewayRelay {
   }
 
   /**
-   * Waits up to `timeoutMs` for the open connections to close by themselves (a CLI that exited: its
-   * relay child lets go 0.1 s later); true once none is open. Never ends one: a connection can be a
-   * model request in flight, and the CLI reads a cut one as a failed turn.
+   * Ends every open connection and waits until the sandbox side has closed them too (its relay
+   * child exits 0.1 s later), so no host socket is held; false if some stayed open. Only when no
+   * turn runs: a connection may be a model request in flight, which the CLI reads as a failed turn.
    */
-  async closed(timeoutMs: number): Promise<boolean> {
+  async drain(timeoutMs: number): Promise<boolean> {
+    for (const socket of this.open.keys()) socket.end()
     const deadline = Date.now() + timeoutMs
     while (this.open.size > 0 && Date.now() < deadline) await Bun.sleep(5)
     return this.open.size === 0
