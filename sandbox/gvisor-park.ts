@@ -45,7 +45,7 @@ export async function checkpoint(host: ParkingHost, sandbox: Gsandbox, keepProce
       // Something it cannot save appeared after the look (a connection opened meanwhile), and runsc
       // let the sandbox run on: the park freezes it instead, so the session is paused as asked.
       rmSync(sandbox.image, { recursive: true, force: true })
-      return freeze(host, sandbox, `the checkpoint failed (${firstLine(saved.stderr)})`)
+      return freeze(host, sandbox, `the checkpoint failed (${firstLine(saved.stderr)})`, state.status === 'paused')
     }
     host.retire(sandbox.cid)
     rmSync(sandbox.image, { recursive: true, force: true })
@@ -64,24 +64,23 @@ export async function checkpoint(host: ParkingHost, sandbox: Gsandbox, keepProce
 }
 
 /** Freezes the sandbox in memory (runsc pause): its processes and connections are kept as they are. */
-async function freeze(host: ParkingHost, sandbox: Gsandbox, why: string): Promise<void> {
-  if ((await host.runsc.state(sandbox.cid))?.status !== 'paused') {
-    // Nothing from the gateway may reach a frozen sandbox (see GatewayRelay.hold); what is on its
-    // way gets a moment to be read first.
-    sandbox.relay.hold()
-    await Bun.sleep(RELAY_QUIET_MS)
-    const paused = await host.runsc.run(['pause', sandbox.cid])
-    if (paused.code !== 0) {
+async function freeze(host: ParkingHost, sandbox: Gsandbox, why: string, paused = false): Promise<void> {
+  if (!paused) {
+    // Nothing from the gateway may reach a frozen sandbox, nor wait unread in its socket (see
+    // GatewayRelay.hold). A CLI that does not read is frozen all the same (its turn is not lost by that).
+    if (!(await sandbox.relay.hold(RELAY_READ_MS))) host.log(`agentd: sandbox ${sandbox.spec.id}: frozen with gateway bytes it had not read after ${RELAY_READ_MS} ms`)
+    const done = await host.runsc.run(['pause', sandbox.cid])
+    if (done.code !== 0) {
       sandbox.relay.release()
-      throw new ParkError(`cannot park: ${why}, and runsc pause failed: ${firstLine(paused.stderr)}; the sandbox keeps running`, 'running')
+      throw new ParkError(`cannot park: ${why}, and runsc pause failed: ${firstLine(done.stderr)}; the sandbox keeps running`, 'running')
     }
   }
   host.log(`agentd: sandbox ${sandbox.spec.id}: parked without a checkpoint (${why}): frozen, its memory stays held`)
   sandbox.status = 'paused'
 }
 
-/** How long a freeze waits, the gateway held, for bytes already sent to be read inside. */
-const RELAY_QUIET_MS = 50
+/** How long a freeze waits, the gateway held, for the bytes already passed to be read inside. */
+const RELAY_READ_MS = 1000
 
 /** Why a checkpoint would fail now (open connections it cannot save), or null. */
 async function unsavableNow(host: ParkingHost, sandbox: Gsandbox): Promise<string | null> {

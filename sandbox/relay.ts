@@ -3,6 +3,7 @@ import { chmodSync, mkdirSync, rmSync } from 'node:fs'
 import { createConnection, createServer, type Server, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { unreadBytes } from './socket-queue'
 
 /**
  * The gateway relay. An isolated sandbox has no network but its own loopback; the one service it
@@ -114,17 +115,23 @@ export class GatewayRelay {
   }
 
   /**
-   * Stops passing the gateway's bytes to the sandbox until `release`: for a sandbox about to be
-   * frozen. A gVisor sandbox frozen with `runsc pause` lost bytes that reached its host socket
-   * meanwhile (1 in 40 mid-request pauses; every one when the reply came during the freeze), and
-   * the CLI waited for the rest of its reply for ever. Held, they wait in the gateway connection.
+   * Stops passing the gateway's bytes to the sandbox until `release`, and waits (up to `timeoutMs`)
+   * until the sandbox has read every byte already passed: for a sandbox about to be frozen. A gVisor
+   * sandbox frozen with `runsc pause` lost bytes that sat in, or reached, its host socket meanwhile
+   * (1 in 40 mid-request pauses; every one when the reply came during the freeze), and the CLI
+   * waited for the rest of its reply for ever. Held, they wait in the gateway connection. False when
+   * some were still unread at the deadline.
    */
-  hold(): void {
+  async hold(timeoutMs: number): Promise<boolean> {
     this.held = true
     for (const [inner, outer] of this.open) {
       outer.unpipe(inner)
       outer.pause()
     }
+    const deadline = Date.now() + timeoutMs
+    const unread = () => [...this.open.keys()].some((inner) => !inner.destroyed && unreadBytes(inner) > 0)
+    while (unread() && Date.now() < deadline) await Bun.sleep(2)
+    return !unread()
   }
 
   /** Passes the gateway's bytes on again, once the sandbox runs. */

@@ -1,22 +1,19 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { makeTestApp, type TestApp } from '../helpers/app'
-import { removeDataDir } from '../helpers/cleanup'
 import { json, req, script, waitFor } from '../helpers/http'
-import { client, seededDataDir, startServer } from '../helpers/server'
-import { settled } from '../helpers/sessions'
 
 /**
  * Pause on gVisor while the CLI waits on the model: the relay holds an open connection then, which
  * a 2022 runsc checkpoint cannot save. Every pause must keep the turn (a freeze when a checkpoint
  * cannot be taken), and every resume must give it back: 20 pauses in a row, each landing while a
- * model request is in flight (half of them lasting past the reply), over TURNS turns of PER_TURN
+ * model request is in flight (every fourth lasting past the reply), over TURNS turns of PER_TURN
  * model requests; every turn completes with its own answer and the generation goes up by one on
  * each resume.
  */
 const TURNS = 2
 const PER_TURN = 10
 /** How long the model takes to answer each request: the pause lands inside it. */
-const MODEL_MS = 700
+const MODEL_MS = 600
 
 let t: TestApp
 beforeAll(async () => {
@@ -68,9 +65,9 @@ test(`${TURNS * PER_TURN} pauses on gVisor, each while a model request is in fli
       )
       expect(paused.status).toBe('paused')
       expect(paused.sandbox_generation).toBe(generation)
-      // Every other pause lasts past the model's reply, which then comes while the sandbox is
+      // Every fourth pause lasts past the model's reply, which then comes while the sandbox is
       // frozen: gVisor lost such bytes, and the CLI waited for the rest of its reply for ever.
-      if (asked % 2 === 0) await Bun.sleep(MODEL_MS + 300)
+      if (asked % 4 === 0) await Bun.sleep(MODEL_MS + 300)
       expect((await call('PATCH', path(id), { status: 'running' })).status).toBe(202)
       await waitFor(
         () => get(id),
@@ -90,46 +87,3 @@ test(`${TURNS * PER_TURN} pauses on gVisor, each while a model request is in fli
   }
   expect(generation).toBe(TURNS * PER_TURN + TURNS - 1)
 }, 300_000)
-
-test('a server stops, and starts again, with turns paused on gVisor: each paused turn is lost as in a crash, and nothing of it runs on', async () => {
-  const { dir, token } = await seededDataDir('agentd-paused-restart')
-  const env = { DATA_DIR: dir, AGENTD_SANDBOX: 'gvisor' }
-  let server = await startServer(env)
-  try {
-    const request = client(() => server, token)
-    const read = async (id: string) => (await request('GET', `/o/acme/p/_/sessions/${id}`)).body
-    const events = async (id: string) => ((await request('GET', `/o/acme/p/_/sessions/${id}/messages`)).body.events ?? []) as { type: string }[] // 404 before the first event
-    const pauseWhen = async (id: string, ready: () => Promise<boolean>) => {
-      await waitFor(ready, Boolean, 60_000)
-      expect((await request('PATCH', `/o/acme/p/_/sessions/${id}`, { status: 'paused' })).status).toBe(202)
-      await waitFor(() => read(id), (s) => s.machine_state === 'paused', 30_000)
-    }
-    // One paused while its model request is in flight, one while its shell call runs; the shell
-    // call would write late.txt if it were let run on.
-    const inRequest = (await request('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: script([{ sleep: 3000 }, { answer: 'never' }]) })).body.execution_id as string
-    await pauseWhen(inRequest, async () => ((await request('GET', `/o/acme/p/_/sessions/${inRequest}/logs`)).body.logs ?? '').includes(' gateway: POST '))
-    const inTool = (await request('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: script([{ bash: 'sleep 2 && echo late > late.txt' }, { answer: 'never' }]) })).body.execution_id as string
-    await pauseWhen(inTool, async () => (await events(inTool)).some((e) => e.type === 'tool_use'))
-
-    await server.stop() // SIGTERM: it must not wait for turns that cannot end while paused
-    server = await startServer(env)
-    for (const id of [inRequest, inTool]) {
-      expect(await read(id)).toMatchObject({ status: 'paused', turns_count: 1 })
-      expect((await request('PATCH', `/o/acme/p/_/sessions/${id}`, { status: 'running' })).status).toBe(202)
-      const after = await waitFor(() => read(id), (s) => s.status !== 'paused', 30_000)
-      expect(after.status).toBe('failed')
-      expect(after.error).toContain('agentd restarted')
-    }
-    // The sandbox is the session's still: a follow-up runs in it, and the lost shell call never finished.
-    expect((await request('POST', `/o/acme/p/_/sessions/${inTool}/messages`, { content: script([{ bash: 'sleep 3; ls' }, { answer: 'after' }]) })).status).toBe(200)
-    const explain = async () =>
-      `events: ${(await events(inTool)).map((e) => e.type).join(', ')}\nlogs: ${String((await request('GET', `/o/acme/p/_/sessions/${inTool}/logs`)).body.logs).slice(-2500)}\nserver: ${server.log().slice(-3000)}`
-    const done = await settled(() => read(inTool), { turns: 2, timeoutMs: 60_000, explain })
-    expect(done.status).toBe('completed')
-    const listing = (await events(inTool)).filter((e) => e.type === 'tool_result').map((e) => (e as { output?: string }).output ?? '')
-    expect(listing.at(-1)).not.toContain('late.txt')
-  } finally {
-    await server.stop()
-    await removeDataDir(dir)
-  }
-}, 180_000)
