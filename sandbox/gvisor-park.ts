@@ -1,4 +1,4 @@
-import { mkdirSync, rmSync } from 'node:fs'
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { delegateControllers } from './cgroup'
 import { ParkError } from './driver'
@@ -63,17 +63,25 @@ export async function checkpoint(host: ParkingHost, sandbox: Gsandbox, keepProce
   sandbox.sandboxPid = null
 }
 
-/** Freezes the sandbox in memory (runsc pause): its processes and connections are kept as they are. */
+/** Where a frozen sandbox is marked as such, so that a server started later knows (see recover). */
+export function frozenMark(sandbox: Pick<Gsandbox, 'spec'>): string {
+  return join(sandbox.spec.stateDir, 'frozen')
+}
+
+/** Freezes the sandbox in memory (SIGSTOP to every process in it): its processes and connections are kept as they are. */
 async function freeze(host: ParkingHost, sandbox: Gsandbox, why: string, paused = false): Promise<void> {
   if (!paused) {
     // Nothing from the gateway may reach a frozen sandbox, nor wait unread in its socket (see
     // GatewayRelay.hold). A CLI that does not read is frozen all the same (its turn is not lost by that).
     if (!(await sandbox.relay.hold(RELAY_READ_MS))) host.log(`agentd: sandbox ${sandbox.spec.id}: frozen with gateway bytes it had not read after ${RELAY_READ_MS} ms`)
-    const done = await host.runsc.run(['pause', sandbox.cid])
+    // Every process stopped by the sandbox's own kernel, not `runsc pause`: a sentry paused that
+    // way lost wake-ups, and a CLI sat for ever on a reply it had received (1 in 40 pauses).
+    const done = await host.runsc.run(['kill', '--all', sandbox.cid, 'SIGSTOP'])
     if (done.code !== 0) {
       sandbox.relay.release()
-      throw new ParkError(`cannot park: ${why}, and runsc pause failed: ${firstLine(done.stderr)}; the sandbox keeps running`, 'running')
+      throw new ParkError(`cannot park: ${why}, and stopping its processes failed: ${firstLine(done.stderr)}; the sandbox keeps running`, 'running')
     }
+    writeFileSync(frozenMark(sandbox), '')
   }
   host.log(`agentd: sandbox ${sandbox.spec.id}: parked without a checkpoint (${why}): frozen, its memory stays held`)
   sandbox.status = 'paused'

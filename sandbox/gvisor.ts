@@ -9,7 +9,7 @@ import { defaultRunRoot, relayDir } from './relay'
 import { alive, firstLine, Runsc } from './runsc'
 import { GvisorExecs } from './gvisor-exec'
 import { newGsandbox, type Gsandbox } from './gvisor-sandbox'
-import { checkpoint, restore, type ParkingHost } from './gvisor-park'
+import { checkpoint, frozenMark, restore, type ParkingHost } from './gvisor-park'
 import { SandboxVolume, volumeDiskUsage, VolumeRegistry } from './volume'
 
 export { gvisorWorks } from './runsc'
@@ -77,9 +77,7 @@ export class GvisorDriver implements SandboxDriver {
     }
   }
 
-  private get relayRoot(): string {
-    return join(this.runDir, 'relay')
-  }
+  private get relayRoot(): string { return join(this.runDir, 'relay') }
 
   /** The sandbox's disk image: workspace and home (its /tmp is gVisor's tmpfs, under the memory limit). */
   private volume(spec: SandboxSpec): SandboxVolume {
@@ -260,8 +258,9 @@ export class GvisorDriver implements SandboxDriver {
         await this.volume(sandbox.spec).ensure() // mounts lost with a reboot, or never made after a restart
         await sandbox.relay.start()
         if (sandbox.status === 'paused') {
-          const resumed = await this.runsc.run(['resume', sandbox.cid])
-          if (resumed.code !== 0) throw new Error(`runsc resume failed: ${firstLine(resumed.stderr)}`)
+          const resumed = await this.runsc.run(['kill', '--all', sandbox.cid, 'SIGCONT'])
+          if (resumed.code !== 0) throw new Error(`could not continue the sandbox's processes: ${firstLine(resumed.stderr)}`)
+          rmSync(frozenMark(sandbox), { force: true })
           sandbox.status = 'running'
           sandbox.relay.release()
         } else {
@@ -301,9 +300,9 @@ export class GvisorDriver implements SandboxDriver {
   }
 
   /**
-   * After a restart: a container still running is taken over as it is (the old server's exec
-   * streams are not re-attached); a checkpoint image makes a parked sandbox; otherwise, with the
-   * workspace still there, a stopped one that `wake` boots afresh. Null when the workspace is gone.
+   * After a restart: a container still running is taken over as it is (the old server's execs
+   * ended); a checkpoint image makes a parked sandbox; otherwise (a frozen one too) a stopped one
+   * that `wake` boots afresh. Null when the workspace is gone.
    */
   async recover(spec: SandboxSpec): Promise<SandboxHandle | null> {
     const existing = this.sandboxes.get(spec.id)
@@ -329,10 +328,11 @@ export class GvisorDriver implements SandboxDriver {
     const sandbox = newGsandbox(this.relayRoot, spec, saved.innerPort ?? spec.gateway.port, Math.max(saved.generation ?? 0, ...generations), 'stopped')
     this.sandboxes.set(spec.id, sandbox)
     const current = await this.runsc.state(sandbox.cid)
-    // A frozen one (a turn was paused when the server stopped) is not thawed: that turn is lost
-    // anyway, and its host sockets closed while it was frozen, after which gVisor lost bytes on new
-    // ones (a CLI waited for its reply for ever). It boots afresh at the next wake, files kept.
-    const live = current?.status === 'running'
+    // A frozen one (a turn paused when the server stopped) is not thawed: that turn is lost and what
+    // it started must not run on. It boots afresh at the next wake, files kept.
+    const frozen = existsSync(frozenMark(sandbox)) || current?.status === 'paused'
+    rmSync(frozenMark(sandbox), { force: true })
+    const live = current?.status === 'running' && !frozen
     // A container still running keeps its mounts (one started before sandboxes had disk images
     // keeps its plain folders until it next boots); otherwise they come back before any use.
     if (!live) await volume.ensure()

@@ -116,11 +116,10 @@ export class GatewayRelay {
 
   /**
    * Stops passing the gateway's bytes to the sandbox until `release`, and waits (up to `timeoutMs`)
-   * until the sandbox has read every byte already passed: for a sandbox about to be frozen. A gVisor
-   * sandbox frozen with `runsc pause` lost bytes that sat in, or reached, its host socket meanwhile
-   * (1 in 40 mid-request pauses; every one when the reply came during the freeze), and the CLI
-   * waited for the rest of its reply for ever. Held, they wait in the gateway connection. False when
-   * some were still unread at the deadline.
+   * until the sandbox has read every byte already passed: for a sandbox about to be frozen, so that
+   * nothing waits in a socket of a frozen sandbox (a gVisor sandbox frozen with `runsc pause` lost
+   * such bytes, and the CLI waited for its reply for ever). Held, they wait in the gateway
+   * connection. False when some were still unread at the deadline.
    */
   async hold(timeoutMs: number): Promise<boolean> {
     this.held = true
