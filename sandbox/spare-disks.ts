@@ -2,7 +2,7 @@ import { chmodSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { FOLDERS, formatImage, mountImage, mountPoints, unmount } from './disk-image'
 import { bindMount } from './mount'
-import { refillSpares, settleSpares } from './spare-refill'
+import { refillSpares } from './spare-refill'
 
 /**
  * Formatted, empty images kept ready and already loop-mounted, so that creating a sandbox costs a
@@ -135,9 +135,4 @@ export class SpareImages {
       rmSync(path, { recursive: true, force: true })
     }
   }
-}
-
-/** Makes the spare disks asked for now and waits for those being made (before removing a DATA_DIR). */
-export async function settleSpareDisks(): Promise<void> {
-  await settleSpares()
 }

@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, rmdirSync, rmSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { unmountUnder } from '../../sandbox/disk-image'
-import { settleSpareDisks } from '../../sandbox/spare-disks'
+import { settleSpares } from '../../sandbox/spare-refill'
 import { sandboxScope } from '../../src/server'
 
 /**
@@ -11,7 +11,7 @@ import { sandboxScope } from '../../src/server'
  * helper finishing: a busy folder is unmounted again and retried for a while.
  */
 export async function removeDataDir(dir: string): Promise<void> {
-  await settleSpareDisks()
+  await settleSpares()
   for (let attempt = 0; ; attempt++) {
     unmountUnder(dir)
     try {

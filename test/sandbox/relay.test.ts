@@ -71,7 +71,12 @@ test('hold: nothing more passes while held, hold waits for the reader to take wh
   )
   try {
     while (relay.connections === 0) await Bun.sleep(5)
-    await Bun.sleep(200) // the reply on its way, the reader's pipe full
+    // The reply on its way: until some of it waits unread on the sandbox side, hold finds nothing to wait for.
+    await poll('reply bytes unread on the sandbox side', async () => {
+      const allRead = await relay.hold(0)
+      if (allRead) relay.release()
+      return !allRead
+    })
     // Not read: hold says so at its deadline.
     expect(await relay.hold(200)).toBe(false)
     // Read: hold returns true once the sandbox side has taken all that was passed.

@@ -2,7 +2,7 @@ import { expect, test } from 'bun:test'
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, statfsSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { mountPoints, unmountUnder } from '../../sandbox/disk-image'
-import { settleSpareDisks } from '../../sandbox/spare-disks'
+import { settleSpares } from '../../sandbox/spare-refill'
 import { SandboxVolume } from '../../sandbox/volume'
 import { tempRoot } from './helpers'
 
@@ -80,7 +80,7 @@ test('spare disks: a create takes one already formatted and mounted (its own mou
 
   const first = volumeIn(root.path, 's1', 64 * MiB)
   await first.ensure() // no spare ready: formats its own, then the pool fills
-  await settleSpareDisks()
+  await settleSpares()
   const ready = spares().filter((name) => name.endsWith('.img'))
   expect(ready).toHaveLength(3)
   for (const name of stale) expect(spares()).not.toContain(name)
@@ -102,7 +102,7 @@ test('spare disks: a create takes one already formatted and mounted (its own mou
   unmountUnder(join(root.path, 's2'))
   await second.ensure()
   expect(readFileSync(join(second.spec.hostWorkspace, 'mine'), 'utf8')).toBe('s2')
-  await settleSpareDisks()
+  await settleSpares()
   expect(spares().filter((name) => name.endsWith('.img'))).toHaveLength(3)
   await first.remove()
   await second.remove()
