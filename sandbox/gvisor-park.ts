@@ -45,7 +45,9 @@ export async function checkpoint(host: ParkingHost, sandbox: Gsandbox, keepProce
       // Something it cannot save appeared after the look (a connection opened meanwhile), and runsc
       // let the sandbox run on: the park freezes it instead, so the session is paused as asked.
       rmSync(sandbox.image, { recursive: true, force: true })
-      return freeze(host, sandbox, `the checkpoint failed (${firstLine(saved.stderr)})`, state.status === 'paused')
+      // Left paused by runsc: resumed first, so that one kind of freeze (and of wake) is ever in use.
+      if (state.status === 'paused') await host.runsc.run(['resume', sandbox.cid])
+      return freeze(host, sandbox, `the checkpoint failed (${firstLine(saved.stderr)})`)
     }
     host.retire(sandbox.cid)
     rmSync(sandbox.image, { recursive: true, force: true })
@@ -69,20 +71,18 @@ export function frozenMark(sandbox: Pick<Gsandbox, 'spec'>): string {
 }
 
 /** Freezes the sandbox in memory (SIGSTOP to every process in it): its processes and connections are kept as they are. */
-async function freeze(host: ParkingHost, sandbox: Gsandbox, why: string, paused = false): Promise<void> {
-  if (!paused) {
-    // Nothing from the gateway may reach a frozen sandbox, nor wait unread in its socket (see
-    // GatewayRelay.hold). A CLI that does not read is frozen all the same (its turn is not lost by that).
-    if (!(await sandbox.relay.hold(RELAY_READ_MS))) host.log(`agentd: sandbox ${sandbox.spec.id}: frozen with gateway bytes it had not read after ${RELAY_READ_MS} ms`)
-    // Every process stopped by the sandbox's own kernel, not `runsc pause`: a sentry paused that
-    // way lost wake-ups, and a CLI sat for ever on a reply it had received (1 in 40 pauses).
-    const done = await host.runsc.run(['kill', '--all', sandbox.cid, 'SIGSTOP'])
-    if (done.code !== 0) {
-      sandbox.relay.release()
-      throw new ParkError(`cannot park: ${why}, and stopping its processes failed: ${firstLine(done.stderr)}; the sandbox keeps running`, 'running')
-    }
-    writeFileSync(frozenMark(sandbox), '')
+async function freeze(host: ParkingHost, sandbox: Gsandbox, why: string): Promise<void> {
+  // Nothing from the gateway may reach a frozen sandbox, nor wait unread in its socket (see
+  // GatewayRelay.hold). A CLI that does not read is frozen all the same (its turn is not lost by that).
+  if (!(await sandbox.relay.hold(RELAY_READ_MS))) host.log(`agentd: sandbox ${sandbox.spec.id}: frozen with gateway bytes it had not read after ${RELAY_READ_MS} ms`)
+  // Every process stopped by the sandbox's own kernel, not `runsc pause`: a sentry paused that
+  // way lost wake-ups, and a CLI sat for ever on a reply it had received (1 in 40 pauses).
+  const done = await host.runsc.run(['kill', '--all', sandbox.cid, 'SIGSTOP'])
+  if (done.code !== 0) {
+    sandbox.relay.release()
+    throw new ParkError(`cannot park: ${why}, and stopping its processes failed: ${firstLine(done.stderr)}; the sandbox keeps running`, 'running')
   }
+  writeFileSync(frozenMark(sandbox), '')
   host.log(`agentd: sandbox ${sandbox.spec.id}: parked without a checkpoint (${why}): frozen, its memory stays held`)
   sandbox.status = 'paused'
 }

@@ -118,7 +118,9 @@ describe('runFinished through real runs', () => {
     await waitFor(async () => hooksFor(id).length, (n) => n === 2, 50_000)
     const [first, second] = hooksFor(id).map(verified)
     expect(first).toMatchObject({ type: 'run.failed', data: { status: 'failed' } })
-    expect(second).toMatchObject({ type: 'run.completed', data: { status: 'completed' } })
+    // A follow-up that failed too says why (the session's error), not only that it did.
+    const error = second.type === 'run.completed' ? null : (await t.call('GET', `/o/acme/p/_/sessions/${id}`, key.secret)).body.error
+    expect({ type: second.type, status: second.data.status, error }).toEqual({ type: 'run.completed', status: 'completed', error: null })
   }, 90_000)
 
   test('no delivery for a run started by a signed-in user', async () => {
