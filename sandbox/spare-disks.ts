@@ -109,9 +109,11 @@ export class SpareImages {
       this.clearStale()
       while (this.ready().length < SpareImages.KEEP) {
         const base = join(this.dir, `${this.sizeBytes}-${crypto.randomUUID()}`)
-        await formatImage(`${base}.img.new`, this.sizeBytes, true)
+        // With none ready, the next start waits for this one: no reason to make it last in line.
+        const lowly = this.ready().length > 0
+        await formatImage(`${base}.img.new`, this.sizeBytes, lowly)
         mkdirSync(`${base}.mnt`)
-        await mountImage(`${base}.img.new`, `${base}.mnt`, true)
+        await mountImage(`${base}.img.new`, `${base}.mnt`, lowly)
         for (const [name, mode] of FOLDERS) {
           mkdirSync(join(`${base}.mnt`, name))
           chmodSync(join(`${base}.mnt`, name), mode) // the umask would narrow mkdir's mode
