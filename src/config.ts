@@ -29,6 +29,8 @@ export interface Config {
   transcriptMaxBytes: number
   /** A resumable session parked longer than this expires (7 days, scaled by AGENTD_TIME_SCALE). */
   idleMs: number
+  /** How long an Idempotency-Key names its session (24 hours, scaled by AGENTD_TIME_SCALE). */
+  idempotencyMs: number
   /** What this host runs at once, whatever the orgs' plans allow (see hostCapacity). */
   capacity: HostCapacity
 }
@@ -128,6 +130,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     turnTimeoutMs: positiveNumber('AGENTD_TURN_TIMEOUT_S', env.AGENTD_TURN_TIMEOUT_S, 3600) * 1000,
     transcriptMaxBytes: positiveNumber('AGENTD_TRANSCRIPT_MAX_MB', env.AGENTD_TRANSCRIPT_MAX_MB, 256) * 1024 * 1024,
     idleMs: 7 * 24 * 3600 * 1000 * timeScale,
+    idempotencyMs: 24 * 3600 * 1000 * timeScale,
     capacity: hostCapacity(env, sandboxMemoryBytes),
   }
 }

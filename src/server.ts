@@ -129,6 +129,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     capacity: config.capacity,
     queue,
     idleMs: config.idleMs,
+    idempotencyMs: config.idempotencyMs,
     now,
     log,
     onStatusChange: (change) => webhooks.onStatusChange(change),

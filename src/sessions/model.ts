@@ -77,6 +77,16 @@ export const SessionResult = t.Object({
   result: nullable(SessionAnswer),
 })
 
+/**
+ * The header, for OpenAPI and Elysia's check; idempotency.ts's `idempotencyKeyOf` checks it
+ * again for the service, whose callers need not come through this schema.
+ */
+export const IdempotencyHeaders = t.Object({
+  'idempotency-key': t.Optional(
+    t.String({ minLength: 1, maxLength: 255, pattern: '^[\\x20-\\x7e]+$', description: 'Retry-safe create (contract section 8): the same key and body answer with the session first made, for 24 hours.' }),
+  ),
+})
+
 /** Shape A (spec 4.1). Enumerations are checked here; catalog rules in the service. */
 export const CreateSessionBody = t.Object({
   agent: t.Optional(t.String({ minLength: 1 })),

@@ -3,11 +3,13 @@ import type { AuthService } from '../identity/auth'
 import type { SessionQueries } from './queries'
 import type { SessionService } from './service'
 import { orgScope } from '../http/auth'
+import { idempotencyKeyOf } from './idempotency'
 import { models } from '../http/models'
 import { errorResponses } from '../http/errors'
 import {
   CloudRunSession,
   CreateSessionBody,
+  IdempotencyHeaders,
   OperationAccepted,
   PatchSessionBody,
   PatchSessionResponse,
@@ -26,15 +28,17 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService, queri
     .use(orgScope(auth, { apiKeys: true }))
     .post(
       '/o/:org/p/:project/sessions',
-      async ({ access, principal, params, body, set }) => {
-        const session = await sessions.create(principal, access, params.project, body)
+      async ({ access, principal, params, body, set, request }) => {
+        const key = idempotencyKeyOf(request.headers.get('idempotency-key'))
+        const session = await sessions.create(principal, access, params.project, body, key)
         set.status = 202
         return session
       },
       {
         params: ProjectParams,
+        headers: IdempotencyHeaders,
         body: CreateSessionBody,
-        response: { 202: 'CloudRunSession', ...errorResponses(400, 401, 402, 403, 404, 413, 422, 429) },
+        response: { 202: 'CloudRunSession', ...errorResponses(400, 401, 402, 403, 404, 409, 413, 422, 429) },
         detail: { operationId: 'sessions.create', tags, summary: 'Start a session (shape A)' },
       },
     )

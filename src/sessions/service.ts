@@ -13,6 +13,7 @@ import type { HarnessInstaller } from '../runtime/harness-install'
 import type { OrgAccess, Principal } from '../identity/service'
 import type { AdmissionQueue } from './admission'
 import { assertPlanAllows } from './plan-check'
+import { bodyDigest, IdempotencyKeys, scopeOf } from './idempotency'
 import { findProject, NO_PROJECT } from '../identity/projects'
 import { assertKeySlot, assertPromptSize, planSession, refuseSources, type HarnessVersions, type SessionPlan } from './create-rules'
 import type { SessionRuntime } from '../runtime/runtime'
@@ -36,6 +37,8 @@ export interface SessionServiceDeps {
   queue: AdmissionQueue
   /** How long a parked session waits before `idle.timeout`. */
   idleMs: number
+  /** How long an Idempotency-Key names its session. */
+  idempotencyMs: number
   now: () => number
   log: (line: string) => void
   /**
@@ -82,22 +85,33 @@ export class SessionService {
   private readonly store: SessionStore
   private readonly runtime: SessionRuntime
   private readonly now: () => number
+  private readonly idempotency: IdempotencyKeys
 
   constructor(private readonly deps: SessionServiceDeps) {
     this.store = deps.store
     this.runtime = deps.runtime
     this.now = deps.now
+    this.idempotency = new IdempotencyKeys(deps.db, deps.idempotencyMs, deps.now)
   }
 
-  async create(principal: Principal, access: OrgAccess, projectRef: string, body: CreateSessionBody) {
+  /** `idempotencyKey`: the request's Idempotency-Key, already checked (see idempotency.ts). */
+  async create(principal: Principal, access: OrgAccess, projectRef: string, body: CreateSessionBody, idempotencyKey: string | null = null) {
     const projectless = projectRef === NO_PROJECT
     const project = projectless ? null : findProject(this.deps.db, access.orgId, projectRef)
     if (!projectless && !project) throw notFound('Project not found')
+    const keyed = idempotencyKey === null ? null : { scope: scopeOf(principal, access.orgId), key: idempotencyKey, digest: bodyDigest(body) }
+    // A replay answers with the session as it is now, before any admission rule: it makes nothing.
+    const replay = () => keyed && this.idempotency.replay(keyed.scope, keyed.key, keyed.digest, (id) => this.store.get(id)?.status ?? null)
+    const earlier = replay()
+    if (earlier) return this.deps.queries.view(this.store.get(earlier)!)
     refuseSources(principal, body)
     const plan = planSession(body, this.deps.catalog, this.deps.versions, projectless)
-    assertPlanAllows(this.deps.db, access.orgId)
     if (plan.pinned) await this.resolvePin(plan)
-    // Synchronous from here to the insert, so two creates cannot both take a key's last slot.
+    // Synchronous from here to the insert, so two creates cannot both take a key's last slot, nor
+    // both make a session for one Idempotency-Key (the one that awaited a pin looks again).
+    const made = replay()
+    if (made) return this.deps.queries.view(this.store.get(made)!)
+    assertPlanAllows(this.deps.db, access.orgId)
     if (principal.apiKey) assertKeySlot(this.deps.db, principal.apiKey)
 
     const id = newId()
@@ -140,6 +154,7 @@ export class SessionService {
       sessionMachine.getPersistedSnapshot(snapshot),
       SESSION_MACHINE_VERSION,
       [statusEvent(0, statusOf(snapshot), id)],
+      () => keyed && this.idempotency.claim(keyed.scope, keyed.key, keyed.digest, id),
     )
     this.admit()
     return this.deps.queries.view(this.store.get(id)!)
@@ -199,6 +214,7 @@ export class SessionService {
 
   /** Expires sessions parked longer than the idle limit; the server calls it periodically. */
   expireIdle(): number {
+    this.idempotency.sweep() // on the same tick: keys past their 24 hours go too
     let expired = 0
     const cutoff = this.now() - this.deps.idleMs
     for (const id of this.store.idleSince(PARKABLE, cutoff)) {

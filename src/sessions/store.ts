@@ -39,10 +39,11 @@ export class SessionStore {
     }
   }
 
-  insert(row: SessionInsert, snapshot: unknown, machineVersion: number, events: NewEvent[]): void {
+  insert(row: SessionInsert, snapshot: unknown, machineVersion: number, events: NewEvent[], writes: () => void = () => {}): void {
     const publish = this.db.transaction(() => {
       this.db.insert(sessions).values(row).run()
       this.db.insert(sessionSnapshots).values({ sessionId: row.id, machineVersion, snapshot, version: 1 }).run()
+      writes()
       return this.events.inTransaction(row.id, events)
     })
     publish()

@@ -154,3 +154,22 @@ export const artifacts = sqliteTable(
   },
   (table) => [primaryKey({ columns: [table.sessionId, table.name] }), uniqueIndex('artifacts_ordinal_idx').on(table.sessionId, table.ordinal)],
 )
+
+/**
+ * `Idempotency-Key` of a create (contract section 8): one row per org, caller (`user:<id>` or
+ * `key:<id>`) and key, naming the session it made and a digest of the body that made it. The
+ * primary key is what makes concurrent identical creates make one session, whatever process
+ * writes. Rows older than the retention count as absent and are swept.
+ */
+export const idempotencyKeys = sqliteTable(
+  'idempotency_keys',
+  {
+    orgId: ownedBy('org_id', () => orgs.id),
+    caller: text('caller').notNull(),
+    key: text('key').notNull(),
+    bodyDigest: text('body_digest').notNull(),
+    sessionId: ownedBy('session_id', () => sessions.id),
+    createdAt: createdAt(),
+  },
+  (table) => [primaryKey({ columns: [table.orgId, table.caller, table.key] }), index('idempotency_keys_created_idx').on(table.createdAt)],
+)
