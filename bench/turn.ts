@@ -11,7 +11,7 @@
  *   model+end  that request → completed (replies, tool calls, the CLI's exit, capture)
  * Goals (reported, never asserted): completed p50 under 2 s per harness on gVisor, gVisor ≤ 1.3 × process.
  *
- *   bun bench/turn.ts    (env: BENCH_TURN_RUNS=8)
+ *   bun bench/turn.ts    (env: BENCH_TURN_RUNS=8, BENCH_TURN_HARNESSES=harness_1,harness_2,harness_3)
  */
 import { Database } from 'bun:sqlite'
 import { join } from 'node:path'
@@ -20,7 +20,8 @@ import { script } from '../test/helpers/http'
 import { admin, client, seededDataDir, startServer } from '../test/helpers/server'
 
 const RUNS = Number(process.env.BENCH_TURN_RUNS ?? 8)
-const HARNESSES = ['harness_1', 'harness_2', 'harness_3'] as const
+const ALL_HARNESSES = ['harness_1', 'harness_2', 'harness_3'] as const
+const HARNESSES = ALL_HARNESSES.filter((h) => (process.env.BENCH_TURN_HARNESSES ?? ALL_HARNESSES.join(',')).split(',').includes(h))
 const PHASES = ['admit', 'sandbox', 'cli start', 'to model', 'model+end'] as const
 
 interface Run {

@@ -126,6 +126,7 @@ function configToml(spec: TurnSpec, codexHome: string): string {
     '',
     '[features]',
     'plugins = false',
+    'shell_snapshot = false',
     '',
   )
   return lines.join('\n')
