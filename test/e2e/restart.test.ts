@@ -79,7 +79,8 @@ describe('kill -9 with five turns running (default driver)', () => {
     const call = client(() => server, token)
     const ids: string[] = []
     try {
-      for (let i = 0; i < 5; i++) ids.push((await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ sleep: 30_000 }]) })).body.execution_id)
+      // Codex: the cheapest CLI to boot inside gVisor; what is tested is the restart, not the harness.
+      for (let i = 0; i < 5; i++) ids.push((await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: script([{ sleep: 30_000 }]) })).body.execution_id)
       const deadline = Date.now() + 40_000
       for (const id of ids) {
         while ((await call('GET', `/o/acme/p/_/sessions/${id}`)).body.status !== 'running' && Date.now() < deadline) await Bun.sleep(50)
