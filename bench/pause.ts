@@ -6,13 +6,15 @@
  * per resume, the time a pause and a resume took, and where a turn stalled if one did (a turn whose
  * CLI makes no next request for STALL_MS). Goal (reported, never asserted): 20 of 20.
  *
- *   bun bench/pause.ts    (env: BENCH_PAUSE_TURNS=2, BENCH_PAUSE_PER_TURN=10)
+ *   bun bench/pause.ts    (env: BENCH_PAUSE_TURNS=2, BENCH_PAUSE_PER_TURN=10, BENCH_PAUSE_HARNESS=harness_2)
  */
+import { existsSync, readdirSync } from 'node:fs'
 import { makeTestApp } from '../test/helpers/app'
 import { json, req, script } from '../test/helpers/http'
 
 const TURNS = Number(process.env.BENCH_PAUSE_TURNS ?? 2)
 const PER_TURN = Number(process.env.BENCH_PAUSE_PER_TURN ?? 10)
+const HARNESS = process.env.BENCH_PAUSE_HARNESS ?? 'harness_2'
 const MODEL_MS = 600
 const STALL_MS = 30_000
 
@@ -48,7 +50,7 @@ interface Outcome {
 
 async function run(pausing: boolean): Promise<Outcome> {
   const out: Outcome = { pauses: 0, turns: 0, generationOk: true, pauseMs: [], resumeMs: [], stall: null }
-  const id = (await json(await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: turn(1) }))).execution_id as string
+  const id = (await json(await call('POST', '/o/acme/p/_/sessions', { agent: HARNESS, prompt: turn(1) }))).execution_id as string
   let generation = 0
   let asked = 0
   for (let n = 1; n <= TURNS; n++) {
@@ -59,7 +61,9 @@ async function run(pausing: boolean): Promise<Outcome> {
     }
     for (let k = 1; k <= PER_TURN; k++) {
       asked++
-      if (!(await until(() => logs(id), (text) => requests(text) >= asked))) return { ...out, stall: `turn ${n}: model request ${k} never came (after ${out.pauses} pauses)` }
+      if (!(await until(() => logs(id), (text) => requests(text) >= asked))) {
+        return { ...out, stall: `turn ${n}: model request ${k} never came (after ${out.pauses} pauses)\n${await insideView(id)}` }
+      }
       if (!pausing) continue
       let started = performance.now()
       await call('PATCH', path(id), { status: 'paused' })
@@ -83,8 +87,32 @@ async function run(pausing: boolean): Promise<Outcome> {
   return out
 }
 
+/** What a stalled turn's sandbox runs (runsc ps of every container of this run's gVisor driver) and the end of the session log. */
+async function insideView(id: string): Promise<string> {
+  const lines: string[] = []
+  for (const scope of readdirSync('/run/agentd').filter((name) => existsSync(`/run/agentd/${name}/runsc`))) {
+    const root = `/run/agentd/${scope}/runsc`
+    const list = Bun.spawnSync(['runsc', `--root=${root}`, 'list', '-quiet'], { timeout: 10_000 }).stdout.toString().trim()
+    for (const cid of list.split('\n').filter(Boolean)) {
+      const ps = Bun.spawnSync(['runsc', `--root=${root}`, 'ps', cid], { timeout: 10_000 })
+      lines.push(`  runsc ps ${cid}:`, ...`${ps.stdout}${ps.stderr}`.trim().split('\n').map((l) => `    ${l}`))
+      const states = Bun.spawnSync(['runsc', `--root=${root}`, 'exec', cid, '/bin/sh', '-c', 'for d in /proc/[0-9]*; do echo "$d $(grep -E "^(Name|State|SigPnd|ShdPnd|SigBlk)" $d/status | tr "\\n" " ")"; done'], { timeout: 10_000 })
+      lines.push('  states:', ...`${states.stdout}${states.stderr}`.trim().split('\n').map((l) => `    ${l}`))
+      const before = requests(await logs(id))
+      Bun.spawnSync(['runsc', `--root=${root}`, 'kill', '--all', cid, 'CONT'], { timeout: 10_000 })
+      await Bun.sleep(5000)
+      lines.push(`  another SIGCONT to all: ${requests(await logs(id)) > before ? 'the next request came' : 'still no request'}`)
+      Bun.spawnSync(['runsc', `--root=${root}`, 'kill', '--all', cid, 'CHLD'], { timeout: 10_000 })
+      await Bun.sleep(5000)
+      lines.push(`  then SIGCHLD to all: ${requests(await logs(id)) > before ? 'the next request came' : 'still no request'}`)
+    }
+  }
+  lines.push('  session log, last lines:', ...(await logs(id)).trim().split('\n').slice(-15).map((l) => `    ${l.slice(0, 200)}`))
+  return lines.join('\n')
+}
+
 const p50 = (values: number[]) => ([...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? Number.NaN).toFixed(0)
-console.log(`pause bench: ${TURNS} turns of ${PER_TURN} model requests (${MODEL_MS} ms each), gVisor, harness_2, load average ${(await Bun.file('/proc/loadavg').text()).split(' ').slice(0, 3).join(' ')}`)
+console.log(`pause bench: ${TURNS} turns of ${PER_TURN} model requests (${MODEL_MS} ms each), gVisor, ${HARNESS}, load average ${(await Bun.file('/proc/loadavg').text()).split(' ').slice(0, 3).join(' ')}`)
 for (const pausing of [true, false]) {
   const o = await run(pausing)
   const label = pausing ? 'paused mid-request' : 'no pauses (control)'

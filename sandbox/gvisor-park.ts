@@ -1,6 +1,6 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { delegateControllers } from './cgroup'
+import { delegateControllers, type SandboxCgroup } from './cgroup'
 import { ParkError } from './driver'
 import type { Gsandbox } from './gvisor-sandbox'
 import { unsavableSockets } from './gvisor-spec'
@@ -21,6 +21,8 @@ export interface ParkingHost {
   checkOpenConnections: boolean
   /** Deletes an old container (and its cgroup) in the background. */
   retire(cid: string): void
+  /** The host cgroups runsc made for a container (its sentry, gofer and their children run there). */
+  cgroupOf(cid: string): SandboxCgroup
   /** The container is up: watch its output and its host process. */
   running(sandbox: Gsandbox, pidFile: string | null): void
   /** Moves the sandbox to a new container id. */
@@ -70,19 +72,29 @@ export function frozenMark(sandbox: Pick<Gsandbox, 'spec'>): string {
   return join(sandbox.spec.stateDir, 'frozen')
 }
 
-/** Freezes the sandbox in memory (SIGSTOP to every process in it): its processes and connections are kept as they are. */
+/**
+ * Freezes the sandbox in memory: the host's cgroup freezer stops its sentry, gofer and every
+ * thread of theirs, so its processes and connections are kept as they are. Nothing inside sees
+ * it happen (only time jumps), which a freeze from inside could not promise: stopped by the
+ * sandbox's own kernel (SIGSTOP to every process, or `runsc pause`), a CLI now and then never saw
+ * a child it had started exit (the child a zombie, the CLI waiting on it for ever: 1 in 4 runs of
+ * bench/pause.ts under load).
+ */
 async function freeze(host: ParkingHost, sandbox: Gsandbox, why: string): Promise<void> {
   // Nothing from the gateway may reach a frozen sandbox, nor wait unread in its socket (see
   // GatewayRelay.hold). A CLI that does not read is frozen all the same (its turn is not lost by that).
-  if (!(await sandbox.relay.hold(RELAY_READ_MS))) host.log(`agentd: sandbox ${sandbox.spec.id}: frozen with gateway bytes it had not read after ${RELAY_READ_MS} ms`)
-  // Every process stopped by the sandbox's own kernel, not `runsc pause`: a sentry paused that
-  // way lost wake-ups, and a CLI sat for ever on a reply it had received (1 in 40 pauses).
-  const done = await host.runsc.run(['kill', '--all', sandbox.cid, 'SIGSTOP'])
-  if (done.code !== 0) {
-    sandbox.relay.release()
-    throw new ParkError(`cannot park: ${why}, and stopping its processes failed: ${firstLine(done.stderr)}; the sandbox keeps running`, 'running')
-  }
+  const [drained, processes] = await Promise.all([sandbox.relay.hold(RELAY_READ_MS), host.runsc.processes(sandbox.cid)])
+  sandbox.frozenProcesses = processes
+  if (!drained) host.log(`agentd: sandbox ${sandbox.spec.id}: frozen with gateway bytes it had not read after ${RELAY_READ_MS} ms`)
+  // Marked first: a server that stops before the freeze settles still finds the sandbox frozen.
   writeFileSync(frozenMark(sandbox), '')
+  try {
+    await host.cgroupOf(sandbox.cid).freeze()
+  } catch (err) {
+    rmSync(frozenMark(sandbox), { force: true })
+    sandbox.relay.release()
+    throw new ParkError(`cannot park: ${why}, and freezing it failed: ${(err as Error).message}; the sandbox keeps running`, 'running')
+  }
   host.log(`agentd: sandbox ${sandbox.spec.id}: parked without a checkpoint (${why}): frozen, its memory stays held`)
   sandbox.status = 'paused'
 }

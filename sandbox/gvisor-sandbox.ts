@@ -38,6 +38,8 @@ export interface Gsandbox {
   /** Execs waiting for the sandbox to run (asked for while it was parked). */
   waiting: { proc: TailedProcess; start: () => void }[]
   oomKills: number
+  /** Processes inside when it was frozen: a frozen sentry answers no `runsc ps`. */
+  frozenProcesses: number
   lock: Promise<unknown>
   watcher: FSWatcher | null
   monitor: ReturnType<typeof setInterval> | null
@@ -76,6 +78,7 @@ export function newGsandbox(relayRoot: string, spec: SandboxSpec, innerPort: num
     waiting: [],
     orphans: false,
     oomKills: 0,
+    frozenProcesses: 0,
     lock: Promise.resolve(),
     watcher: null,
     monitor: null,

@@ -28,11 +28,9 @@ export interface GvisorOptions extends HostDriverOptions {
 /**
  * gVisor sandboxes: one long-lived runsc container per sandbox (its own kernel, no network but its
  * loopback with the gateway relay, read-only system, writable workspace and home), one
- * `runsc exec` per process, output through files so it survives a checkpoint. Park is a
- * checkpoint to `<stateDir>/image` with the container deleted (no RAM held), or a freeze in memory
- * when a turn runs or something open cannot be saved (gvisor-park.ts); wake restores or thaws it
- * and every process goes on where it was.
- */
+ * `runsc exec` per process, output through files so it survives a checkpoint. Park checkpoints to
+ * `<stateDir>/image` and deletes the container (no RAM held), or freezes its cgroups when a turn
+ * runs or something open cannot be saved (gvisor-park.ts); wake restores or thaws it. */
 export class GvisorDriver implements SandboxDriver {
   readonly kind = 'gvisor' as const
   readonly canCheckpoint = true
@@ -70,6 +68,7 @@ export class GvisorDriver implements SandboxDriver {
       log: this.log,
       checkOpenConnections: options.checkOpenConnections ?? true,
       retire: (cid) => this.retire(cid),
+      cgroupOf: (cid) => this.cgroupOf(cid),
       running: (sandbox, pidFile) => this.running(sandbox, pidFile),
       nextGeneration: (sandbox) => this.nextGeneration(sandbox),
       writeBundle: (sandbox) => this.writeBundle(sandbox),
@@ -157,11 +156,13 @@ export class GvisorDriver implements SandboxDriver {
   }
 
   /**
-   * Deletes an old container in the background: `runsc delete` waits until the host's init has
-   * reaped the container's process, which can take a second or more.
+   * Deletes an old container in the background (`runsc delete` waits until the host's init reaped
+   * it: a second or more). Its processes are killed first, frozen or not (killAll thaws them dead):
+   * a frozen sentry answers no runsc command, and what a lost turn left must not run on a moment.
    */
   private retire(cid: string): void {
     void (async () => {
+      await this.cgroupOf(cid).killAll()
       await this.runsc.delete(cid)
       await this.cgroupOf(cid).remove()
     })().catch(() => {})
@@ -258,8 +259,7 @@ export class GvisorDriver implements SandboxDriver {
         await this.volume(sandbox.spec).ensure() // mounts lost with a reboot, or never made after a restart
         await sandbox.relay.start()
         if (sandbox.status === 'paused') {
-          const resumed = await this.runsc.run(['kill', '--all', sandbox.cid, 'SIGCONT'])
-          if (resumed.code !== 0) throw new Error(`could not continue the sandbox's processes: ${firstLine(resumed.stderr)}`)
+          this.cgroupOf(sandbox.cid).thaw()
           rmSync(frozenMark(sandbox), { force: true })
           sandbox.status = 'running'
           sandbox.relay.release()
@@ -299,11 +299,7 @@ export class GvisorDriver implements SandboxDriver {
     rmSync(sandbox.spec.stateDir, { recursive: true, force: true })
   }
 
-  /**
-   * After a restart: a container still running is taken over as it is (the old server's execs
-   * ended); a checkpoint image makes a parked sandbox; otherwise (a frozen one too) a stopped one
-   * that `wake` boots afresh. Null when the workspace is gone.
-   */
+  /** After a restart: a container still running is taken over as it is (the old server's execs ended); a checkpoint image makes a parked sandbox; otherwise (a frozen one too) a stopped one that `wake` boots afresh. Null when the workspace is gone. */
   async recover(spec: SandboxSpec): Promise<SandboxHandle | null> {
     const existing = this.sandboxes.get(spec.id)
     if (existing) return existing.handle
@@ -327,10 +323,12 @@ export class GvisorDriver implements SandboxDriver {
     const generations = containers.map((cid) => Number(cid.slice(name.length + 1)))
     const sandbox = newGsandbox(this.relayRoot, spec, saved.innerPort ?? spec.gateway.port, Math.max(saved.generation ?? 0, ...generations), 'stopped')
     this.sandboxes.set(spec.id, sandbox)
+    // A frozen one (a turn paused when the server stopped) is killed where it stands (a frozen sentry
+    // answers no runsc command): that turn is lost, nothing of it runs on; the next wake boots afresh.
+    const marked = existsSync(frozenMark(sandbox))
+    if (marked) await this.cgroupOf(sandbox.cid).killAll()
     const current = await this.runsc.state(sandbox.cid)
-    // A frozen one (a turn paused when the server stopped) is not thawed: that turn is lost and what
-    // it started must not run on. It boots afresh at the next wake, files kept.
-    const frozen = existsSync(frozenMark(sandbox)) || current?.status === 'paused'
+    const frozen = marked || current?.status === 'paused'
     rmSync(frozenMark(sandbox), { force: true })
     const live = current?.status === 'running' && !frozen
     // A container still running keeps its mounts (one started before sandboxes had disk images
@@ -358,7 +356,7 @@ export class GvisorDriver implements SandboxDriver {
     const up = sandbox.status === 'running' || sandbox.status === 'paused'
     return {
       memoryBytes: up ? cgroup.memoryBytes : 0,
-      processes: up ? await this.runsc.processes(sandbox.cid) : 0,
+      processes: sandbox.status === 'paused' ? sandbox.frozenProcesses : up ? await this.runsc.processes(sandbox.cid) : 0,
       diskBytes: volumeDiskUsage(this.volume(sandbox.spec)),
       oomKills: sandbox.oomKills + (up ? cgroup.oomKills : 0),
     }
