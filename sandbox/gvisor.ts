@@ -157,12 +157,13 @@ export class GvisorDriver implements SandboxDriver {
 
   /**
    * Deletes an old container in the background (`runsc delete` waits until the host's init reaped
-   * it: a second or more). Its processes are killed first, frozen or not (killAll thaws them dead):
-   * a frozen sentry answers no runsc command, and what a lost turn left must not run on a moment.
+   * it: a second or more). A frozen one's processes are killed first (killAll thaws them dead): a
+   * frozen sentry answers no runsc command, and what a lost turn left must not run on a moment.
    */
   private retire(cid: string): void {
     void (async () => {
-      await this.cgroupOf(cid).killAll()
+      const cgroup = this.cgroupOf(cid)
+      if (cgroup.frozen()) await cgroup.killAll()
       await this.runsc.delete(cid)
       await this.cgroupOf(cid).remove()
     })().catch(() => {})
