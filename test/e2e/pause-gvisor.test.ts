@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { readdirSync } from 'node:fs'
+import { join } from 'node:path'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { json, req, script, waitFor } from '../helpers/http'
 
@@ -28,7 +30,8 @@ const requests = async (id: string) =>
   ((await json(await call('GET', path(id, '/logs')))).logs as string).split('\n').filter((line) => line.includes(' gateway: POST ') && !line.includes(' answered ')).length
 
 test(`a gVisor turn paused and resumed mid-model-request ${PAUSES} times completes with its answer; the generation goes up by one per resume`, async () => {
-  const steps = Array.from({ length: PAUSES }, (_, i) => [{ sleep: MODEL_MS }, { bash: `echo step ${i}` }]).flat()
+  // A file write per step: a tool round trip (the next model request) with no process to start.
+  const steps = Array.from({ length: PAUSES }, (_, i) => [{ sleep: MODEL_MS }, { write: { path: `step-${i}.txt`, content: `${i}` } }]).flat()
   const created = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([...steps, { sleep: MODEL_MS }, { answer: 'all twenty' }]) })
   expect(created.status).toBe(202)
   const id = (await json(created)).execution_id as string
@@ -49,4 +52,6 @@ test(`a gVisor turn paused and resumed mid-model-request ${PAUSES} times complet
   expect((await json(await call('GET', path(id, '/result')))).result.text).toBe('all twenty')
   // Every step ran once: no request was lost or sent twice across the pauses.
   expect(await requests(id)).toBe(PAUSES + 1)
+  const workspace = join(t.dir, 'sandboxes', id, 'workspace')
+  expect(readdirSync(workspace).filter((name) => name.startsWith('step-')).length).toBe(PAUSES)
 }, 180_000)
