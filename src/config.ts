@@ -1,4 +1,4 @@
-import { availableParallelism, totalmem } from 'node:os'
+import { hostResources, type HostResources } from './host-resources'
 import { join, resolve } from 'node:path'
 
 export type SandboxKind = 'gvisor' | 'bwrap' | 'process'
@@ -58,9 +58,10 @@ function wholeNumber(name: string, raw: string | undefined): number | null {
 /**
  * AGENTD_MAX_SANDBOXES and AGENTD_MAX_STARTING, or defaults from the machine: as many sandboxes
  * as their memory limits fit in the host's memory, at most four per core (agents mostly wait on
- * their model), and one start per core at a time.
+ * their model), and one start per core at a time. The machine's figures are lowered by the limits
+ * of the cgroups agentd runs in (a container's, see host-resources.ts).
  */
-export function hostCapacity(env: Record<string, string | undefined>, sandboxMemoryBytes: number, host = { cores: availableParallelism(), memoryBytes: totalmem() }): HostCapacity {
+export function hostCapacity(env: Record<string, string | undefined>, sandboxMemoryBytes: number, host: Pick<HostResources, 'cores' | 'memoryBytes'> & Partial<HostResources> = hostResources()): HostCapacity {
   const byMemory = Math.max(1, Math.floor(host.memoryBytes / sandboxMemoryBytes))
   const derived = Math.min(byMemory, 4 * host.cores)
   const maxSandboxes = wholeNumber('AGENTD_MAX_SANDBOXES', env.AGENTD_MAX_SANDBOXES) ?? derived
@@ -69,7 +70,7 @@ export function hostCapacity(env: Record<string, string | undefined>, sandboxMem
   const basis =
     env.AGENTD_MAX_SANDBOXES || env.AGENTD_MAX_STARTING
       ? 'from AGENTD_MAX_SANDBOXES / AGENTD_MAX_STARTING'
-      : `from ${host.cores} cores and ${gib(host.memoryBytes)} of memory at ${gib(sandboxMemoryBytes)} per sandbox`
+      : `from ${host.cores} cores and ${gib(host.memoryBytes)} of memory at ${gib(sandboxMemoryBytes)} per sandbox${host.limitedBy?.length ? ` (lowered by ${host.limitedBy.join(' and ')})` : ''}`
   return { maxSandboxes, maxStarting, basis }
 }
 

@@ -3,10 +3,14 @@
  * with their place, fair across orgs, and start as room frees; none fails for lack of room; a
  * sandbox start that fails once is tried again.
  */
-import { describe, expect, test } from 'bun:test'
+import { afterAll, describe, expect, test } from 'bun:test'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
 import type { SandboxHandle, SandboxSpec } from '../../sandbox/driver'
 import { ProcessDriver } from '../../sandbox/process'
 import { ConfigError, hostCapacity } from '../../src/config'
+import { cgroupLimits, hostResources, type CgroupPaths } from '../../src/host-resources'
 import { AdmissionQueue } from '../../src/sessions/admission'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { json, req, script } from '../helpers/http'
@@ -165,5 +169,64 @@ describe('AGENTD_MAX_SANDBOXES and AGENTD_MAX_STARTING', () => {
     expect(hostCapacity({ AGENTD_MAX_SANDBOXES: '30', AGENTD_MAX_STARTING: '5' }, 2 * GiB, { cores: 2, memoryBytes: 8 * GiB })).toMatchObject({ maxSandboxes: 30, maxStarting: 5 })
     expect(() => hostCapacity({ AGENTD_MAX_SANDBOXES: '0' }, GiB)).toThrow(ConfigError)
     expect(() => hostCapacity({ AGENTD_MAX_STARTING: '1.5' }, GiB)).toThrow('AGENTD_MAX_STARTING must be a whole number of at least 1, got "1.5"')
+  })
+})
+
+/**
+ * Capacity inside a container: the memory limit and CPU quota of the cgroups agentd runs in lower
+ * the machine's figures. A copy of the kernel's files (a cgroup root and a /proc/self/cgroup) stands
+ * in for a container runtime, which this machine cannot run.
+ */
+describe('host resources under cgroup limits', () => {
+  const GiB = 1024 ** 3
+  const made: string[] = []
+  afterAll(() => {
+    for (const dir of made) rmSync(dir, { recursive: true, force: true })
+  })
+  function tree(files: Record<string, string>, self: string): CgroupPaths {
+    const root = mkdtempSync(join(tmpdir(), 'agentd-cgroup-'))
+    made.push(root)
+    for (const [path, text] of Object.entries(files)) {
+      mkdirSync(dirname(join(root, 'fs', path)), { recursive: true })
+      writeFileSync(join(root, 'fs', path), `${text}\n`)
+    }
+    writeFileSync(join(root, 'self'), self)
+    return { root: join(root, 'fs'), self: join(root, 'self') }
+  }
+
+  test('v2: memory.max and cpu.max of agentd’s cgroup and its parents, the lowest of each', () => {
+    const paths = tree(
+      {
+        'docker/memory.max': String(3 * GiB),
+        'docker/cpu.max': 'max 100000',
+        'docker/abc/memory.max': String(4 * GiB),
+        'docker/abc/cpu.max': '150000 100000',
+      },
+      '0::/docker/abc\n',
+    )
+    expect(cgroupLimits(paths)).toEqual({ memoryBytes: 3 * GiB, cpus: 1.5 })
+    const host = hostResources(paths, { cores: 8, memoryBytes: 24 * GiB })
+    expect(host).toEqual({ cores: 1, memoryBytes: 3 * GiB, limitedBy: ['the cgroup memory limit', 'the cgroup CPU quota'] })
+    expect(hostCapacity({}, 1 * GiB, host)).toMatchObject({ maxSandboxes: 3, maxStarting: 1 })
+    expect(hostCapacity({}, 1 * GiB, host).basis).toBe('from 1 cores and 3.0 GiB of memory at 1.0 GiB per sandbox (lowered by the cgroup memory limit and the cgroup CPU quota)')
+  })
+
+  test('v1: memory.limit_in_bytes and the CFS quota; "no limit" values and a cgroup namespace’s "/" path', () => {
+    const limited = tree(
+      { 'memory/docker/abc/memory.limit_in_bytes': String(2 * GiB), 'cpu,cpuacct/docker/abc/cpu.cfs_quota_us': '200000', 'cpu,cpuacct/docker/abc/cpu.cfs_period_us': '100000' },
+      '4:memory:/docker/abc\n2:cpu,cpuacct:/docker/abc\n1:pids:/docker/abc\n',
+    )
+    expect(cgroupLimits(limited)).toEqual({ memoryBytes: 2 * GiB, cpus: 2 })
+    const unlimited = tree(
+      { 'memory/memory.limit_in_bytes': '9223372036854771712', 'cpu/cpu.cfs_quota_us': '-1', 'cpu/cpu.cfs_period_us': '100000', 'memory.max': 'max', 'cpu.max': 'max 100000' },
+      '4:memory:/\n1:cpu:/\n0::/\n',
+    )
+    expect(cgroupLimits(unlimited)).toEqual({ memoryBytes: null, cpus: null })
+    expect(hostResources(unlimited, { cores: 2, memoryBytes: 24 * GiB })).toEqual({ cores: 2, memoryBytes: 24 * GiB, limitedBy: [] })
+    // A limit above what the machine has lowers nothing.
+    const loose = tree({ 'memory.max': String(64 * GiB) }, '0::/\n')
+    expect(hostResources(loose, { cores: 2, memoryBytes: 24 * GiB }).limitedBy).toEqual([])
+    // No /proc/self/cgroup to read (not Linux): the machine's figures.
+    expect(cgroupLimits({ root: '/nonexistent', self: '/nonexistent/self' })).toEqual({ memoryBytes: null, cpus: null })
   })
 })
