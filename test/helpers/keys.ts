@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ProcessDriver } from '../../sandbox/process'
 import { loadConfig } from '../../src/config'
-import { startServices, type ServerOptions } from '../../src/server'
+import { sandboxScope, startServices, type ServerOptions } from '../../src/server'
+import { sweepScope } from './app'
 import { req } from './http'
 
 export type KeyApp = Awaited<ReturnType<typeof makeKeyApp>>
@@ -15,7 +16,9 @@ export type KeyApp = Awaited<ReturnType<typeof makeKeyApp>>
 export async function makeKeyApp(env: Record<string, string> = {}, options: Omit<ServerOptions, 'driver' | 'log'> = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'agentd-keys-'))
   const config = loadConfig({ DATA_DIR: dir, ...env })
-  const services = await startServices(config, { driver: new ProcessDriver(), log: () => {}, ...options })
+  // Its own scope, swept at dispose: parked sandboxes leave no cgroup behind on the machine.
+  const driver = new ProcessDriver({ scope: sandboxScope(dir) })
+  const services = await startServices(config, { driver, log: () => {}, ...options })
   await services.ready
   services.identity.createOrg('acme')
   services.identity.createOrg('other')
@@ -45,6 +48,7 @@ export async function makeKeyApp(env: Record<string, string> = {}, options: Omit
     },
     async [Symbol.asyncDispose]() {
       await services.close()
+      await sweepScope(driver)
       rmSync(dir, { recursive: true, force: true })
     },
   }
