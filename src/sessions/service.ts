@@ -99,7 +99,8 @@ export class SessionService {
     const projectless = projectRef === NO_PROJECT
     const project = projectless ? null : findProject(this.deps.db, access.orgId, projectRef)
     if (!projectless && !project) throw notFound('Project not found')
-    const keyed = idempotencyKey === null ? null : { scope: scopeOf(principal, access.orgId), key: idempotencyKey, digest: bodyDigest(body) }
+    // The Project the path names is part of the request: the same key and body under another is a conflict.
+    const keyed = idempotencyKey === null ? null : { scope: scopeOf(principal, access.orgId), key: idempotencyKey, digest: bodyDigest({ project: projectRef, body }) }
     // A replay answers with the session as it is now, before any admission rule: it makes nothing.
     const replay = () => keyed && this.idempotency.replay(keyed.scope, keyed.key, keyed.digest, (id) => this.store.get(id)?.status ?? null)
     const earlier = replay()

@@ -49,7 +49,8 @@ for (const driver of ['gvisor', 'bwrap'] as const) {
             " && (setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > count.new; mv count.new count; sleep 0.1; done' </dev/null >/dev/null 2>&1 &) && sleep 1 && cat count"
           : ''
       const created = await call('POST', '/o/acme/p/_/sessions', {
-        agent: 'harness_2',
+        // On gVisor Claude Code: Codex there can stall under load on its own (docs/decisions.md).
+        agent: driver === 'gvisor' ? 'harness_1' : 'harness_2',
         prompt: script([{ bash: `echo kept > kept.txt${background}` }, { answer: 'turn one' }]),
       })
       const id = created.body.execution_id as string

@@ -54,7 +54,7 @@ describe('Idempotency-Key on POST …/sessions', () => {
     expect(sessionCount()).toBe(before + 1)
   })
 
-  test('the same body (as parsed JSON: key order and spacing aside) answers with the first session; another body is 409 and makes nothing', async () => {
+  test('the same body (as parsed JSON: key order and spacing aside) answers with the first session; another body, or another Project, is 409 and makes nothing', async () => {
     const first = await create(t.admin.token, body(2), 'k-2')
     expect(first.status).toBe(202)
     const reordered = await t.app.handle(
@@ -67,6 +67,9 @@ describe('Idempotency-Key on POST …/sessions', () => {
     expect(other.status).toBe(409)
     expect(other.body).toMatchObject({ code: 'IDEMPOTENCY_CONFLICT' })
     expect(typeof other.body.error).toBe('string')
+    // The same body under another Project's path is another request too.
+    const elsewhere = await t.app.handle(req('POST', '/o/acme/p/web/sessions', { token: t.admin.token, body: body(2), headers: { 'idempotency-key': 'k-2' } }))
+    expect(elsewhere.status).toBe(409)
     expect(sessionCount()).toBe(before)
   })
 
