@@ -1,4 +1,4 @@
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { delegateControllers, type SandboxCgroup } from './cgroup'
 import { ParkError } from './driver'
@@ -67,11 +67,6 @@ export async function checkpoint(host: ParkingHost, sandbox: Gsandbox, keepProce
   sandbox.sandboxPid = null
 }
 
-/** Where a frozen sandbox is marked as such, so that a server started later knows (see recover). */
-export function frozenMark(sandbox: Pick<Gsandbox, 'spec'>): string {
-  return join(sandbox.spec.stateDir, 'frozen')
-}
-
 /**
  * Freezes the sandbox in memory: the host's cgroup freezer stops its sentry, gofer and every
  * thread of theirs, so its processes and connections are kept as they are. Nothing inside sees
@@ -86,12 +81,10 @@ async function freeze(host: ParkingHost, sandbox: Gsandbox, why: string): Promis
   const [drained, processes] = await Promise.all([sandbox.relay.hold(RELAY_READ_MS), host.runsc.processes(sandbox.cid)])
   sandbox.frozenProcesses = processes
   if (!drained) host.log(`agentd: sandbox ${sandbox.spec.id}: frozen with gateway bytes it had not read after ${RELAY_READ_MS} ms`)
-  // Marked first: a server that stops before the freeze settles still finds the sandbox frozen.
-  writeFileSync(frozenMark(sandbox), '')
+  // The freezer's own state says the sandbox is frozen, to a server started later too (see recover).
   try {
     await host.cgroupOf(sandbox.cid).freeze()
   } catch (err) {
-    rmSync(frozenMark(sandbox), { force: true })
     sandbox.relay.release()
     throw new ParkError(`cannot park: ${why}, and freezing it failed: ${(err as Error).message}; the sandbox keeps running`, 'running')
   }

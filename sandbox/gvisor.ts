@@ -9,7 +9,7 @@ import { defaultRunRoot, relayDir } from './relay'
 import { alive, firstLine, Runsc } from './runsc'
 import { GvisorExecs } from './gvisor-exec'
 import { newGsandbox, type Gsandbox } from './gvisor-sandbox'
-import { checkpoint, frozenMark, restore, type ParkingHost } from './gvisor-park'
+import { checkpoint, restore, type ParkingHost } from './gvisor-park'
 import { SandboxVolume, volumeDiskUsage, VolumeRegistry } from './volume'
 
 export { gvisorWorks } from './runsc'
@@ -165,7 +165,7 @@ export class GvisorDriver implements SandboxDriver {
       const cgroup = this.cgroupOf(cid)
       if (cgroup.frozen()) await cgroup.killAll()
       await this.runsc.delete(cid)
-      await this.cgroupOf(cid).remove()
+      await cgroup.remove()
     })().catch(() => {})
   }
 
@@ -261,7 +261,6 @@ export class GvisorDriver implements SandboxDriver {
         await sandbox.relay.start()
         if (sandbox.status === 'paused') {
           this.cgroupOf(sandbox.cid).thaw()
-          rmSync(frozenMark(sandbox), { force: true })
           sandbox.status = 'running'
           sandbox.relay.release()
         } else {
@@ -326,11 +325,11 @@ export class GvisorDriver implements SandboxDriver {
     this.sandboxes.set(spec.id, sandbox)
     // A frozen one (a turn paused when the server stopped) is killed where it stands (a frozen sentry
     // answers no runsc command): that turn is lost, nothing of it runs on; the next wake boots afresh.
-    const marked = existsSync(frozenMark(sandbox))
-    if (marked) await this.cgroupOf(sandbox.cid).killAll()
+    const cgroup = this.cgroupOf(sandbox.cid)
+    const held = cgroup.frozen()
+    if (held) await cgroup.killAll()
     const current = await this.runsc.state(sandbox.cid)
-    const frozen = marked || current?.status === 'paused'
-    rmSync(frozenMark(sandbox), { force: true })
+    const frozen = held || current?.status === 'paused'
     const live = current?.status === 'running' && !frozen
     // A container still running keeps its mounts (one started before sandboxes had disk images
     // keeps its plain folders until it next boots); otherwise they come back before any use.
