@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import { and, eq, lt } from 'drizzle-orm'
 import type { Db } from '../db/client'
 import { idempotencyKeys } from '../db/schema'
-import { badRequest, conflict } from '../domain/errors'
+import { conflict } from '../domain/errors'
 import type { SessionStatus } from '../domain/status'
 import type { Principal } from '../identity/service'
 
@@ -15,21 +15,8 @@ import type { Principal } from '../identity/service'
  * any other writer too.
  */
 
-/** 1 to 255 printable ASCII characters (space to tilde). */
-const KEY_PATTERN = /^[\x20-\x7e]{1,255}$/
-
 /** Statuses after which the key starts a new session instead of answering with the old one. */
 const RETRYABLE: readonly SessionStatus[] = ['failed', 'cancelled']
-
-/** The header's key, checked; null when the request has none. */
-export function idempotencyKeyOf(header: string | null | undefined): string | null {
-  if (header === null || header === undefined) return null
-  if (!KEY_PATTERN.test(header)) {
-    const message = 'must be 1 to 255 printable ASCII characters'
-    throw badRequest(`Idempotency-Key: ${message}`, 'VALIDATION_ERROR', { fields: [{ path: 'Idempotency-Key', message }] })
-  }
-  return header
-}
 
 /** A key's scope: the org and the caller (the API key when there is one, else the signed-in user). */
 export interface IdempotencyScope {

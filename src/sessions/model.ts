@@ -77,10 +77,7 @@ export const SessionResult = t.Object({
   result: nullable(SessionAnswer),
 })
 
-/**
- * The header, for OpenAPI and Elysia's check; idempotency.ts's `idempotencyKeyOf` checks it
- * again for the service, whose callers need not come through this schema.
- */
+/** `Idempotency-Key` (contract section 8): 1 to 255 printable ASCII characters, space to tilde. */
 export const IdempotencyHeaders = t.Object({
   'idempotency-key': t.Optional(
     t.String({ minLength: 1, maxLength: 255, pattern: '^[\\x20-\\x7e]+$', description: 'Retry-safe create (contract section 8): the same key and body answer with the session first made, for 24 hours.' }),

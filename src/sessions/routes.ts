@@ -3,7 +3,6 @@ import type { AuthService } from '../identity/auth'
 import type { SessionQueries } from './queries'
 import type { SessionService } from './service'
 import { orgScope } from '../http/auth'
-import { idempotencyKeyOf } from './idempotency'
 import { models } from '../http/models'
 import { errorResponses } from '../http/errors'
 import {
@@ -28,9 +27,8 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService, queri
     .use(orgScope(auth, { apiKeys: true }))
     .post(
       '/o/:org/p/:project/sessions',
-      async ({ access, principal, params, body, set, request }) => {
-        const key = idempotencyKeyOf(request.headers.get('idempotency-key'))
-        const session = await sessions.create(principal, access, params.project, body, key)
+      async ({ access, principal, params, headers, body, set }) => {
+        const session = await sessions.create(principal, access, params.project, body, headers['idempotency-key'] ?? null)
         set.status = 202
         return session
       },

@@ -94,7 +94,7 @@ export class SessionService {
     this.idempotency = new IdempotencyKeys(deps.db, deps.idempotencyMs, deps.now)
   }
 
-  /** `idempotencyKey`: the request's Idempotency-Key, already checked (see idempotency.ts). */
+  /** `idempotencyKey`: the request's Idempotency-Key, as the route's schema checked it (see idempotency.ts). */
   async create(principal: Principal, access: OrgAccess, projectRef: string, body: CreateSessionBody, idempotencyKey: string | null = null) {
     const projectless = projectRef === NO_PROJECT
     const project = projectless ? null : findProject(this.deps.db, access.orgId, projectRef)
@@ -107,11 +107,14 @@ export class SessionService {
     if (earlier) return this.deps.queries.view(this.store.get(earlier)!)
     refuseSources(principal, body)
     const plan = planSession(body, this.deps.catalog, this.deps.versions, projectless)
-    if (plan.pinned) await this.resolvePin(plan)
+    if (plan.pinned) {
+      await this.resolvePin(plan)
+      // Another create with the key may have made its session meanwhile.
+      const made = replay()
+      if (made) return this.deps.queries.view(this.store.get(made)!)
+    }
     // Synchronous from here to the insert, so two creates cannot both take a key's last slot, nor
-    // both make a session for one Idempotency-Key (the one that awaited a pin looks again).
-    const made = replay()
-    if (made) return this.deps.queries.view(this.store.get(made)!)
+    // both make a session for one Idempotency-Key.
     assertPlanAllows(this.deps.db, access.orgId)
     if (principal.apiKey) assertKeySlot(this.deps.db, principal.apiKey)
 
