@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { json, req, script } from '../helpers/http'
 import { settled } from '../helpers/sessions'
+import { settleSpares } from '../../sandbox/spare-refill'
 
 /** The isolating drivers every attack is tried on; CI has both (never skipped). */
 export const ISOLATING = ['gvisor', 'bwrap'] as const
@@ -134,6 +135,17 @@ export function watchHealth(url: string): { ready: Promise<void>; stop(): Promis
       return { ...out, max: Math.max(0, ...out.latencies) }
     },
   }
+}
+
+/**
+ * Readies a responsiveness window: spare sandboxes still being built finish first, and the garbage
+ * earlier tests left (this worker process runs several files) is collected now, so the window
+ * measures the attack and what it sets off rather than a refill or a collection it happened to
+ * overlap (a 150 ms stretch was once seen in CI, not reproduced by hand).
+ */
+export async function quiesce(): Promise<void> {
+  await settleSpares()
+  Bun.gc(true)
 }
 
 /**

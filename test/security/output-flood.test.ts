@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { getPriority, setPriority } from 'node:os'
 import type { TestApp } from '../helpers/app'
-import { caller, expectResponsive, ISOLATING, runSession, securityApp, toCliStdout, watchHealth, watchLoop } from './helpers'
+import { caller, expectResponsive, ISOLATING, quiesce, runSession, securityApp, toCliStdout, watchHealth, watchLoop } from './helpers'
 
 const FLOOD_BYTES = 300_000_000
 /**
@@ -58,7 +58,7 @@ for (const kind of ISOLATING) {
         const call = caller(t)
         // Warm the request path so the first health checks do not pay for it.
         expect((await call('GET', '/healthz')).status).toBe(200)
-        Bun.gc(true)
+        await quiesce()
         const rssBefore = process.memoryUsage().rss
         let rssPeak = rssBefore
         const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage().rss)), 20)
@@ -124,6 +124,7 @@ for (const kind of ISOLATING) {
       async () => {
         // ~330,000 lines of 31 bytes: the cost is per line (parse, store), not per byte.
         const line = '{"type":"system","subtype":"x"}'
+        await quiesce()
         const health = watchHealth(url)
         await health.ready
         const loop = watchLoop()

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { getPriority, setPriority } from 'node:os'
 import type { TestApp } from '../helpers/app'
 import { json, waitFor } from '../helpers/http'
-import { caller, expectResponsive, ISOLATING, runSession, script, securityApp, turnEnded, watchHealth, watchLoop } from './helpers'
+import { caller, expectResponsive, ISOLATING, quiesce, runSession, script, securityApp, turnEnded, watchHealth, watchLoop } from './helpers'
 
 /** Backtracking engines need about 2^40 steps (or, in JavaScriptCore, a second and more) to reject CRAFTED against EVIL. */
 const EVIL = '^(a+)+$'
@@ -104,6 +104,7 @@ for (const kind of ISOLATING) {
       // cannot pass for a stall of the server.
       const priority = getPriority()
       raise(-10)
+      await quiesce()
       const health = watchHealth(url)
       await health.ready
       const loop = watchLoop()
