@@ -113,7 +113,7 @@ await services.ready
 services.identity.createOrg('bench')
 const { token } = services.identity.createUser('bench', 'admin@bench.test', 'admin')
 services.identity.createProject('bench', 'web', 'bench/web')
-services.identity.setPlan('bench', { maxConcurrent: 1000 })
+services.plans.setPlan('bench', { maxConcurrent: 1000 })
 
 const agentd = services.app.listen({ hostname: '127.0.0.1', port: 0 })
 const base = `http://127.0.0.1:${agentd.server!.port}`

@@ -61,7 +61,7 @@ const services = await startServices(config, { driver: new ProcessDriver(), log:
 await services.ready
 services.identity.createOrg('bench')
 const admin = services.identity.createUser('bench', 'admin@bench.test', 'admin')
-services.identity.setPlan('bench', { maxConcurrent: 100 })
+services.plans.setPlan('bench', { maxConcurrent: 100 })
 const agentd = services.app.listen({ hostname: '127.0.0.1', port: 0 })
 const base = `http://127.0.0.1:${agentd.server!.port}`
 

@@ -6,6 +6,7 @@ import { SERVER_BODY_LIMIT } from './http/body'
 import { ApiError } from './domain/errors'
 import { errorPlugin } from './http/errors'
 import { models } from './http/models'
+import { planRoutes } from './plans/routes'
 import { searchRoutes } from './search/routes'
 import { artifactRoutes } from './sessions/artifact-routes'
 import { liveRoutes } from './sessions/live-routes'
@@ -18,6 +19,7 @@ import type { Catalog } from './catalog/catalog'
 import type { HarnessVersions } from './sessions/create-rules'
 import type { SessionQueries } from './sessions/queries'
 import type { SessionService } from './sessions/service'
+import type { PlanService } from './plans/service'
 import type { SessionSearch } from './search/service'
 import type { StatechartService } from './statechart/service'
 import type { ToolCallService } from './transcript/tool-calls'
@@ -32,6 +34,7 @@ export interface AppDeps {
   toolCalls: ToolCallService
   charts: StatechartService
   apiKeys: ApiKeyService
+  plans: PlanService
   catalog: Catalog
   runnable: HarnessVersions
   now: () => number
@@ -98,6 +101,7 @@ export function createApp(deps: AppDeps) {
     .use(statechartRoutes(deps.auth, deps.charts))
     .use(agentRoutes(deps.auth, deps.catalog, deps.runnable, deps.now))
     .use(apiKeyRoutes(deps.auth, deps.apiKeys))
+    .use(planRoutes(deps.auth, deps.plans))
 }
 
 export type App = ReturnType<typeof createApp>

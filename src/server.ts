@@ -14,7 +14,8 @@ import { GatewaySessions } from './runtime/gateway-bindings'
 import { HarnessInstaller } from './runtime/harness-install'
 import { SessionRuntime } from './runtime/runtime'
 import { SessionSearch } from './search/service'
-import { planStanding } from './sessions/plan-check'
+import { loadDefaultPlan } from './plans/config'
+import { PlanService } from './plans/service'
 import { AdmissionQueue } from './sessions/admission'
 import { SessionQueries } from './sessions/queries'
 import { SessionStore } from './sessions/store'
@@ -95,6 +96,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const search = new SessionSearch(db, now)
   const artifacts = new ArtifactStore(db, config.dataDir, now)
   const installer = new HarnessInstaller(join(config.dataDir, 'harnesses'))
+  const plans = new PlanService({ db, catalog, defaultPlan: loadDefaultPlan(config.configFile), now })
   const queue = new AdmissionQueue()
   const queries = new SessionQueries({ db, store, search, artifacts, queue, now })
   const runtime: SessionRuntime = new SessionRuntime({
@@ -104,7 +106,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     driver,
     gateway: { host: '127.0.0.1', port: gateway.port },
     gatewaySessions,
-    planStanding: (orgId) => planStanding(db, orgId),
+    planStanding: (orgId) => plans.meteredStanding(orgId),
     installer,
     artifacts,
     dataDir: config.dataDir,
@@ -125,6 +127,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     queries,
     runtime,
     installer,
+    plans,
     defaultMaxConcurrent: config.defaultMaxConcurrent,
     capacity: config.capacity,
     queue,
@@ -151,6 +154,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     toolCalls: new ToolCallService(queries, store),
     charts: new StatechartService(auth, store),
     apiKeys,
+    plans,
     catalog,
     runnable,
     now,
@@ -171,6 +175,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     artifacts,
     webhooks,
     apiKeys,
+    plans,
     gateway,
     driver,
     async close() {

@@ -1,7 +1,11 @@
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig } from '../config'
 import { openDb } from '../db/client'
-import { IdentityError, IdentityService, type PlanInput } from '../identity/service'
+import { loadCatalog } from '../catalog/catalog'
+import { IdentityError, IdentityService } from '../identity/service'
+import { loadDefaultPlan } from '../plans/config'
+import type { PlanTerms } from '../plans/model'
+import { PlanService } from '../plans/service'
 import type { Role } from '../db/schema'
 
 /**
@@ -14,7 +18,9 @@ const USAGE = `usage:
   user token --email <email>
   project create --org <slug> --name <handle> [--repo <owner/name or URL>]
   plan set --org <slug> [--token-limit N] [--compute-minutes N] [--weekly-compute-minutes N]
-           [--spend-cap-usd X] [--max-concurrent N] [--payment-method none|card]`
+           [--spend-cap-usd X] [--max-concurrent N] [--payment-method none|card]
+           (a limit given as "none" is removed)
+  plan clear --org <slug>`
 
 class UsageError extends Error {}
 
@@ -24,14 +30,15 @@ function required(values: Record<string, string | undefined>, name: string): str
   return value
 }
 
-function count(name: string, raw: string | undefined): number | undefined {
+function count(name: string, raw: string | undefined): number | null | undefined {
   if (raw === undefined) return undefined
+  if (raw === 'none') return null
   const value = Number(raw)
   if (!Number.isInteger(value) || value < 0) throw new UsageError(`--${name} must be a whole number, got "${raw}"`)
   return value
 }
 
-export function run(argv: string[], identity: IdentityService): unknown {
+export function run(argv: string[], identity: IdentityService, plans: PlanService): unknown {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -63,21 +70,23 @@ export function run(argv: string[], identity: IdentityService): unknown {
       return identity.createProject(required(values, 'org'), required(values, 'name'), values.repo ?? null)
     case 'plan set': {
       const spend = values['spend-cap-usd']
-      if (spend !== undefined && !(Number(spend) >= 0)) throw new UsageError(`--spend-cap-usd must be a number, got "${spend}"`)
+      if (spend !== undefined && spend !== 'none' && !(Number(spend) >= 0)) throw new UsageError(`--spend-cap-usd must be a number, got "${spend}"`)
       const payment = values['payment-method']
       if (payment !== undefined && payment !== 'none' && payment !== 'card') throw new UsageError('--payment-method must be none or card')
       const maxConcurrent = count('max-concurrent', values['max-concurrent'])
       if (maxConcurrent === 0) throw new UsageError('--max-concurrent must be at least 1')
-      const plan: PlanInput = {
+      const plan: Partial<PlanTerms> = {
         tokenLimit: count('token-limit', values['token-limit']),
         computeMinutes: count('compute-minutes', values['compute-minutes']),
         weeklyComputeMinutes: count('weekly-compute-minutes', values['weekly-compute-minutes']),
-        spendCapUsd: spend === undefined ? undefined : Number(spend),
+        spendCapUsd: spend === undefined ? undefined : spend === 'none' ? null : Number(spend),
         maxConcurrent,
-        paymentMethod: payment as PlanInput['paymentMethod'],
+        paymentMethod: payment as PlanTerms['paymentMethod'] | undefined,
       }
-      return identity.setPlan(required(values, 'org'), plan)
+      return plans.setPlan(required(values, 'org'), plan)
     }
+    case 'plan clear':
+      return plans.clearPlan(required(values, 'org'))
     default:
       throw new UsageError(`unknown command "${positionals.join(' ')}"`)
   }
@@ -88,7 +97,8 @@ if (import.meta.main) {
     const config = loadConfig()
     const database = openDb(config.dbPath)
     try {
-      console.log(JSON.stringify(run(process.argv.slice(2), new IdentityService(database.db))))
+      const plans = new PlanService({ db: database.db, catalog: loadCatalog(config.configFile), defaultPlan: loadDefaultPlan(config.configFile), now: Date.now })
+      console.log(JSON.stringify(run(process.argv.slice(2), new IdentityService(database.db), plans)))
     } finally {
       database.close()
     }

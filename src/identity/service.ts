@@ -1,7 +1,7 @@
 import { and, eq, isNull, or, sql } from 'drizzle-orm'
 import type { Db } from '../db/client'
 import { DataVersion } from '../db/data-version'
-import { memberships, orgs, plans, projects, users, userTokens, type ApiKeyScope, type Role } from '../db/schema'
+import { memberships, orgs, projects, users, userTokens, type ApiKeyScope, type Role } from '../db/schema'
 import { newId, newUserToken, sha256 } from '../domain/ids'
 import { AuthCache } from './auth-cache'
 
@@ -36,7 +36,7 @@ const SLUG = /^[a-z0-9][a-z0-9-]{0,62}$/
 const HANDLE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/
 const EMAIL = /^[^\s@]+@[^\s@]+$/
 
-/** Orgs, users, memberships, signed-in tokens, projects and plans: what the admin CLI manages. */
+/** Orgs, users, memberships, signed-in tokens and projects: what the admin CLI manages (plans: src/plans). */
 export class IdentityService {
   // Prepared once and cached: these run on every authenticated request.
   private readonly byTokenHash
@@ -158,40 +158,6 @@ export class IdentityService {
     this.changed()
     return { id: project.id, name }
   }
-
-  setPlan(orgSlug: string, plan: PlanInput) {
-    const org = this.orgBySlug(orgSlug)
-    const current = this.db.select().from(plans).where(eq(plans.orgId, org.id)).get()
-    const next = {
-      orgId: org.id,
-      tokenLimit: plan.tokenLimit ?? current?.tokenLimit ?? null,
-      computeMinutes: plan.computeMinutes ?? current?.computeMinutes ?? null,
-      weeklyComputeMinutes: plan.weeklyComputeMinutes ?? current?.weeklyComputeMinutes ?? null,
-      spendCapUsd: plan.spendCapUsd ?? current?.spendCapUsd ?? null,
-      maxConcurrent: plan.maxConcurrent ?? current?.maxConcurrent ?? null,
-      paymentMethod: plan.paymentMethod ?? current?.paymentMethod ?? 'none',
-      updatedAt: this.now(),
-    }
-    this.db.insert(plans).values(next).onConflictDoUpdate({ target: plans.orgId, set: next }).run()
-    return {
-      org: org.slug,
-      token_limit: next.tokenLimit,
-      compute_minutes: next.computeMinutes,
-      weekly_compute_minutes: next.weeklyComputeMinutes,
-      spend_cap_usd: next.spendCapUsd,
-      max_concurrent: next.maxConcurrent,
-      payment_method: next.paymentMethod,
-    }
-  }
-}
-
-export interface PlanInput {
-  tokenLimit?: number
-  computeMinutes?: number
-  weeklyComputeMinutes?: number
-  spendCapUsd?: number
-  maxConcurrent?: number
-  paymentMethod?: 'none' | 'card'
 }
 
 /** `owner/name`, or an https URL whose path is `/owner/name` (a trailing `.git` is dropped). */

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import type { GatewaySession as GatewayBinding, UsageRecord as MeteredUsage } from '../gateway/protocol'
 import type { TokenUsage } from '../harness/harness'
 import type { CatalogModel } from '../catalog/catalog'
-import { limitReached, type PlanStanding } from '../sessions/plan-check'
+import { limitReached, type PlanStanding } from '../plans/service'
 
 /** What the runtime knows of a turn when it opens the gateway for it. */
 export interface TurnOpening {
@@ -116,7 +116,7 @@ export class GatewaySessions {
       tokens += other.meter.input + other.meter.cacheWrite + other.meter.output
       spend += other.meter.costUsd
     }
-    const reached = limitReached(standing, tokens, spend)
+    const reached = limitReached(standing, { tokens, spend_usd: spend }, ['tokens', 'spend_usd'])
     if (!reached) return null
     open.limit = `${reached.code}: ${reached.message}; the model gateway refuses this turn's further calls`
     return open.limit

@@ -6,7 +6,7 @@ import type { SandboxDriver, SandboxHandle, SandboxLimits, SandboxSpec } from '.
 import type { ArtifactStore } from './artifacts'
 import type { Catalog } from '../catalog/catalog'
 import type { GatewaySessions } from './gateway-bindings'
-import type { PlanStanding } from '../sessions/plan-check'
+import type { PlanStanding } from '../plans/service'
 import type { HarnessInstaller } from './harness-install'
 import type { SessionPatch, SessionStore } from '../sessions/store'
 import { LOG_CAP_BYTES } from '../transcript/logs'

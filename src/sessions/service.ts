@@ -1,9 +1,7 @@
-import { eq } from 'drizzle-orm'
 import { initialTransition, transition } from 'xstate'
 import { refusalOf, SESSION_MACHINE_VERSION, sessionMachine, statusOf, type SessionMachineEvent } from '../../machines/session.machine'
 import type { HostCapacity } from '../config'
 import type { Db } from '../db/client'
-import { plans } from '../db/schema'
 import { ApiError, notFound } from '../domain/errors'
 import { newId } from '../domain/ids'
 import { STATUS_GROUPS, statusIn, type SessionStatus } from '../domain/status'
@@ -12,7 +10,8 @@ import type { Catalog } from '../catalog/catalog'
 import type { HarnessInstaller } from '../runtime/harness-install'
 import type { OrgAccess, Principal } from '../identity/service'
 import type { AdmissionQueue } from './admission'
-import { assertPlanAllows } from './plan-check'
+import { meterTransition, recordUsage } from '../plans/meter'
+import type { PlanService } from '../plans/service'
 import { bodyDigest, IdempotencyKeys, scopeOf } from './idempotency'
 import { findProject, NO_PROJECT } from '../identity/projects'
 import { assertKeySlot, assertPromptSize, planSession, refuseSources, type HarnessVersions, type SessionPlan } from './create-rules'
@@ -30,6 +29,8 @@ export interface SessionServiceDeps {
   queries: SessionQueries
   runtime: SessionRuntime
   installer: HarnessInstaller
+  plans: PlanService
+  /** Runs at once per org when its plan sets none. */
   defaultMaxConcurrent: number
   /** What the host runs at once, whatever the plans allow. */
   capacity: Pick<HostCapacity, 'maxSandboxes' | 'maxStarting'>
@@ -115,7 +116,7 @@ export class SessionService {
     }
     // Synchronous from here to the insert, so two creates cannot both take a key's last slot, nor
     // both make a session for one Idempotency-Key.
-    assertPlanAllows(this.deps.db, access.orgId)
+    this.deps.plans.assertAllows(access.orgId, plan.model)
     if (principal.apiKey) assertKeySlot(this.deps.db, principal.apiKey)
 
     const id = newId()
@@ -192,7 +193,7 @@ export class SessionService {
   message(access: OrgAccess, projectRef: string, id: string, content: string): MessageResult {
     assertPromptSize('content', content)
     const row = this.deps.queries.find(access, projectRef, id)
-    assertPlanAllows(this.deps.db, row.orgId)
+    this.deps.plans.assertAllows(row.orgId, row.model)
     const message = { id: newId(), content }
     const { next, actions } = this.command(row.id, { type: 'message', ...this.slots(row.orgId) }, message)
     if (actions.some((a) => a.type === 'deliverMessage')) return { kind: 'delivered' }
@@ -300,10 +301,11 @@ export class SessionService {
     const status = statusOf(next)
     const row = this.store.get(id)!
     const turnsCount = patch.turnsCount ?? row.turnsCount
-    const fields: SessionPatch = { ...patch, machineState: next.context.machineState, error: next.context.error }
     // A turn (or a run that never got to one) ended: the webhook outbox hears of it.
     const turnEnded =
       event.type === 'turn.ended' || (status !== from && (status === 'failed' || status === 'cancelled') && statusIn('inFlight', from))
+    const metered = meterTransition({ row, from, to: status, turnEnded, restarted: event.type === 'service.restarted', patch, now: this.now() })
+    const fields: SessionPatch = { ...patch, ...metered.fields, machineState: next.context.machineState, error: next.context.error }
     // A queued follow-up starts at once: report the turn where it would have rested, as the
     // machine says for the same event without a queue.
     const endedAs: SessionStatus =
@@ -311,6 +313,7 @@ export class SessionService {
         ? statusOf(transition(sessionMachine, sessionMachine.resolveState({ value: current.value, context: { ...current.context, queued: 0 } }), event)[0])
         : status
     const writes = () => {
+      recordUsage(this.deps.db, metered.usage)
       for (const action of actions) {
         if (action.type === 'enqueueMessage') this.store.insertMessage(id, message!.id, message!.content, 'queued', null)
         if (action.type === 'deliverMessage') this.store.insertMessage(id, message!.id, message!.content, 'delivered', turnsCount + 1)
@@ -371,8 +374,7 @@ export class SessionService {
 
 
   private maxConcurrent(orgId: string): number | null {
-    const plan = this.deps.db.select({ max: plans.maxConcurrent }).from(plans).where(eq(plans.orgId, orgId)).get()
-    return plan?.max ?? this.deps.defaultMaxConcurrent
+    return this.deps.plans.maxConcurrent(orgId) ?? this.deps.defaultMaxConcurrent
   }
 }
 

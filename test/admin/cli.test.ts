@@ -29,6 +29,10 @@ describe('npm run admin', () => {
     // A second `plan set` changes only what it names.
     const again = await admin(dir, 'plan', 'set', '--org', 'acme', '--token-limit', '1000')
     expect(again.json).toMatchObject({ max_concurrent: 3, token_limit: 1000 })
+    // "none" removes a limit; `plan clear` leaves the org with no plan, and `plan set` gives it one again.
+    expect((await admin(dir, 'plan', 'set', '--org', 'acme', '--token-limit', 'none', '--spend-cap-usd', 'none')).json).toMatchObject({ token_limit: null, spend_cap_usd: null, max_concurrent: 3 })
+    expect((await admin(dir, 'plan', 'clear', '--org', 'acme')).json).toEqual({ org: 'acme', plan: null })
+    expect((await admin(dir, 'plan', 'set', '--org', 'acme', '--compute-minutes', '60')).json).toMatchObject({ compute_minutes: 60, max_concurrent: null })
   })
 
   test('errors go to stderr with a non-zero exit', async () => {
@@ -43,6 +47,8 @@ describe('npm run admin', () => {
       ['project', 'create', '--org', 'acme', '--name', 'site', '--repo', 'not a repo'],
       ['plan', 'set', '--org', 'acme', '--max-concurrent', 'many'],
       ['plan', 'set', '--org', 'acme', '--payment-method', 'cash'],
+      ['plan', 'clear', '--org', 'nope'],
+      ['plan', 'clear'],
       ['user', 'create', '--org', 'acme'],
       ['frobnicate'],
       ['org', 'create', 'x', '--bogus-flag'],

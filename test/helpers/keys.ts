@@ -26,7 +26,7 @@ export async function makeKeyApp(env: Record<string, string> = {}, options: Omit
   const admin2 = services.identity.createUser('acme', 'admin2@acme.test', 'admin')
   const member = services.identity.createUser('acme', 'member@acme.test', 'member')
   const stranger = services.identity.createUser('other', 'admin@other.test', 'admin')
-  services.identity.setPlan('acme', { maxConcurrent: 50 })
+  services.plans.setPlan('acme', { maxConcurrent: 50 })
   services.identity.createProject('acme', 'web', 'acme/web')
   const call = async (method: string, path: string, token: string, body?: unknown) => {
     const res = await services.app.handle(req(method, path, { token, body }))

@@ -15,6 +15,7 @@ import type { ParkOptions, SandboxHandle, SandboxSpec } from '../../sandbox/driv
 import { ProcessDriver } from '../../sandbox/process'
 import type { HostDriverOptions } from '../../sandbox/host-driver'
 import type { IdentityService } from '../../src/identity/service'
+import type { PlanService } from '../../src/plans/service'
 import type { SessionService } from '../../src/sessions/service'
 import type { SessionStore } from '../../src/sessions/store'
 import { STATUS_OF } from '../../src/http/errors'
@@ -139,6 +140,7 @@ export interface Services {
   sessions: SessionService
   store: SessionStore
   identity: IdentityService
+  plans: PlanService
 }
 
 /** The agentd a run talks to; a restart replaces `services` and `driver`, a crash also `dir`. */
@@ -302,7 +304,7 @@ export class RunExecutor {
     const identity = this.world.services.identity
     this.orgId = identity.createOrg(this.org).id
     this.token = identity.createUser(this.org, 'walker@lifecycle.test', 'admin').token
-    identity.setPlan(this.org, { maxConcurrent: 1 })
+    this.world.services.plans.setPlan(this.org, { maxConcurrent: 1 })
   }
 
   /** Creates the session and walks the events before `stop` (a restart point), or all of them. */

@@ -17,7 +17,7 @@ let t: TestApp
 
 beforeAll(async () => {
   t = await makeTestApp()
-  t.identity.setPlan('acme', { maxConcurrent: 10 })
+  t.plans.setPlan('acme', { maxConcurrent: 10 })
 })
 afterAll(() => t[Symbol.asyncDispose]())
 

@@ -16,7 +16,7 @@ let keySecret: string
 const RETENTION_MS = 1500
 beforeAll(async () => {
   t = await makeKeyApp({ AGENTD_TIME_SCALE: String(RETENTION_MS / (24 * 3600 * 1000)) })
-  t.identity.setPlan('acme', { maxConcurrent: 1 })
+  t.plans.setPlan('acme', { maxConcurrent: 1 })
   keySecret = (await t.createKey({ name: 'ci', max_concurrent: 100 })).body.secret
   const blocker = await create(t.admin.token, { agent: 'harness_2', prompt: script([{ sleep: 120_000 }]) })
   expect(blocker.status).toBe(202)
@@ -95,7 +95,7 @@ describe('Idempotency-Key on POST …/sessions', () => {
     expect((await create(t.admin.token, body(4), 'k-4')).body.execution_id).toBe(second.body.execution_id)
 
     // A run that fails: the blocker gives way to it for a moment (the plan allows two).
-    t.identity.setPlan('acme', { maxConcurrent: 2 })
+    t.plans.setPlan('acme', { maxConcurrent: 2 })
     try {
       const failing = { agent: 'harness_2', prompt: script([{ fail: 'the model gave up' }]) }
       const doomed = await create(t.admin.token, failing, 'k-fail')
@@ -104,14 +104,14 @@ describe('Idempotency-Key on POST …/sessions', () => {
       expect(retried.status).toBe(202)
       expect(retried.body.execution_id).not.toBe(doomed.body.execution_id)
     } finally {
-      t.identity.setPlan('acme', { maxConcurrent: 1 })
+      t.plans.setPlan('acme', { maxConcurrent: 1 })
     }
   })
 
   test('a replay is answered even when a new create would be refused (it makes nothing)', async () => {
     const first = await create(t.admin.token, body(5), 'k-5')
     expect(first.status).toBe(202)
-    t.identity.setPlan('acme', { maxConcurrent: 1, tokenLimit: 0 })
+    t.plans.setPlan('acme', { maxConcurrent: 1, tokenLimit: 0 })
     try {
       const fresh = await create(t.admin.token, body(6))
       expect(fresh.status).toBe(402)
@@ -119,7 +119,7 @@ describe('Idempotency-Key on POST …/sessions', () => {
       expect(replay.status).toBe(202)
       expect(replay.body.execution_id).toBe(first.body.execution_id)
     } finally {
-      t.identity.setPlan('acme', { maxConcurrent: 1, tokenLimit: 1e12 })
+      t.plans.setPlan('acme', { maxConcurrent: 1, tokenLimit: 1e12 })
     }
   })
 

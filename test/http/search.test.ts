@@ -289,7 +289,7 @@ describe('q: full text over title, prompt and transcript', () => {
   })
 
   test('a real run is searchable by what its agent said', async () => {
-    t.identity.setPlan('acme', { maxConcurrent: 10 })
+    t.plans.setPlan('acme', { maxConcurrent: 10 })
     const res = await t.app.handle(
       req('POST', '/o/acme/p/web/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: script([{ say: 'Found a zanzibar quartz vein' }, { answer: 'done' }]) } }),
     )

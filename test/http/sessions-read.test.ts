@@ -6,7 +6,7 @@ import { settled } from '../helpers/sessions'
 let t: TestApp
 beforeAll(async () => {
   t = await makeTestApp()
-  t.identity.setPlan('acme', { maxConcurrent: 20 })
+  t.plans.setPlan('acme', { maxConcurrent: 20 })
   t.identity.createProject('acme', 'api', null)
 })
 afterAll(() => t[Symbol.asyncDispose]())

@@ -24,7 +24,7 @@ const toolCalls = async (h: Harness, query = '') => json(await get(`${base(h)}/t
 
 beforeAll(async () => {
   t = await makeTestApp()
-  t.identity.setPlan('acme', { maxConcurrent: 10 })
+  t.plans.setPlan('acme', { maxConcurrent: 10 })
   // The three runs go in parallel: each CLI takes 0.3 to 2.5 s.
   await Promise.all(
     HARNESSES.map(async (harness) => {
@@ -167,7 +167,7 @@ async function queuedSession(): Promise<string> {
   if (!quiet) {
     t.identity.createOrg('quiet')
     quiet = t.identity.createUser('quiet', 'q@quiet.test', 'admin')
-    t.identity.setPlan('quiet', { maxConcurrent: 0 })
+    t.plans.setPlan('quiet', { maxConcurrent: 0 })
   }
   const res = await t.app.handle(req('POST', '/o/quiet/p/_/sessions', { token: quiet.token, body: { agent: 'harness_1', prompt: 'wait' } }))
   const session = await json(res)

@@ -133,7 +133,7 @@ for (const kind of ISOLATING) {
       // An org of its own, so the limit touches no other test.
       t.identity.createOrg('capped')
       const admin = t.identity.createUser('capped', 'admin@capped.test', 'admin')
-      t.identity.setPlan('capped', { tokenLimit: 1_000_000 })
+      t.plans.setPlan('capped', { tokenLimit: 1_000_000 })
       const call = async (method: string, path: string, body?: unknown) => {
         const res = await t.app.handle(req(method, `/o/capped/p/_/sessions${path}`, { token: admin.token, body }))
         return { status: res.status, body: await json(res) }
@@ -173,7 +173,7 @@ for (const kind of ISOLATING) {
       const admin = t.identity.createUser('spender', 'admin@spender.test', 'admin')
       // The session's model is free; one call of claude-opus-4-8 ($5/M in, $25/M out) from inside
       // the sandbox costs a few hundredths of a cent, past this cap.
-      t.identity.setPlan('spender', { spendCapUsd: 0.0001 })
+      t.plans.setPlan('spender', { spendCapUsd: 0.0001 })
       const call = async (method: string, path: string, body?: unknown) => {
         const res = await t.app.handle(req(method, `/o/spender/p/_/sessions${path}`, { token: admin.token, body }))
         return { status: res.status, body: await json(res) }

@@ -59,7 +59,7 @@ export const projects = sqliteTable(
   (table) => [uniqueIndex('projects_org_name_idx').on(table.orgId, table.name)],
 )
 
-/** Per-org plan (contract section 2, `plan set`); null columns mean "no limit". */
+/** Per-org plan (contract sections 2 and 9, `plan set`); null columns mean "no limit"; an org without a row is on the config's default plan. */
 export const plans = sqliteTable('plans', {
   orgId: text('org_id').primaryKey().references(() => orgs.id, { onDelete: 'cascade' }),
   tokenLimit: integer('token_limit'),
@@ -68,5 +68,7 @@ export const plans = sqliteTable('plans', {
   spendCapUsd: real('spend_cap_usd'),
   maxConcurrent: integer('max_concurrent'),
   paymentMethod: text('payment_method', { enum: ['none', 'card'] }).notNull().default('none'),
+  /** `plan clear`: the org has no plan, and may not run until `plan set` (the other columns are ignored). */
+  cleared: integer('cleared', { mode: 'boolean' }).notNull().default(false),
   updatedAt: integer('updated_at').notNull(),
 })

@@ -64,6 +64,8 @@ export const sessions = sqliteTable(
     schemaValid: integer('schema_valid', { mode: 'boolean' }),
     hasResult: integer('has_result', { mode: 'boolean' }).notNull().default(false),
     completedAt: integer('completed_at'),
+    /** Since when a turn has been running (status `running`), for the compute meter; null otherwise. */
+    runningSince: integer('running_since'),
     createdAt: createdAt(),
     updatedAt: integer('updated_at').notNull(),
   },

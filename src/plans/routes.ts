@@ -1,0 +1,23 @@
+import { Elysia } from 'elysia'
+import type { AuthService } from '../identity/auth'
+import { orgScope } from '../http/auth'
+import { errorResponses } from '../http/errors'
+import { models } from '../http/models'
+import { OrgParams } from '../api-keys/model'
+import { UsageView } from './model'
+import type { PlanService } from './service'
+
+/** Contract section 9: the org's plan, its usage in the current periods and its limits (admins). */
+export const planRoutes = (auth: AuthService, plans: PlanService) =>
+  new Elysia({ name: 'agentd/plans' })
+    .use(models)
+    .use(orgScope(auth))
+    .get('/o/:org/usage', ({ access }) => plans.view(access), {
+      params: OrgParams,
+      response: { 200: UsageView, ...errorResponses(401, 403, 404) },
+      detail: {
+        operationId: 'usage.get',
+        tags: ['plans'],
+        summary: "The org's plan, what it used this calendar month and ISO week (UTC), and its limits (admins)",
+      },
+    })
