@@ -1,5 +1,6 @@
 import { Elysia, t } from 'elysia'
 import { openapi } from '@elysiajs/openapi'
+import { accountRoutes } from './accounts/routes'
 import { agentRoutes } from './catalog/routes'
 import { apiKeyRoutes } from './api-keys/routes'
 import { SERVER_BODY_LIMIT } from './http/body'
@@ -13,6 +14,7 @@ import { liveRoutes } from './sessions/live-routes'
 import { sessionRoutes } from './sessions/routes'
 import { statechartRoutes } from './statechart/routes'
 import { transcriptRoutes } from './transcript/routes'
+import type { AccountService } from './accounts/service'
 import type { ApiKeyService } from './api-keys/service'
 import type { AuthService } from './identity/auth'
 import type { Catalog } from './catalog/catalog'
@@ -35,6 +37,7 @@ export interface AppDeps {
   charts: StatechartService
   apiKeys: ApiKeyService
   plans: PlanService
+  accounts: AccountService
   catalog: Catalog
   runnable: HarnessVersions
   now: () => number
@@ -102,6 +105,7 @@ export function createApp(deps: AppDeps) {
     .use(agentRoutes(deps.auth, deps.catalog, deps.runnable, deps.now))
     .use(apiKeyRoutes(deps.auth, deps.apiKeys))
     .use(planRoutes(deps.auth, deps.plans))
+    .use(accountRoutes(deps.auth, deps.accounts))
 }
 
 export type App = ReturnType<typeof createApp>

@@ -14,6 +14,9 @@ import { GatewaySessions } from './runtime/gateway-bindings'
 import { HarnessInstaller } from './runtime/harness-install'
 import { SessionRuntime } from './runtime/runtime'
 import { SessionSearch } from './search/service'
+import { loadAccountsKey } from './accounts/config'
+import { KeySealer } from './accounts/seal'
+import { AccountService } from './accounts/service'
 import { loadDefaultPlan } from './plans/config'
 import { PlanService } from './plans/service'
 import { AdmissionQueue } from './sessions/admission'
@@ -67,11 +70,13 @@ export async function startServices(config: Config, options: ServerOptions = {})
   }
 
   const gatewaySessions = new GatewaySessions()
+  const providers = loadProviders(config.configFile)
+  const accountsKey = loadAccountsKey(config.configFile)
   const gateway = await startGateway({
     resolve: (token) => gatewaySessions.resolve(token),
     onUsage: (usage) => gatewaySessions.record(usage),
     onLog: (session, line) => runtime.log(session.sessionId, session.turn ?? 0, line),
-    providers: loadProviders(config.configFile),
+    providers,
   })
   const { maxSandboxes, maxStarting, basis } = config.capacity
   log(`agentd: host capacity: ${maxSandboxes} sandboxes at once, ${maxStarting} starting at once (${basis}); more wait queued`)
@@ -97,6 +102,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const artifacts = new ArtifactStore(db, config.dataDir, now)
   const installer = new HarnessInstaller(join(config.dataDir, 'harnesses'))
   const plans = new PlanService({ db, catalog, defaultPlan: loadDefaultPlan(config.configFile), now })
+  const accounts = new AccountService({ db, sealer: accountsKey && new KeySealer(accountsKey), catalog, providers, now })
   const queue = new AdmissionQueue()
   const queries = new SessionQueries({ db, store, search, artifacts, queue, now })
   const runtime: SessionRuntime = new SessionRuntime({
@@ -106,7 +112,11 @@ export async function startServices(config: Config, options: ServerOptions = {})
     driver,
     gateway: { host: '127.0.0.1', port: gateway.port },
     gatewaySessions,
-    planStanding: (orgId) => plans.meteredStanding(orgId),
+    // A run on the caller's own provider account is not held to the plan's token and spend limits.
+    turnTerms: async (row) =>
+      row.accountId === null
+        ? { standing: () => plans.meteredStanding(row.orgId) }
+        : { standing: () => null, account: await accounts.providerFor(row.accountId) },
     installer,
     artifacts,
     dataDir: config.dataDir,
@@ -128,6 +138,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     runtime,
     installer,
     plans,
+    accounts,
     defaultMaxConcurrent: config.defaultMaxConcurrent,
     capacity: config.capacity,
     queue,
@@ -155,6 +166,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     charts: new StatechartService(auth, store),
     apiKeys,
     plans,
+    accounts,
     catalog,
     runnable,
     now,

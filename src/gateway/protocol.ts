@@ -18,6 +18,12 @@ export interface GatewaySession {
   models?: ReadonlySet<string>
   /** Why this turn may call the model no more (a plan limit it reached), or null; asked per call. */
   refusal?(): string | null
+  /**
+   * The caller's own provider account the session runs on: its calls go to that provider with the
+   * account's key, never the operator's, and none is answered by another provider. Null once the
+   * account was removed: every call is refused.
+   */
+  account?: { name: ProviderName; config: ProviderConfig } | null
 }
 
 export interface UsageRecord {

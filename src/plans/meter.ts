@@ -8,7 +8,8 @@ import type { SessionPatch, SessionRow } from '../sessions/store'
  * transaction. Compute is sandbox running time: a stretch starts when the session enters `running`
  * and ends when it leaves it (a pause, the turn's end) or a turn ends while the next starts at once
  * (a queued follow-up); parked and paused time is free. A turn's tokens and spend are what its
- * patch adds to the session's totals. Pure: the service stores the answer with the transition.
+ * patch adds to the session's totals, unless the session runs on the caller's own provider account
+ * (those are the caller's, billed by the provider). Pure: the service stores the answer with the transition.
  */
 export function meterTransition(change: {
   row: SessionRow
@@ -23,8 +24,9 @@ export function meterTransition(change: {
   const stretchEnds = from === 'running' && row.runningSince !== null && (to !== 'running' || turnEnded)
   // A turn a restart found lost ran for an unknown part of the downtime: none of it is billed.
   const computeMs = stretchEnds && !change.restarted ? Math.max(0, now - row.runningSince!) : 0
-  const tokens = patch.totalTokens === undefined ? 0 : (patch.totalTokens ?? 0) - (row.totalTokens ?? 0)
-  const spendUsd = patch.totalCostUsd === undefined ? 0 : (patch.totalCostUsd ?? 0) - (row.totalCostUsd ?? 0)
+  const metered = row.accountId === null
+  const tokens = !metered || patch.totalTokens === undefined ? 0 : (patch.totalTokens ?? 0) - (row.totalTokens ?? 0)
+  const spendUsd = !metered || patch.totalCostUsd === undefined ? 0 : (patch.totalCostUsd ?? 0) - (row.totalCostUsd ?? 0)
   const usage = computeMs > 0 || tokens > 0 || spendUsd > 0 ? { orgId: row.orgId, sessionId: row.id, at: now, tokens: Math.max(0, tokens), spendUsd: Math.max(0, spendUsd), computeMs } : null
   if (to === 'running' && (from !== 'running' || turnEnded)) return { fields: { runningSince: now }, usage }
   if (to !== 'running' && row.runningSince !== null) return { fields: { runningSince: null }, usage }

@@ -114,19 +114,20 @@ export class PlanService {
   /**
    * Before new usage (a create, a follow-up) on `modelId`: 402 PLAN_REQUIRED with no plan,
    * PAYMENT_METHOD_REQUIRED for a priced model on a plan without one, or the limit reached. Every
-   * 402 carries `usage` and `limits`.
+   * 402 carries `usage` and `limits`. On the caller's own provider account the model's tokens and
+   * spend are the caller's, so only the plan itself and its compute limits apply.
    */
-  assertAllows(orgId: string, modelId: string | null): void {
+  assertAllows(orgId: string, modelId: string | null, ownAccount = false): void {
     const standing = this.standing(orgId)
     const refuse = (code: string, message: string) => {
       throw new ApiError('payment_required', message, code, { usage: present(standing.usage), limits: standing.plan && limitsOf(standing.plan) })
     }
     if (!standing.plan) refuse('PLAN_REQUIRED', 'The org has no plan; an operator gives it one with `plan set`')
     const model = modelId === null ? undefined : this.deps.catalog.models.find((m) => m.id === modelId)
-    if (standing.plan!.paymentMethod === 'none' && model && (model.pricing.input_per_million > 0 || model.pricing.output_per_million > 0)) {
+    if (!ownAccount && standing.plan!.paymentMethod === 'none' && model && (model.pricing.input_per_million > 0 || model.pricing.output_per_million > 0)) {
       refuse('PAYMENT_METHOD_REQUIRED', `The model ${model.id} is priced and the org's plan has no payment method`)
     }
-    const reached = limitReached(standing)
+    const reached = limitReached(standing, {}, ownAccount ? ['compute_minutes', 'weekly_compute_minutes'] : undefined)
     if (reached) refuse(reached.code, reached.message)
   }
 

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import type { GatewaySession as GatewayBinding, UsageRecord as MeteredUsage } from '../gateway/protocol'
+import type { GatewaySession as GatewayBinding, UsageRecord as MeteredUsage, ProviderConfig, ProviderName } from '../gateway/protocol'
 import type { TokenUsage } from '../harness/harness'
 import type { CatalogModel } from '../catalog/catalog'
 import { limitReached, type PlanStanding } from '../plans/service'
@@ -13,9 +13,14 @@ export interface TurnOpening {
   workspace: string
   /** The catalog models of the session's harness: the only ones served, each at its own price. */
   models: readonly CatalogModel[]
-  /** The org's standing against its plan's token and spend limits (null: none set). */
+  /** The org's standing against its plan's token and spend limits (null: none set, or an own account's turn). */
   standing: () => PlanStanding | null
+  /** The caller's own provider account the turn runs on (null: removed since), or undefined: the operator's providers. */
+  account?: { name: ProviderName; config: ProviderConfig } | null
 }
+
+/** What the runtime asks per turn of a session: its limits and its account. */
+export type TurnTerms = Pick<TurnOpening, 'standing' | 'account'>
 
 /** What a turn used, as the gateway metered it. */
 export interface TurnMeter extends TokenUsage {
@@ -64,6 +69,7 @@ export class GatewaySessions {
         workspace: opening.workspace,
         models: new Set(opening.models.map((m) => m.id)),
         refusal: () => this.refusal(open),
+        ...(opening.account !== undefined ? { account: opening.account } : {}),
       },
     }
     this.byToken.set(token, open)

@@ -5,10 +5,9 @@ import type { HarnessAdapter, TurnOutcome } from '../harness/harness'
 import type { SandboxDriver, SandboxHandle, SandboxLimits, SandboxSpec } from '../../sandbox/driver'
 import type { ArtifactStore } from './artifacts'
 import type { Catalog } from '../catalog/catalog'
-import type { GatewaySessions } from './gateway-bindings'
-import type { PlanStanding } from '../plans/service'
+import type { GatewaySessions, TurnTerms } from './gateway-bindings'
 import type { HarnessInstaller } from './harness-install'
-import type { SessionPatch, SessionStore } from '../sessions/store'
+import type { SessionPatch, SessionRow, SessionStore } from '../sessions/store'
 import { LOG_CAP_BYTES } from '../transcript/logs'
 import { turnPatch } from './turn-patch'
 import { startTurn, type RunningTurn } from './turn-runner'
@@ -22,8 +21,8 @@ export interface RuntimeDeps {
   driver: SandboxDriver
   gateway: { host: string; port: number }
   gatewaySessions: GatewaySessions
-  /** The org's standing against its plan's token and spend limits, which the gateway enforces mid-turn. */
-  planStanding: (orgId: string) => PlanStanding | null
+  /** What the gateway holds a turn of this session to: the plan's limits mid-turn, or the caller's own provider account. */
+  turnTerms: (row: SessionRow) => Promise<TurnTerms>
   installer: HarnessInstaller
   artifacts: ArtifactStore
   dataDir: string
@@ -233,7 +232,7 @@ export class SessionRuntime {
       turn,
       workspace: handle.workspace,
       models: this.deps.catalog.models.filter((m) => m.harnesses.includes(row.harness as Harness)),
-      standing: () => this.deps.planStanding(row.orgId),
+      ...(await this.deps.turnTerms(row)),
     })
     const summary = { last: null as string | null }
     const events = this.deps.store.events

@@ -74,7 +74,6 @@ export function planSession(body: CreateSessionBody, catalog: Catalog, runnable:
     if (!offersMode(model, harness, 'fast')) throw badRequest(`speed "fast" is not offered for model ${model.id} on ${harness}`)
   }
   if (body.base_branch !== undefined && body.on_pr !== undefined) throw badRequest('base_branch and on_pr cannot be used together')
-  if (body.account_id !== undefined) throw badRequest(`unknown account "${body.account_id}"`)
   if (body.output_schema !== undefined) {
     if (harness === 'harness_3') {
       throw unprocessable('output_schema is not supported on harness_3', 'FIELD_UNSUPPORTED_FOR_HARNESS', 'error_code')

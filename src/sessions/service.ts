@@ -12,6 +12,7 @@ import type { OrgAccess, Principal } from '../identity/service'
 import type { AdmissionQueue } from './admission'
 import { meterTransition, recordUsage } from '../plans/meter'
 import type { PlanService } from '../plans/service'
+import type { AccountService } from '../accounts/service'
 import { bodyDigest, IdempotencyKeys, scopeOf } from './idempotency'
 import { findProject, NO_PROJECT } from '../identity/projects'
 import { assertKeySlot, assertPromptSize, planSession, refuseSources, type HarnessVersions, type SessionPlan } from './create-rules'
@@ -30,6 +31,7 @@ export interface SessionServiceDeps {
   runtime: SessionRuntime
   installer: HarnessInstaller
   plans: PlanService
+  accounts: AccountService
   /** Runs at once per org when its plan sets none. */
   defaultMaxConcurrent: number
   /** What the host runs at once, whatever the plans allow. */
@@ -116,7 +118,9 @@ export class SessionService {
     }
     // Synchronous from here to the insert, so two creates cannot both take a key's last slot, nor
     // both make a session for one Idempotency-Key.
-    this.deps.plans.assertAllows(access.orgId, plan.model)
+    const accountId = body.account_id ?? null
+    if (accountId !== null) this.deps.accounts.assertUsable(principal, access.orgId, accountId, plan.model)
+    this.deps.plans.assertAllows(access.orgId, plan.model, accountId !== null)
     if (principal.apiKey) assertKeySlot(this.deps.db, principal.apiKey)
 
     const id = newId()
@@ -133,6 +137,7 @@ export class SessionService {
         projectId: project?.id ?? null,
         startedByUserId: principal.userId,
         apiKeyId: principal.apiKey?.id ?? null,
+        accountId,
         agent: plan.agent,
         harness: plan.harness,
         harnessVersionRequested: plan.versionRequested,
@@ -193,7 +198,7 @@ export class SessionService {
   message(access: OrgAccess, projectRef: string, id: string, content: string): MessageResult {
     assertPromptSize('content', content)
     const row = this.deps.queries.find(access, projectRef, id)
-    this.deps.plans.assertAllows(row.orgId, row.model)
+    this.deps.plans.assertAllows(row.orgId, row.model, row.accountId !== null)
     const message = { id: newId(), content }
     const { next, actions } = this.command(row.id, { type: 'message', ...this.slots(row.orgId) }, message)
     if (actions.some((a) => a.type === 'deliverMessage')) return { kind: 'delivered' }
