@@ -124,8 +124,9 @@ describe('POST /o/{org}/p/{project}/sessions (shape A)', () => {
     expect(session.branch).toBe('develop')
   })
 
-  test('an account_id naming none of the caller’s accounts is 400', async () => {
-    await expectError(await create({ agent: 'harness_1', prompt: idle, account_id: 'acct_1' }), 400, 'VALIDATION_ERROR')
+  test('an account_id naming none of the caller’s accounts is 404 and makes nothing (accounts.test.ts has the rest)', async () => {
+    const body = await expectError(await create({ agent: 'harness_1', prompt: idle, account_id: 'acct_1' }), 404)
+    expect(body.error).toBe('Account not found')
   })
 
   describe('output_schema', () => {
