@@ -1,4 +1,5 @@
 import { closeSync, readSync } from 'node:fs'
+import { ChunkPool } from './chunk-pool'
 import { basename, dirname } from 'node:path'
 import type { SandboxProcess } from './driver'
 import { HostDir } from './host-fs'
@@ -169,6 +170,8 @@ class FileTail {
   private readerGone = false
   /** The last drain stopped for want of room. */
   private waiting = false
+  /** Read buffers: what STREAM_HIGH_WATER holds, and a few the reader is handling. */
+  private readonly pool = new ChunkPool(64 * 1024, STREAM_HIGH_WATER / (64 * 1024) + 4)
 
   constructor(
     private readonly folder: () => HostDir | null,
@@ -210,16 +213,18 @@ class FileTail {
     const limit = anyway || drop ? budget : Math.min(budget, Math.max(0, this.controller.desiredSize ?? 0))
     let total = 0
     while (total < limit) {
-      // Read straight into the chunk the stream hands on (no copy: a flood makes half the garbage).
-      const chunk = Buffer.allocUnsafe(Math.min(64 * 1024, limit - total))
-      const n = readSync(this.fd, chunk, 0, chunk.length, this.offset)
+      // Read straight into the chunk the stream hands on (no copy), a pooled one its reader gives back.
+      const whole = this.pool.take()
+      const n = readSync(this.fd, whole, 0, Math.min(whole.length, limit - total), this.offset)
       if (n <= 0) {
+        this.pool.putBack(whole)
         this.waiting = false
         return { read: total, more: false, full: false }
       }
       this.offset += n
       total += n
-      if (!drop) this.push(n === chunk.length ? chunk : chunk.subarray(0, n))
+      if (drop) this.pool.putBack(whole)
+      else this.push(this.pool.lend(whole.subarray(0, n), whole))
     }
     this.waiting = limit < budget
     return { read: total, more: true, full: this.waiting }

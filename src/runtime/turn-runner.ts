@@ -3,6 +3,7 @@ import { event } from '../harness/common'
 import type { HarnessAdapter, TurnOutcome, TurnSpec } from '../harness/harness'
 import { LineSplitter, MAX_LINE_BYTES, type Line } from './line-splitter'
 import type { SandboxDriver, SandboxHandle, SandboxProcess } from '../../sandbox'
+import { giveBack } from '../../sandbox/chunk-pool'
 import { writeInTree } from '../../sandbox/host-fs'
 
 export interface TurnCallbacks {
@@ -44,6 +45,7 @@ async function drain(stream: ReadableStream<Uint8Array>, onChunk: (chunk: Uint8A
   let sinceYield = 0
   for await (const chunk of stream) {
     onChunk(chunk)
+    giveBack(chunk) // decoded: nothing holds it
     sinceYield += chunk.byteLength
     if (sinceYield >= YIELD_EVERY_BYTES) {
       sinceYield = 0
@@ -64,6 +66,7 @@ async function forEachLine(stream: ReadableStream<Uint8Array>, onLines: (lines: 
   for await (const chunk of stream) {
     bytes += chunk.byteLength
     const done = splitter.push(chunk)
+    giveBack(chunk) // the splitter copied what it keeps; the lines are strings
     for (let i = 0; i < done.length; i += YIELD_EVERY_LINES) {
       const batch = done.slice(i, i + YIELD_EVERY_LINES)
       onLines(batch)

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { getPriority, setPriority } from 'node:os'
 import type { TestApp } from '../helpers/app'
-import { caller, expectResponsive, ISOLATING, quiesce, runSession, securityApp, toCliStdout, watchHealth, watchLoop } from './helpers'
+import { caller, expectResponsive, ISOLATING, quiesce, runSession, securityApp, startRunning, toCliStdout, turnEnded, watchHealth, watchLoop } from './helpers'
 
 const FLOOD_BYTES = 300_000_000
 /**
@@ -58,6 +58,7 @@ for (const kind of ISOLATING) {
         const call = caller(t)
         // Warm the request path so the first health checks do not pay for it.
         expect((await call('GET', '/healthz')).status).toBe(200)
+        const id = await startRunning(t, [{ bash: `${FLOOD_PREP} && ${toCliStdout(FLOOD)}` }, { answer: 'flooded' }])
         await quiesce()
         const rssBefore = process.memoryUsage().rss
         let rssPeak = rssBefore
@@ -68,7 +69,7 @@ for (const kind of ISOLATING) {
         let view: any
         let stopped: Awaited<ReturnType<typeof health.stop>>
         try {
-          view = await runSession(t, [{ bash: `${FLOOD_PREP} && ${toCliStdout(FLOOD)}` }, { answer: 'flooded' }])
+          view = await turnEnded(t, id)
         } finally {
           // Stopped whatever happened: a poller left running would outlive the test run.
           clearInterval(sampler)
@@ -124,6 +125,7 @@ for (const kind of ISOLATING) {
       async () => {
         // ~330,000 lines of 31 bytes: the cost is per line (parse, store), not per byte.
         const line = '{"type":"system","subtype":"x"}'
+        const id = await startRunning(t, [{ bash: toCliStdout(`yes '${line}' | head -c ${10_000_000}`) }, { answer: 'lines' }])
         await quiesce()
         const health = watchHealth(url)
         await health.ready
@@ -131,7 +133,7 @@ for (const kind of ISOLATING) {
         let view: any
         let stopped: Awaited<ReturnType<typeof health.stop>>
         try {
-          view = await runSession(t, [{ bash: toCliStdout(`yes '${line}' | head -c ${10_000_000}`) }, { answer: 'lines' }])
+          view = await turnEnded(t, id)
         } finally {
           stopped = await health.stop()
         }
