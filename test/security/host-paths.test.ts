@@ -5,8 +5,8 @@
  * attack is that agentd follows it. Nothing of the host may come back, nothing may be written.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import type { TestApp } from '../helpers/app'
 import { SANDBOX_IO_DIR } from '../../sandbox/gvisor-spec'
 import { caller, followUp, hostCanary, ISOLATING, runSession, script, securityApp, turnEnded } from './helpers'
@@ -129,35 +129,56 @@ for (const kind of ISOLATING) {
         const modelsTarget = join(canary.dir, 'models-written.json')
         const victim = join(canary.dir, 'victim')
         mkdirSync(victim)
+        // On gVisor the links are made from the host side, exactly as a sandbox's `ln -s` leaves
+        // them, and Codex runs no command: Codex on gVisor 2022 can hang for ever on a child shell
+        // it never reaps (docs/decisions.md). The attack is what agentd does with the links.
+        const viaHost = kind === 'gvisor'
+        const links: [string, string][] = [
+          ['home/.codex/output-schema.json', schemaTarget],
+          ['home/.codex/agentd-models.json', modelsTarget],
+          ['home/.codex/config.toml', canary.path],
+          // The whole artifacts folder a link to a host folder (the host's /etc, or DATA_DIR).
+          ['workspace/.agentd/artifacts', canary.dir],
+        ]
         const plant = [
           'mkdir -p ~/.codex /workspace/.agentd',
           `ln -sf ${schemaTarget} ~/.codex/output-schema.json`,
           `ln -sf ${modelsTarget} ~/.codex/agentd-models.json`,
           `ln -sf ${canary.path} ~/.codex/config.toml`,
-          // The whole artifacts folder a link to a host folder (the host's /etc, or DATA_DIR).
           `ln -s ${canary.dir} /workspace/.agentd/artifacts`,
         ].join(' && ')
-        const first = await start(t, 'harness_2', [{ bash: plant }, { structured: { ok: true } }], { output_schema: SCHEMA })
+        const first = await start(t, 'harness_2', [...(viaHost ? [] : [{ bash: plant }]), { structured: { ok: true } }], { output_schema: SCHEMA })
         const id = first.execution_id
         expect(first.status).not.toBe('failed')
-        for (const link of ['output-schema.json', 'agentd-models.json', 'config.toml']) expect(planted(t, id, `home/.codex/${link}`)).toBe(true)
-        expect(planted(t, id, 'workspace/.agentd/artifacts')).toBe(true)
+        const sandboxPath = (path: string) => join(t.dir, 'sandboxes', id, path)
+        if (viaHost) {
+          for (const [path, target] of links) {
+            mkdirSync(dirname(sandboxPath(path)), { recursive: true })
+            rmSync(sandboxPath(path), { recursive: true, force: true })
+            symlinkSync(target, sandboxPath(path))
+          }
+        }
+        for (const [path] of links) expect(planted(t, id, path)).toBe(true)
         expect(await artifactNames(t, id)).toEqual([])
 
-        // The second turn writes its config files in place of the links and runs on them. Its
+        // The next turn writes its config files in place of the links and runs on them. Its
         // tool then puts a link to a host folder in place of the config folder: made inside the
         // sandbox too (its own /tmp), so the CLI goes on working through it. (mv, not rm -rf,
         // which the CLI declines to run.)
         const relink = `mkdir -p ${victim} && cp -a ~/.codex/. ${victim}/ && mv ~/.codex ~/.codex-old && ln -s ${victim} ~/.codex`
-        const second = await followUp(t, id, [{ bash: relink }, { structured: { ok: true } }], 2)
+        const second = await followUp(t, id, [...(viaHost ? [] : [{ bash: relink }]), { structured: { ok: true } }], 2)
         expect(second.status).not.toBe('failed')
         expect(existsSync(schemaTarget)).toBe(false)
         expect(existsSync(modelsTarget)).toBe(false)
         expect(readFileSync(canary.path, 'utf8')).toBe(`${canary.secret}\n`)
         expect(await artifactNames(t, id)).toEqual([])
+        if (viaHost) {
+          renameSync(sandboxPath('home/.codex'), sandboxPath('home/.codex-old'))
+          symlinkSync(victim, sandboxPath('home/.codex'))
+        }
         expect(planted(t, id, 'home/.codex')).toBe(true)
 
-        // The third turn refuses to write through the linked folder, and says why.
+        // The next turn refuses to write through the linked folder, and says why.
         const third = await followUp(t, id, [{ structured: { ok: true } }], 3)
         expect(third.status).toBe('failed')
         expect(JSON.stringify(third)).toContain('.codex is a link or not a directory: refused')
