@@ -7,6 +7,7 @@ import { SERVER_BODY_LIMIT } from './http/body'
 import { ApiError } from './domain/errors'
 import { errorPlugin } from './http/errors'
 import { models } from './http/models'
+import { metricsRoutes } from './metrics/routes'
 import { planRoutes } from './plans/routes'
 import { searchRoutes } from './search/routes'
 import { artifactRoutes } from './sessions/artifact-routes'
@@ -21,6 +22,7 @@ import type { Catalog } from './catalog/catalog'
 import type { HarnessVersions } from './sessions/create-rules'
 import type { SessionQueries } from './sessions/queries'
 import type { SessionService } from './sessions/service'
+import type { Metrics } from './metrics/metrics'
 import type { PlanService } from './plans/service'
 import type { SessionSearch } from './search/service'
 import type { StatechartService } from './statechart/service'
@@ -38,6 +40,9 @@ export interface AppDeps {
   apiKeys: ApiKeyService
   plans: PlanService
   accounts: AccountService
+  metrics: Metrics
+  /** AGENTD_METRICS_TOKEN (null: /metrics is off). */
+  metricsToken: string | null
   catalog: Catalog
   runnable: HarnessVersions
   now: () => number
@@ -106,6 +111,7 @@ export function createApp(deps: AppDeps) {
     .use(apiKeyRoutes(deps.auth, deps.apiKeys))
     .use(planRoutes(deps.auth, deps.plans))
     .use(accountRoutes(deps.auth, deps.accounts))
+    .use(metricsRoutes(deps.metrics, deps.metricsToken))
 }
 
 export type App = ReturnType<typeof createApp>

@@ -33,6 +33,8 @@ export interface Config {
   idempotencyMs: number
   /** What this host runs at once, whatever the orgs' plans allow (see hostCapacity). */
   capacity: HostCapacity
+  /** AGENTD_METRICS_TOKEN: the bearer token /metrics wants; null: /metrics is off. */
+  metricsToken: string | null
 }
 
 /**
@@ -133,5 +135,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     idleMs: 7 * 24 * 3600 * 1000 * timeScale,
     idempotencyMs: 24 * 3600 * 1000 * timeScale,
     capacity: hostCapacity(env, sandboxMemoryBytes),
+    metricsToken: env.AGENTD_METRICS_TOKEN || null,
   }
 }

@@ -17,6 +17,7 @@ import { SessionSearch } from './search/service'
 import { loadAccountsKey } from './accounts/config'
 import { KeySealer } from './accounts/seal'
 import { AccountService } from './accounts/service'
+import { Metrics } from './metrics/metrics'
 import { loadDefaultPlan } from './plans/config'
 import { PlanService } from './plans/service'
 import { AdmissionQueue } from './sessions/admission'
@@ -70,18 +71,21 @@ export async function startServices(config: Config, options: ServerOptions = {})
   }
 
   const gatewaySessions = new GatewaySessions()
+  // Read at each scrape: the store is made below, and a scrape only comes once the app serves.
+  const metrics = new Metrics({ sessionsByStatus: () => store.countByStatus(), eventsWritten: () => store.events.written, capacity: config.capacity })
   const providers = loadProviders(config.configFile)
   const accountsKey = loadAccountsKey(config.configFile)
   const gateway = await startGateway({
     resolve: (token) => gatewaySessions.resolve(token),
-    onUsage: (usage) => gatewaySessions.record(usage),
+    onUsage: (usage) => metrics.gatewayCall(usage, gatewaySessions.record(usage)),
     onLog: (session, line) => runtime.log(session.sessionId, session.turn ?? 0, line),
     providers,
   })
   const { maxSandboxes, maxStarting, basis } = config.capacity
   log(`agentd: host capacity: ${maxSandboxes} sandboxes at once, ${maxStarting} starting at once (${basis}); more wait queued`)
   // Sandboxes on this host are scoped to this DATA_DIR, so a sweep never touches another agentd's.
-  const driver = options.driver ?? createDriver(config.sandbox, log, { scope: sandboxScope(config.dataDir) })
+  // Its create, park and wake are timed for /metrics; everything else is the driver's own.
+  const driver = metrics.timed(options.driver ?? createDriver(config.sandbox, log, { scope: sandboxScope(config.dataDir) }))
   const identity = new IdentityService(database.db, now)
   const webhooks = new WebhookService({
     db: database.db,
@@ -90,6 +94,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     timeScale: config.timeScale,
     now,
     log,
+    onAttempt: (outcome) => metrics.webhookAttempt(outcome),
     ...(options.resolveHost ? { resolve: options.resolveHost } : {}),
   })
   const apiKeys = new ApiKeyService(database.db, webhooks, now)
@@ -139,6 +144,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     installer,
     plans,
     accounts,
+    metrics,
     defaultMaxConcurrent: config.defaultMaxConcurrent,
     capacity: config.capacity,
     queue,
@@ -167,6 +173,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
     apiKeys,
     plans,
     accounts,
+    metrics,
+    metricsToken: config.metricsToken,
     catalog,
     runnable,
     now,
@@ -188,6 +196,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     webhooks,
     apiKeys,
     plans,
+    metrics,
     gateway,
     driver,
     async close() {

@@ -90,10 +90,11 @@ export class GatewaySessions {
     return this.byToken.get(token)?.binding ?? null
   }
 
-  record(usage: MeteredUsage): void {
+  /** Adds a metered call to its turn; returns what it cost at the catalog price (0 for no turn in progress). */
+  record(usage: MeteredUsage): number {
     const open = this.bySession.get(usage.sessionId)
     // A reply that finished streaming after its turn ended belongs to no turn in progress.
-    if (!open || (usage.turn !== undefined && usage.turn !== open.opening.turn)) return
+    if (!open || (usage.turn !== undefined && usage.turn !== open.opening.turn)) return 0
     const meter = open.meter
     meter.input += usage.input
     meter.output += usage.output
@@ -102,9 +103,11 @@ export class GatewaySessions {
     meter.calls += 1
     // Priced as turnPatch prices a turn: cache reads are free, cache writes cost as input.
     const price = open.prices.get(usage.model)
-    if (price) meter.costUsd += ((usage.input + usage.cacheWrite) * price.input_per_million + usage.output * price.output_per_million) / 1e6
+    const cost = price ? ((usage.input + usage.cacheWrite) * price.input_per_million + usage.output * price.output_per_million) / 1e6 : 0
+    meter.costUsd += cost
     // The call that crosses a limit was already served; the turn fails for having crossed it.
     this.refusal(open)
+    return cost
   }
 
   /**

@@ -50,6 +50,8 @@ export class EventLog {
   private readonly now: () => number
   /** Transactions written by `flush` (for the events benchmark). */
   transactions = 0
+  /** Events written since the start (for /metrics). */
+  written = 0
 
   private readonly insertEvent
   private readonly insertLine
@@ -146,6 +148,7 @@ export class EventLog {
 
   private write(batches: Pending[]): void {
     for (const batch of batches) {
+      this.written += batch.events.length
       for (const e of batch.events) {
         e.json ??= JSON.stringify(e.data)
         this.insertEvent.run(batch.sessionId, e.seq, e.turn, e.kind, e.type, e.json, e.createdAt)

@@ -13,6 +13,7 @@ import type { AdmissionQueue } from './admission'
 import { meterTransition, recordUsage } from '../plans/meter'
 import type { PlanService } from '../plans/service'
 import type { AccountService } from '../accounts/service'
+import type { Metrics } from '../metrics/metrics'
 import { bodyDigest, IdempotencyKeys, scopeOf } from './idempotency'
 import { findProject, NO_PROJECT } from '../identity/projects'
 import { assertKeySlot, assertPromptSize, planSession, refuseSources, type HarnessVersions, type SessionPlan } from './create-rules'
@@ -32,6 +33,7 @@ export interface SessionServiceDeps {
   installer: HarnessInstaller
   plans: PlanService
   accounts: AccountService
+  metrics?: Metrics
   /** Runs at once per org when its plan sets none. */
   defaultMaxConcurrent: number
   /** What the host runs at once, whatever the plans allow. */
@@ -331,6 +333,8 @@ export class SessionService {
     this.store.commit(id, stored.version, sessionMachine.getPersistedSnapshot(next), status, fields, events, writes)
     if (next.status === 'done') this.store.forget(id)
     this.runtime.carryOut(id, actions)
+    if (turnEnded) this.deps.metrics?.turnEnded(endedAs)
+    if (from === 'queued' && status !== 'queued') this.deps.metrics?.admitted(this.now() - row.updatedAt)
     // A start finished or a run let go of its sandbox: the host has room for a queued session.
     if (status !== from && (from === 'allocating' || (HOST_HELD.includes(from) && !HOST_HELD.includes(status)))) {
       queueMicrotask(() => this.runtime.closing || this.admit())

@@ -115,6 +115,12 @@ export class SessionStore {
       .map((row) => row.id)
   }
 
+  /** How many sessions of every org are in each status (for /metrics). */
+  countByStatus(): Map<SessionStatus, number> {
+    const rows = this.db.select({ status: sessions.status, n: sql<number>`count(*)` }).from(sessions).groupBy(sessions.status).all()
+    return new Map(rows.map((row) => [row.status as SessionStatus, row.n]))
+  }
+
   /** Sessions of every org in these statuses (the host's sandboxes in use). */
   countAll(statuses: readonly SessionStatus[]): number {
     const row = this.db.select({ n: sql<number>`count(*)` }).from(sessions).where(inArray(sessions.status, statuses)).get()

@@ -25,6 +25,8 @@ export interface WebhookDeps {
   /** How long a receiver has to answer with a 2xx (spec 6.2: 5 seconds). */
   ackTimeoutMs?: number
   log?: (line: string) => void
+  /** Each attempt's outcome as it is recorded (for /metrics). */
+  onAttempt?: (outcome: 'delivered' | 'retrying' | 'failed') => void
 }
 
 /** Retries at 2, 4 and 6 minutes after the first attempt (spec 6.2), before scaling. */
@@ -287,6 +289,7 @@ export class WebhookService {
     if (ok) next = { state: 'delivered', finishedAt: now, nextAttemptAt: null, reason: null }
     else if (attempt >= MAX_ATTEMPTS) next = { state: 'failed', finishedAt: now, nextAttemptAt: null, reason: `no 2xx after ${attempt} attempts` }
     else next = { nextAttemptAt: firstAttemptAt + Math.round(RETRY_OFFSETS_MS[attempt - 1]! * this.deps.timeScale) }
+    this.deps.onAttempt?.(ok ? 'delivered' : next.state === 'failed' ? 'failed' : 'retrying')
     this.deps.db.transaction(() => {
       this.deps.db
         .insert(webhookAttempts)

@@ -1,0 +1,17 @@
+/** The shape parse-prometheus-text-format returns (prom2json's), for the tests that read /metrics. */
+declare module 'parse-prometheus-text-format' {
+  interface Sample {
+    value?: string
+    labels?: Record<string, string>
+    buckets?: Record<string, string>
+    count?: string
+    sum?: string
+  }
+  interface Family {
+    name: string
+    help: string
+    type: 'COUNTER' | 'GAUGE' | 'HISTOGRAM' | 'SUMMARY' | 'UNTYPED'
+    metrics: Sample[]
+  }
+  export default function parsePrometheusTextFormat(text: string): Family[]
+}
