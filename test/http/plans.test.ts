@@ -61,23 +61,23 @@ describe('plans', () => {
   test('compute minutes: a turn is metered for its running time, a pause in it is free, and the monthly and weekly limits refuse at their use', async () => {
     await using t = await makeTestApp()
     const started = Date.now()
-    const run = await create(t, { prompt: script([{ sleep: 1500 }, { bash: 'true' }, { sleep: 1500 }, { answer: 'done' }]) })
+    const run = await create(t, { prompt: script([{ sleep: 700 }, { bash: 'true' }, { sleep: 700 }, { answer: 'done' }]) })
     expect(run.status).toBe(202)
     const id = run.body.execution_id
     await waitFor(() => Promise.resolve(t.store.get(id)!.status), (s) => s === 'running', 30_000)
-    await Bun.sleep(500)
+    await Bun.sleep(300)
     expect((await call(t, 'PATCH', `/o/acme/p/_/sessions/${id}`, { status: 'paused' })).status).toBe(202)
     await waitFor(() => Promise.resolve(t.store.get(id)!.status), (s) => s === 'paused', 30_000)
     const pausedAt = Date.now()
-    await Bun.sleep(3000)
+    await Bun.sleep(2000)
     const pausedMs = Date.now() - pausedAt
     expect((await call(t, 'PATCH', `/o/acme/p/_/sessions/${id}`, { status: 'running' })).status).toBe(202)
     await rested(t, id)
     const wallMs = Date.now() - started
 
     const { usage: metered } = await usage(t)
-    // At least the script's own sleeps ran; the pause (3 s) never counted.
-    expect(metered.compute_minutes * 60_000).toBeGreaterThanOrEqual(3000 - 50)
+    // At least the script's own sleeps ran; the pause (2 s) never counted.
+    expect(metered.compute_minutes * 60_000).toBeGreaterThanOrEqual(1400 - 50)
     expect(metered.compute_minutes * 60_000).toBeLessThanOrEqual(wallMs - pausedMs)
     expect(metered.weekly_compute_minutes).toBe(metered.compute_minutes)
     // Two stretches: before the pause and after it.

@@ -39,14 +39,14 @@ export async function runSession(t: TestApp, steps: unknown[], extra: Record<str
 }
 
 /**
- * Starts a session whose turn waits a second before `steps` and returns its id once it runs: a
+ * Starts a session whose turn waits half a second before `steps` and returns its id once it runs: a
  * responsiveness window opened then measures the attack, not the sandbox's start (nor the garbage
  * collection a start's allocations set off, seen as 60-75 ms of the API thread on a loaded
  * machine with a gVisor start).
  */
 export async function startRunning(t: TestApp, steps: unknown[]): Promise<string> {
   const call = caller(t)
-  const created = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ sleep: 1000 }, ...steps]) })
+  const created = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ sleep: 500 }, ...steps]) })
   if (created.status !== 202) throw new Error(`create failed: ${created.status} ${JSON.stringify(created.body)}`)
   const id = created.body.execution_id as string
   await waitFor(
