@@ -87,7 +87,12 @@ export function createApp(deps: AppDeps) {
         openapiVersion: '3.1.0',
         documentation: {
           info: { title: 'agentd: Agent Session Service API', version: '1.0.0' },
-          components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+          components: {
+            securitySchemes: {
+              bearer: { type: 'http', scheme: 'bearer' },
+              metricsToken: { type: 'http', scheme: 'bearer', description: 'AGENTD_METRICS_TOKEN, for GET /metrics only' },
+            },
+          },
           security: [{ bearer: [] }],
         },
       }),
