@@ -6,6 +6,7 @@ import { apiKeyRoutes } from './api-keys/routes'
 import { SERVER_BODY_LIMIT } from './http/body'
 import { ApiError } from './domain/errors'
 import { errorPlugin } from './http/errors'
+import { requestIdOf } from './http/request-id'
 import { models } from './http/models'
 import { metricsRoutes } from './metrics/routes'
 import { planRoutes } from './plans/routes'
@@ -56,6 +57,16 @@ export interface AppDeps {
   ready: Promise<void>
   /** How long a request waits for `ready` before a 503 (READY_WAIT_MS). */
   readyWaitMs?: number
+  /** One structured line per answered request (main.ts writes them as JSON logs). */
+  requestLog?: (entry: RequestLogEntry) => void
+}
+
+export interface RequestLogEntry {
+  requestId: string
+  method: string
+  path: string
+  status: number
+  ms: number
 }
 
 /** How long a request waits for a restart's rehydration before a 503 (Bun closes idle connections at 10 s). */
@@ -70,13 +81,27 @@ export function createApp(deps: AppDeps) {
     () => (ready = true),
     () => {}, // the process that started the app reports it; requests see it through the await below
   )
+  const startedAt = new WeakMap<Request, number>()
   return new Elysia({ normalize: false, encodeSchema: false, serve: { maxRequestBodySize: SERVER_BODY_LIMIT } })
-    .onRequest(async ({ request }) => {
+    .onRequest(async ({ request, set }) => {
+      set.headers['x-request-id'] = requestIdOf(request)
+      if (deps.requestLog) startedAt.set(request, performance.now())
       if (ready || new URL(request.url).pathname === '/healthz') return
       // A short wait answers most requests normally; a rehydration still going after it (many
       // sandboxes, a stuck runsc) gets a clear 503 to retry, never a request held forever.
       await Promise.race([deps.ready.catch(() => {}), Bun.sleep(deps.readyWaitMs ?? READY_WAIT_MS)])
       if (!ready) throw new ApiError('unavailable', 'agentd is starting: the previous run’s sessions are being brought back; retry shortly', 'STARTING')
+    })
+    .onAfterResponse({ as: 'global' }, ({ request, set }) => {
+      if (!deps.requestLog) return
+      const started = startedAt.get(request) ?? performance.now()
+      deps.requestLog({
+        requestId: requestIdOf(request),
+        method: request.method,
+        path: new URL(request.url).pathname,
+        status: typeof set.status === 'number' ? set.status : 200,
+        ms: Math.round((performance.now() - started) * 10) / 10,
+      })
     })
     .use(errorPlugin)
     .use(models)

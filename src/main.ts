@@ -1,6 +1,14 @@
+import pino from 'pino'
 import { NoSandboxError } from '../sandbox'
 import { ConfigError, loadConfig } from './config'
 import { startServices } from './server'
+
+/**
+ * JSON lines on stderr (pino): what agentd says, as `msg`, and one `request` line per answered
+ * request with its id, method, path, status and time, for a log pipeline to index.
+ */
+const logger = pino({ base: { service: 'agentd' }, timestamp: pino.stdTimeFunctions.isoTime }, pino.destination(2))
+const log = (line: string) => logger.info(line.replace(/^agentd: /, '').trimEnd())
 
 // Whatever agentd writes under DATA_DIR (database, artifact bytes, workspaces, sandbox bundles) is
 // for its own user only, including files a library or a sandboxed child creates with default modes.
@@ -8,14 +16,14 @@ process.umask(0o077)
 
 try {
   const config = loadConfig()
-  const services = await startServices(config)
+  const services = await startServices(config, { log, requestLog: (entry) => logger.info(entry, 'request') })
   const server = services.app.listen({ hostname: config.host, port: config.port })
-  console.error(`agentd: listening on http://${config.host}:${server.server?.port ?? config.port} (data in ${config.dataDir})`)
+  log(`listening on http://${config.host}:${server.server?.port ?? config.port} (data in ${config.dataDir})`)
   const started = performance.now()
   services.ready.then(
-    () => console.error(`agentd: ready: the previous run's sessions are back (${Math.round(performance.now() - started)} ms after listening)`),
+    () => log(`ready: the previous run's sessions are back (${Math.round(performance.now() - started)} ms after listening)`),
     (err) => {
-      console.error(`agentd: could not bring back the previous run's sessions: ${(err as Error).stack ?? err}`)
+      logger.fatal(`could not bring back the previous run's sessions: ${(err as Error).stack ?? err}`)
       process.exit(1)
     },
   )

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { join } from 'node:path'
 import { createDriver, type SandboxDriver } from '../sandbox'
-import { createApp } from './app'
+import { createApp, type AppDeps } from './app'
 import type { Config } from './config'
 import { openDb } from './db/client'
 import { startGateway } from './gateway/gateway'
@@ -50,6 +50,8 @@ export interface ServerOptions {
   resolveHost?: ResolveHost
   /** How long a request waits for rehydration before a 503 (5 s; tests shorten it). */
   readyWaitMs?: number
+  /** One entry per answered request (main.ts logs them as JSON). */
+  requestLog?: AppDeps['requestLog']
 }
 
 /**
@@ -181,6 +183,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     sseKeepaliveMs: options.sseKeepaliveMs,
     ready,
     readyWaitMs: options.readyWaitMs,
+    requestLog: options.requestLog,
   })
 
   return {

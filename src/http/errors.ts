@@ -1,6 +1,7 @@
 import { Elysia, t } from 'elysia'
 import { ApiError, type ErrorKind } from '../domain/errors'
 import { BAD_PERCENT_ENCODING } from './path-params'
+import { requestIdOf } from './request-id'
 
 /** The spec's error envelope (section 7), declared once for OpenAPI. */
 export const ErrorBody = t.Object(
@@ -120,7 +121,7 @@ function errorBody({ code, error: thrown, set, request }: ErrorContext): Record<
     set.status = 404
     return { error: 'Not found' }
   }
-  console.error(`agentd: ${request.method} ${new URL(request.url).pathname} failed:`, error)
+  console.error(`agentd: ${request.method} ${new URL(request.url).pathname} failed (request ${requestIdOf(request)}):`, error)
   set.status = 500
   return { error: 'Internal error' }
 }
@@ -141,7 +142,7 @@ interface ErrorContext {
 // for every request, and a whole `context` would make each one parse cookies and copy headers.
 export const errorPlugin = new Elysia({ name: 'agentd/errors' }).onError({ as: 'global' }, ({ code, error, set, request, ...context }) => {
   set.headers['content-type'] = 'application/json'
-  const body = errorBody({ code, error, set, request })
+  const body = { ...errorBody({ code, error, set, request }), requestId: requestIdOf(request) }
   const marked = (context as { errorEnvelope?: unknown }).errorEnvelope === 'message'
   return marked ? asMessageEnvelope(Number(set.status), body) : body
 })

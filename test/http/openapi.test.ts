@@ -47,5 +47,5 @@ test('/docs serves the API reference page', async () => {
 test('unknown routes are 404 in the error envelope', async () => {
   const res = await t.app.handle(req('GET', '/nope', { token: t.admin.token }))
   expect(res.status).toBe(404)
-  expect(await json(res)).toEqual({ error: 'Not found' })
+  expect(await json(res)).toEqual({ error: 'Not found', requestId: expect.stringMatching(/^req_/) })
 })

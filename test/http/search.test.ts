@@ -345,7 +345,7 @@ describe('selector', () => {
   test('no match is 404 in the {code, message} envelope', async () => {
     const res = await resolve('zzzz')
     expect(res.status).toBe(404)
-    expect(await json(res)).toEqual({ code: 'NOT_FOUND', message: 'No session matches "zzzz"' })
+    expect(await json(res)).toEqual({ code: 'NOT_FOUND', message: 'No session matches "zzzz"', requestId: expect.stringMatching(/^req_/) })
     expect((await resolve(acme.s1!, '&project=api')).status).toBe(404)
   })
 })
@@ -389,21 +389,21 @@ describe('errors use {code, message}', () => {
   test('401 without a valid bearer, 404 for an org the caller has no role in', async () => {
     const none = await t.app.handle(req('GET', '/o/acme/sessions'))
     expect(none.status).toBe(401)
-    expect(await json(none)).toEqual({ code: 'AUTH_FAILED', message: 'A bearer token is required' })
+    expect(await json(none)).toEqual({ code: 'AUTH_FAILED', message: 'A bearer token is required', requestId: expect.stringMatching(/^req_/) })
     const bad = await get('/o/acme/sessions', 'agt_unknown')
     expect(bad.status).toBe(401)
     expect((await json(bad)).code).toBe('AUTH_FAILED')
     for (const path of ['/o/nope/sessions', '/o/globex/sessions']) {
       const res = await get(path, t.member.token)
       expect(res.status).toBe(404)
-      expect(await json(res)).toEqual({ code: 'NOT_FOUND', message: 'Org not found' })
+      expect(await json(res)).toEqual({ code: 'NOT_FOUND', message: 'Org not found', requestId: expect.stringMatching(/^req_/) })
     }
   })
 
   test('other routes keep the {error} envelope', async () => {
     const res = await get('/o/acme/p/nope/sessions')
     expect(res.status).toBe(404)
-    expect(await json(res)).toEqual({ error: 'Project not found' })
+    expect(await json(res)).toEqual({ error: 'Project not found', requestId: expect.stringMatching(/^req_/) })
     const bad = await get('/o/acme/p/_/sessions?limit=0')
     expect(bad.status).toBe(400)
     expect((await json(bad)).error).toEqual(expect.any(String))

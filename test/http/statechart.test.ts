@@ -53,7 +53,7 @@ describe('GET /statechart', () => {
     const id = (await json(await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: 'hi' } })))).execution_id
     const foreign = await get(`/statechart?session=${id}`, outsider.token)
     expect(foreign.status).toBe(404)
-    expect(await json(foreign)).toEqual({ error: 'Session not found' })
+    expect(await json(foreign)).toEqual({ error: 'Session not found', requestId: expect.stringMatching(/^req_/) })
     expect((await get('/statechart')).status).toBe(401)
     expect((await get('/statechart/mermaid.min.js')).status).toBe(401)
     const created = await t.app.handle(req('POST', '/o/acme/api-keys', { token: t.admin.token, body: { name: 'k', scopes: ['runs:read'] } }))

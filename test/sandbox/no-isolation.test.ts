@@ -54,6 +54,6 @@ test('AGENTD_SANDBOX=process, named by the operator, starts with a loud warning'
   proc.kill('SIGTERM')
   await proc.exited
   expect(stderr).toContain('listening on')
-  expect(stderr).toContain('WARNING sandbox driver "process"')
+  expect(stderr).toContain('WARNING sandbox driver \\"process\\" (AGENTD_SANDBOX=process)') // a JSON log line: its quotes escaped
   expect(stderr).toContain('NO isolation')
 })
