@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { hostResources, type HostResources } from './host-resources'
 import { join, resolve } from 'node:path'
 
@@ -49,6 +50,22 @@ export interface HostCapacity {
 }
 
 export class ConfigError extends Error {}
+
+/**
+ * The operator's config file (`AGENTD_CONFIG`, a JSON object): each part of agentd reads its own
+ * key of it (`catalog`, `providers`, `plans`, `accounts`). No file: an empty object.
+ */
+export function readConfigFile(configFile: string | null): Record<string, unknown> {
+  if (!configFile) return {}
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(readFileSync(configFile, 'utf8'))
+  } catch (err) {
+    throw new ConfigError(`AGENTD_CONFIG ${configFile}: ${(err as Error).message}`)
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ConfigError(`AGENTD_CONFIG ${configFile}: not a JSON object`)
+  return parsed as Record<string, unknown>
+}
 
 function wholeNumber(name: string, raw: string | undefined): number | null {
   if (raw === undefined || raw === '') return null

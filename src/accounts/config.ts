@@ -1,5 +1,4 @@
-import { readFileSync } from 'node:fs'
-import { ConfigError } from '../config'
+import { ConfigError, readConfigFile } from '../config'
 import { isObject } from '../domain/values'
 
 /**
@@ -8,14 +7,7 @@ import { isObject } from '../domain/values'
  * provider keys; with a malformed one, the server does not start.
  */
 export function loadAccountsKey(configFile: string | null): Uint8Array | null {
-  if (!configFile) return null
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(readFileSync(configFile, 'utf8'))
-  } catch (err) {
-    throw new ConfigError(`AGENTD_CONFIG ${configFile}: ${(err as Error).message}`)
-  }
-  const accounts = isObject(parsed) ? parsed.accounts : undefined
+  const accounts = readConfigFile(configFile).accounts
   if (accounts === undefined) return null
   const raw = isObject(accounts) ? accounts.encryption_key : undefined
   const key = typeof raw === 'string' ? Buffer.from(raw, 'base64') : null

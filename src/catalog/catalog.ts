@@ -3,9 +3,8 @@ import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
-import { ConfigError } from '../config'
+import { ConfigError, readConfigFile } from '../config'
 import type { Harness } from '../domain/harness'
-import { isObject } from '../domain/values'
 import { BuiltinCatalogSchema, CatalogConfigSchema, type CatalogHarness, type CatalogModel } from './model'
 
 export type { CatalogHarness, CatalogModel } from './model'
@@ -33,13 +32,7 @@ export const DEFAULT_CATALOG: Catalog = {
  */
 export function loadCatalog(configFile: string | null): Catalog {
   if (!configFile) return DEFAULT_CATALOG
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(readFileSync(configFile, 'utf8'))
-  } catch (err) {
-    throw new ConfigError(`AGENTD_CONFIG ${configFile}: ${(err as Error).message}`)
-  }
-  const extra = checked(CatalogConfigSchema, isObject(parsed) ? (parsed.catalog ?? {}) : {}, 'AGENTD_CONFIG catalog')
+  const extra = checked(CatalogConfigSchema, readConfigFile(configFile).catalog ?? {}, 'AGENTD_CONFIG catalog')
   const models = new Map(DEFAULT_CATALOG.models.map((m) => [m.id, m]))
   for (const model of extra.models ?? []) models.set(model.id, model)
   return {

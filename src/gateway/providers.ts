@@ -8,22 +8,14 @@
  * `base_url` is what the provider's own CLI would take as its base URL. The gateway forwards every
  * request for a model other than `scripted` to the provider that speaks its protocol.
  */
-import { readFileSync } from 'node:fs'
-import { ConfigError } from '../config'
+import { ConfigError, readConfigFile } from '../config'
 import type { ProviderName, Providers } from './protocol'
 import { isObject } from '../domain/values'
 
 const NAMES: readonly ProviderName[] = ['anthropic', 'openai', 'google']
 
 export function loadProviders(configFile: string | null): Providers {
-  if (!configFile) return {}
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(readFileSync(configFile, 'utf8'))
-  } catch (err) {
-    throw new ConfigError(`AGENTD_CONFIG ${configFile}: ${(err as Error).message}`)
-  }
-  return parseProviders(isObject(parsed) ? parsed.providers : undefined)
+  return parseProviders(readConfigFile(configFile).providers)
 }
 
 /** Validates the `providers` key; a mistake stops the service at start with the field's path. */

@@ -1,7 +1,5 @@
-import { readFileSync } from 'node:fs'
 import { Value } from '@sinclair/typebox/value'
-import { ConfigError } from '../config'
-import { isObject } from '../domain/values'
+import { ConfigError, readConfigFile } from '../config'
 import { DefaultPlanConfig, type PlanTerms } from './model'
 
 /**
@@ -11,14 +9,7 @@ import { DefaultPlanConfig, type PlanTerms } from './model'
  */
 export function loadDefaultPlan(configFile: string | null): PlanTerms {
   const unlimited: PlanTerms = { tokenLimit: null, computeMinutes: null, weeklyComputeMinutes: null, spendCapUsd: null, maxConcurrent: null, paymentMethod: 'card' }
-  if (!configFile) return unlimited
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(readFileSync(configFile, 'utf8'))
-  } catch (err) {
-    throw new ConfigError(`AGENTD_CONFIG ${configFile}: ${(err as Error).message}`)
-  }
-  const plans = isObject(parsed) ? parsed.plans : undefined
+  const plans = readConfigFile(configFile).plans
   if (plans === undefined) return unlimited
   const error = Value.Errors(DefaultPlanConfig, plans).First()
   if (error) throw new ConfigError(`AGENTD_CONFIG plans${error.path.replaceAll('/', '.')}: ${error.message}`)
