@@ -67,6 +67,21 @@ export interface RequestLogEntry {
   path: string
   status: number
   ms: number
+  /** The org slug and session id the path names, when it names them. */
+  org?: string
+  session?: string
+}
+
+/** `/o/{org}/…` and `/o/{org}/p/{project}/sessions/{session}…`: what a request is about, for its log line. */
+const SCOPED_PATH = /^\/o\/([^/]+)(?:\/p\/[^/]+\/sessions\/([^/]+))?/
+
+/** A path segment decoded, or as sent when its percent-encoding is malformed (it is logged either way). */
+function decoded(segment: string): string {
+  try {
+    return decodeURIComponent(segment)
+  } catch {
+    return segment
+  }
 }
 
 /** How long a request waits for a restart's rehydration before a 503 (Bun closes idle connections at 10 s). */
@@ -95,12 +110,16 @@ export function createApp(deps: AppDeps) {
     .onAfterResponse({ as: 'global' }, ({ request, set }) => {
       if (!deps.requestLog) return
       const started = startedAt.get(request) ?? performance.now()
+      const path = new URL(request.url).pathname
+      const [, org, session] = SCOPED_PATH.exec(path) ?? []
       deps.requestLog({
         requestId: requestIdOf(request),
         method: request.method,
-        path: new URL(request.url).pathname,
+        path,
         status: typeof set.status === 'number' ? set.status : 200,
         ms: Math.round((performance.now() - started) * 10) / 10,
+        ...(org ? { org: decoded(org) } : {}),
+        ...(session ? { session: decoded(session) } : {}),
       })
     })
     .use(errorPlugin)

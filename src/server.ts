@@ -43,7 +43,8 @@ export interface ServerOptions {
   /** Overrides the driver picked from config (tests inject the process driver). */
   driver?: SandboxDriver
   now?: () => number
-  log?: (line: string) => void
+  /** Lines about one session carry its id as a field (main.ts writes them as JSON logs). */
+  log?: (line: string, fields?: { session: string }) => void
   /** Keepalive interval of idle event streams (tests shorten it). */
   sseKeepaliveMs?: number
   /** DNS for webhook URLs (tests answer with fixed addresses). */
@@ -61,7 +62,7 @@ export interface ServerOptions {
  */
 export async function startServices(config: Config, options: ServerOptions = {}) {
   const now = options.now ?? Date.now
-  const log = options.log ?? ((line: string) => console.error(line))
+  const log = options.log ?? ((line: string, fields?: { session: string }) => console.error(fields ? `agentd: session ${fields.session}: ${line}` : line))
   const database = openDb(config.dbPath, { backgroundCheckpoint: true, warn: log })
   const catalog = loadCatalog(config.configFile)
 

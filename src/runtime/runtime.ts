@@ -32,7 +32,7 @@ export interface RuntimeDeps {
   /** Raw stdout one turn may store (AGENTD_TRANSCRIPT_MAX_MB); the turn runner's default otherwise. */
   transcriptMaxBytes?: number
   now: () => number
-  log: (line: string) => void
+  log: (line: string, fields?: { session: string }) => void
   apply: (id: string, event: SessionMachineEvent, patch?: SessionPatch) => boolean
   admit: () => void
 }
@@ -102,7 +102,7 @@ export class SessionRuntime {
           queueMicrotask(() => this.closing || this.deps.admit())
           break
         default:
-          if (!TRANSACTIONAL.has(action.type)) this.deps.log(`agentd: session ${id}: no effect for action ${action.type}`)
+          if (!TRANSACTIONAL.has(action.type)) this.deps.log(`no effect for action ${action.type}`, { session: id })
       }
     }
   }
@@ -128,7 +128,7 @@ export class SessionRuntime {
 
   private serial(id: string, op: () => Promise<void>): void {
     const live = this.liveOf(id)
-    const next = live.ops.then(op).catch((err) => this.deps.log(`agentd: session ${id}: ${(err as Error).stack ?? err}`))
+    const next = live.ops.then(op).catch((err) => this.deps.log(`${(err as Error).stack ?? err}`, { session: id }))
     live.ops = next
     this.pending.add(next)
     void next.finally(() => this.pending.delete(next))
@@ -154,7 +154,7 @@ export class SessionRuntime {
         return
       } catch (err) {
         causes.push((err as Error).message)
-        this.deps.log(`agentd: session ${id}: sandbox start ${attempt} of 2 failed: ${(err as Error).message}`)
+        this.deps.log(`sandbox start ${attempt} of 2 failed: ${(err as Error).message}`, { session: id })
         if (this.closing || this.deps.store.get(id)?.status !== 'allocating') return
       }
     }
@@ -181,7 +181,7 @@ export class SessionRuntime {
       await this.deps.driver.park(handle, { keepProcesses: live.turn !== undefined })
     } catch (err) {
       // A sandbox that could not be parked is still there: the next wake picks it up either way.
-      this.deps.log(`agentd: session ${id}: park failed, kept as it is: ${(err as Error).message}`)
+      this.deps.log(`park failed, kept as it is: ${(err as Error).message}`, { session: id })
     }
     live.parked = true
     if (announce) this.deps.apply(id, { type: 'sandbox.parked' })
@@ -263,7 +263,7 @@ export class SessionRuntime {
       try {
         artifactCount = this.deps.artifacts.collect(id, handle.hostWorkspace, turn)
       } catch (err) {
-        this.deps.log(`agentd: session ${id}: artifacts not collected: ${(err as Error).message}`)
+        this.deps.log(`artifacts not collected: ${(err as Error).message}`, { session: id })
       }
       // Tokens as the gateway metered them; reasoning only the CLI reports.
       const usage = metered ? { ...metered, reasoning: outcome.usage?.reasoning ?? 0 } : outcome.usage
@@ -342,7 +342,7 @@ export class SessionRuntime {
     const live = this.live.get(id)
     live?.turn?.process.kill('SIGKILL')
     const handle = live?.handle ?? (await this.deps.driver.recover(this.spec(id)).catch(() => null))
-    if (handle) await this.deps.driver.destroy(handle).catch((err) => this.deps.log(`agentd: session ${id}: destroy failed: ${err}`))
+    if (handle) await this.deps.driver.destroy(handle).catch((err) => this.deps.log(`destroy failed: ${err}`, { session: id }))
     if (live) {
       live.handle = undefined
       live.parked = false
@@ -360,7 +360,7 @@ export class SessionRuntime {
     const live = this.liveOf(id)
     if (live.handle) return
     const handle = await this.deps.driver.recover(this.spec(id)).catch((err) => {
-      this.deps.log(`agentd: session ${id}: sandbox not recovered: ${(err as Error).message}`)
+      this.deps.log(`sandbox not recovered: ${(err as Error).message}`, { session: id })
       return null
     })
     if (handle) Object.assign(live, { handle, parked: true })
@@ -386,7 +386,7 @@ export class SessionRuntime {
     // Whatever still runs is parked (gVisor: checkpointed, no process while the server is down).
     for (const [id, live] of this.live) {
       if (!live.handle || live.parked) continue
-      await this.deps.driver.park(live.handle).catch((err) => this.deps.log(`agentd: session ${id}: not parked at shutdown: ${(err as Error).message}`))
+      await this.deps.driver.park(live.handle).catch((err) => this.deps.log(`not parked at shutdown: ${(err as Error).message}`, { session: id }))
     }
     this.deps.store.events.flush()
   }

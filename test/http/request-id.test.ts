@@ -30,11 +30,20 @@ test('an error answers the id in its header and its envelope; a caller’s plain
     expect(res.headers.get('x-request-id')).toMatch(/^req_[0-9a-f]{16}$/)
   }
 
+  // A malformed escape in the path is logged as sent.
+  expect((await t.app.handle(req('GET', '/o/%E0%A4%A/p/_/sessions', { token: t.admin.token }))).status).toBeGreaterThanOrEqual(400)
   const ok = await t.app.handle(req('GET', '/healthz'))
   expect(ok.status).toBe(200)
   expect(ok.headers.get('x-request-id')).toMatch(/^req_/)
-  await waitFor(async () => logged.length, (n) => n >= 7)
-  expect(logged.find((e) => e.requestId === generated)).toMatchObject({ method: 'GET', path: '/o/acme/p/_/sessions/00000000-0000-0000-0000-000000000000', status: 404 })
+  await waitFor(async () => logged.length, (n) => n >= 8)
+  expect(logged.find((e) => e.org === '%E0%A4%A')).toMatchObject({ path: '/o/%E0%A4%A/p/_/sessions' })
+  expect(logged.find((e) => e.requestId === generated)).toMatchObject({
+    method: 'GET',
+    path: '/o/acme/p/_/sessions/00000000-0000-0000-0000-000000000000',
+    status: 404,
+    org: 'acme',
+    session: '00000000-0000-0000-0000-000000000000',
+  })
   expect(logged.find((e) => e.requestId === 'trace-42:a.b_c')).toMatchObject({ status: 401 })
   expect(logged.filter((e) => e.requestId === generated)).toHaveLength(1)
 })
