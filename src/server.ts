@@ -123,7 +123,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     // A run on the caller's own provider account is not held to the plan's token and spend limits.
     turnTerms: async (row) =>
       row.accountId === null
-        ? { standing: () => plans.meteredStanding(row.orgId) }
+        ? { standing: () => plans.meteredStanding(row.orgId), pricedModels: plans.allowsPriced(row.orgId) }
         : { standing: () => null, account: await accounts.providerFor(row.accountId) },
     installer,
     artifacts,

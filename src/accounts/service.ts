@@ -73,11 +73,13 @@ export class AccountService {
     }
   }
 
-  /** At each turn: where the account's calls go and with which key; null once it was removed (the gateway then refuses every call). */
+  /** At each turn: where the account's calls go and with which key; null once it was removed or its key cannot be opened (the gateway then refuses every call). */
   async providerFor(accountId: string): Promise<{ name: AccountProvider; config: ProviderConfig } | null> {
     const row = this.deps.db.select().from(providerAccounts).where(eq(providerAccounts.id, accountId)).get()
     if (!row || !this.deps.sealer) return null
-    const apiKey = await this.deps.sealer.open(row.id, row.sealedKey)
+    // A key sealed under another encryption key (the operator rotated it) does not open: as removed.
+    const apiKey = await this.deps.sealer.open(row.id, row.sealedKey).catch(() => null)
+    if (apiKey === null) return null
     return { name: row.provider, config: { baseUrl: this.deps.providers[row.provider]?.baseUrl ?? PUBLIC_BASE_URLS[row.provider], apiKey } }
   }
 

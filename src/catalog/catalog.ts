@@ -63,6 +63,11 @@ export function installedVersion(pkg: string): string | null {
   return (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version
 }
 
+/** Whether calls to `model` cost anything at its catalog price (the scripted model never does). */
+export function isPriced(model: CatalogModel): boolean {
+  return model.pricing.input_per_million > 0 || model.pricing.output_per_million > 0
+}
+
 export function modelFor(catalog: Catalog, harness: Harness, modelId: string): CatalogModel | null {
   return catalog.models.find((m) => m.id === modelId && m.harnesses.includes(harness)) ?? null
 }

@@ -97,7 +97,7 @@ async function answerFor(req: Request, protocol: ProtocolHandler, session: Gatew
 
   const meter = (usage: Omit<UsageRecord, 'sessionId'>) =>
     opts.onUsage?.({ sessionId: session.sessionId, ...(session.turn !== undefined ? { turn: session.turn } : {}), ...usage })
-  if (session.account === null) return protocol.refuse(403, "this session's provider account was removed; it can make no further model call")
+  if (session.account === null) return protocol.refuse(403, "this session's provider account was removed (or its key can no longer be opened); it can make no further model call")
   if (session.account) {
     // A run on the caller's own key: only its provider's protocol, only with its key.
     if (session.account.name !== protocol.provider) return protocol.refuse(403, `this session runs on a ${session.account.name} account; ${protocol.provider} is not reachable from it`)

@@ -21,19 +21,25 @@ export function meterTransition(change: {
   now: number
 }): { fields: Pick<SessionPatch, 'runningSince'>; usage: UsageRecord | null } {
   const { row, from, to, turnEnded, patch, now } = change
-  const stretchEnds = from === 'running' && row.runningSince !== null && (to !== 'running' || turnEnded)
+  const stretchEnds = from === 'running' && row.runningSince !== null && (to !== 'running' || turnEnded || change.restarted)
   // A turn a restart found lost ran for an unknown part of the downtime: none of it is billed.
   const computeMs = stretchEnds && !change.restarted ? Math.max(0, now - row.runningSince!) : 0
   const metered = row.accountId === null
   const tokens = !metered || patch.totalTokens === undefined ? 0 : (patch.totalTokens ?? 0) - (row.totalTokens ?? 0)
   const spendUsd = !metered || patch.totalCostUsd === undefined ? 0 : (patch.totalCostUsd ?? 0) - (row.totalCostUsd ?? 0)
   const usage = computeMs > 0 || tokens > 0 || spendUsd > 0 ? { orgId: row.orgId, sessionId: row.id, at: now, tokens: Math.max(0, tokens), spendUsd: Math.max(0, spendUsd), computeMs } : null
-  if (to === 'running' && (from !== 'running' || turnEnded)) return { fields: { runningSince: now }, usage }
+  // A restart that starts a queued follow-up at once begins a new stretch: the old one's end is unknown.
+  if (to === 'running' && (from !== 'running' || turnEnded || change.restarted)) return { fields: { runningSince: now }, usage }
   if (to !== 'running' && row.runningSince !== null) return { fields: { runningSince: null }, usage }
   return { fields: {}, usage }
 }
 
 export type UsageRecord = typeof usageRecords.$inferInsert
+
+/** The tokens and spend of a turn whose end the machine no longer takes (its session was cancelled, failed or expired first): a ledger row of their own. */
+export function billLateTurn(db: Db, row: SessionRow | null, patch: SessionPatch, now: number): void {
+  if (row) recordUsage(db, meterTransition({ row, from: row.status, to: row.status, turnEnded: false, restarted: false, patch, now }).usage)
+}
 
 /** Stores what `meterTransition` measured; inside the transition's transaction. */
 export function recordUsage(db: Db, usage: UsageRecord | null): void {

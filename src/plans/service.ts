@@ -1,5 +1,5 @@
 import { and, eq, gte, sql } from 'drizzle-orm'
-import type { Catalog } from '../catalog/catalog'
+import { isPriced, type Catalog } from '../catalog/catalog'
 import type { Db } from '../db/client'
 import { orgs, plans, usageRecords } from '../db/schema'
 import { ApiError, forbidden } from '../domain/errors'
@@ -106,6 +106,11 @@ export class PlanService {
     return { plan, usage: this.usageOf(orgId) }
   }
 
+  /** Whether the org's turns may call priced models: its plan has a payment method (the gateway holds to it mid-turn). */
+  allowsPriced(orgId: string): boolean {
+    return this.planOf(orgId)?.paymentMethod !== 'none'
+  }
+
   /** Runs at once the org's plan allows, or null for the server's default. */
   maxConcurrent(orgId: string): number | null {
     return this.planOf(orgId)?.maxConcurrent ?? null
@@ -124,7 +129,7 @@ export class PlanService {
     }
     if (!standing.plan) refuse('PLAN_REQUIRED', 'The org has no plan; an operator gives it one with `plan set`')
     const model = modelId === null ? undefined : this.deps.catalog.models.find((m) => m.id === modelId)
-    if (!ownAccount && standing.plan!.paymentMethod === 'none' && model && (model.pricing.input_per_million > 0 || model.pricing.output_per_million > 0)) {
+    if (!ownAccount && standing.plan!.paymentMethod === 'none' && model && isPriced(model)) {
       refuse('PAYMENT_METHOD_REQUIRED', `The model ${model.id} is priced and the org's plan has no payment method`)
     }
     const reached = limitReached(standing, {}, ownAccount ? ['compute_minutes', 'weekly_compute_minutes'] : undefined)

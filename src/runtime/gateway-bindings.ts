@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { GatewaySession as GatewayBinding, UsageRecord as MeteredUsage, ProviderConfig, ProviderName } from '../gateway/protocol'
 import type { TokenUsage } from '../harness/harness'
-import type { CatalogModel } from '../catalog/catalog'
+import { isPriced, type CatalogModel } from '../catalog/catalog'
 import { limitReached, type PlanStanding } from '../plans/service'
 
 /** What the runtime knows of a turn when it opens the gateway for it. */
@@ -15,12 +15,17 @@ export interface TurnOpening {
   models: readonly CatalogModel[]
   /** The org's standing against its plan's token and spend limits (null: none set, or an own account's turn). */
   standing: () => PlanStanding | null
+  /**
+   * False when the org's plan has no payment method: then only free models are served, whatever
+   * the sandbox asks for (PAYMENT_METHOD_REQUIRED is checked on the session's model at create).
+   */
+  pricedModels?: boolean
   /** The caller's own provider account the turn runs on (null: removed since), or undefined: the operator's providers. */
   account?: { name: ProviderName; config: ProviderConfig } | null
 }
 
 /** What the runtime asks per turn of a session: its limits and its account. */
-export type TurnTerms = Pick<TurnOpening, 'standing' | 'account'>
+export type TurnTerms = Pick<TurnOpening, 'standing' | 'account' | 'pricedModels'>
 
 /** What a turn used, as the gateway metered it. */
 export interface TurnMeter extends TokenUsage {
@@ -67,7 +72,7 @@ export class GatewaySessions {
         sessionId: opening.sessionId,
         turn: opening.turn,
         workspace: opening.workspace,
-        models: new Set(opening.models.map((m) => m.id)),
+        models: new Set(opening.models.filter((m) => opening.pricedModels !== false || !isPriced(m)).map((m) => m.id)),
         refusal: () => this.refusal(open),
         ...(opening.account !== undefined ? { account: opening.account } : {}),
       },
@@ -121,7 +126,8 @@ export class GatewaySessions {
     let tokens = 0
     let spend = 0
     for (const other of this.bySession.values()) {
-      if (other.opening.orgId !== open.opening.orgId) continue
+      // Turns on a user's own provider account are not the plan's.
+      if (other.opening.orgId !== open.opening.orgId || other.opening.account !== undefined) continue
       tokens += other.meter.input + other.meter.cacheWrite + other.meter.output
       spend += other.meter.costUsd
     }

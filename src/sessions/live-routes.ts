@@ -45,8 +45,8 @@ export const liveRoutes = (auth: AuthService, sessions: SessionService, queries:
     )
     .post(
       '/o/:org/p/:project/sessions/:session/messages',
-      ({ access, params, body, set }) => {
-        const answer = sessions.message(access, params.project, params.session, body.content)
+      ({ access, principal, params, body, set }) => {
+        const answer = sessions.message(access, principal, params.project, params.session, body.content)
         if (answer.kind === 'delivered') return { ok: true as const, status: 'message_sent' as const }
         set.status = 202
         return { ok: true as const, status: 'queued' as const, message_id: answer.messageId, position: answer.position }

@@ -61,8 +61,8 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService, queri
     )
     .patch(
       '/o/:org/p/:project/sessions/:session',
-      async ({ access, params, body, set }) => {
-        const answer = await sessions.update(access, params.project, params.session, body.status)
+      async ({ access, principal, params, body, set }) => {
+        const answer = await sessions.update(access, principal, params.project, params.session, body.status)
         switch (answer.kind) {
           case 'cancelled':
             return { ok: true as const, status: 'cancelled' as const }

@@ -10,8 +10,9 @@ import type { Catalog } from '../catalog/catalog'
 import type { HarnessInstaller } from '../runtime/harness-install'
 import type { OrgAccess, Principal } from '../identity/service'
 import type { AdmissionQueue } from './admission'
-import { meterTransition, recordUsage } from '../plans/meter'
+import { billLateTurn, meterTransition, recordUsage } from '../plans/meter'
 import type { PlanService } from '../plans/service'
+import { ownAccountOnly } from '../accounts/owner'
 import type { AccountService } from '../accounts/service'
 import type { Metrics } from '../metrics/metrics'
 import { bodyDigest, IdempotencyKeys, scopeOf } from './idempotency'
@@ -173,7 +174,7 @@ export class SessionService {
   }
 
   /** PATCH `{status}` (spec 4.1): every rule is the machine's; this only maps the answers. */
-  async update(access: OrgAccess, projectRef: string, id: string, status: 'cancelled' | 'paused' | 'running' | 'stop_turn'): Promise<UpdateResult> {
+  async update(access: OrgAccess, principal: Principal, projectRef: string, id: string, status: 'cancelled' | 'paused' | 'running' | 'stop_turn'): Promise<UpdateResult> {
     const row = this.deps.queries.find(access, projectRef, id)
     switch (status) {
       case 'cancelled':
@@ -183,6 +184,7 @@ export class SessionService {
         this.command(row.id, { type: 'pause' })
         return { kind: 'accepted', operationId: newId() }
       case 'running':
+        ownAccountOnly(principal, row)
         this.command(row.id, { type: 'resume', ...this.slots(row.orgId) })
         return { kind: 'accepted', operationId: newId() }
       case 'stop_turn':
@@ -197,9 +199,10 @@ export class SessionService {
   }
 
   /** POST a follow-up (spec 4.3): delivered to the turn now, or queued behind the running turn. */
-  message(access: OrgAccess, projectRef: string, id: string, content: string): MessageResult {
+  message(access: OrgAccess, principal: Principal, projectRef: string, id: string, content: string): MessageResult {
     assertPromptSize('content', content)
     const row = this.deps.queries.find(access, projectRef, id)
+    ownAccountOnly(principal, row)
     this.deps.plans.assertAllows(row.orgId, row.model, row.accountId !== null)
     const message = { id: newId(), content }
     const { next, actions } = this.command(row.id, { type: 'message', ...this.slots(row.orgId) }, message)
@@ -271,7 +274,10 @@ export class SessionService {
    */
   apply(id: string, event: SessionMachineEvent, patch: SessionPatch = {}): boolean {
     try {
-      return this.transit(id, event, patch) !== null
+      const done = this.transit(id, event, patch) !== null
+      // A turn that ended after its session did (cancelled, failed, expired) still used what it used.
+      if (!done && event.type === 'turn.ended') billLateTurn(this.deps.db, this.store.get(id), patch, this.now())
+      return done
     } catch (err) {
       if (err instanceof ApiError) return false
       throw err

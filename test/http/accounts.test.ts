@@ -110,11 +110,18 @@ describe('provider accounts', () => {
     expect((await call('GET', '/o/acme/accounts', undefined, key.body.secret)).status).toBe(401)
   }, 60_000)
 
-  test("another user can neither see, use nor remove it; a model of another provider is 400; bad bodies are 400", async () => {
+  test("another user can neither see, use nor remove it, nor give a session on it more work; a model of another provider is 400; bad bodies are 400", async () => {
     expect((await call('GET', '/o/acme/accounts', undefined, t.member.token)).body).toEqual({ data: [] })
     expect((await codexRun({ account_id: account }, t.member.token)).status).toBe(404)
     expect((await call('DELETE', `/o/acme/accounts/${account}`, undefined, t.member.token)).status).toBe(404)
     expect((await codexRun({ account_id: 'acct_nope' })).status).toBe(404)
+    // A session on it takes new work from its owner only: it would run on their key.
+    const mine = await codexRun({ account_id: account })
+    await rested(mine.body.execution_id)
+    const followUp = await call('POST', `/o/acme/p/_/sessions/${mine.body.execution_id}/messages`, { content: 'more' }, t.member.token)
+    expect(followUp.status).toBe(403)
+    expect(followUp.body.error).toContain("another user's own provider account")
+    expect((await call('GET', `/o/acme/p/_/sessions/${mine.body.execution_id}`, undefined, t.member.token)).body.turns_count).toBe(1)
     const other = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: 'hi', account_id: account })
     expect(other.status).toBe(400)
     expect(other.body.error).toContain('openai')
@@ -122,7 +129,7 @@ describe('provider accounts', () => {
       const res = await call('POST', '/o/acme/accounts', body)
       expect(res.status, JSON.stringify(body)).toBe(400)
     }
-  })
+  }, 60_000)
 
   test('once removed, new runs on it are 404 and a session on it can make no further model call', async () => {
     const run = await codexRun({ account_id: account })

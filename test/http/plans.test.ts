@@ -157,6 +157,45 @@ describe('plans', () => {
     expect((await create(t, { model: 'claude-sonnet-4-6' })).status).not.toBe(402)
   })
 
+  test('without a payment method, a sandbox gets no priced model from the gateway either, whatever it asks for', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agentd-plan-config-'))
+    const file = join(dir, 'agentd.json')
+    writeFileSync(file, JSON.stringify({ plans: { default: { payment_method: 'none' } } }))
+    await using t = await makeTestApp({ AGENTD_CONFIG: file })
+    // The session's own model is free; its key reaches the host through the tool output.
+    const run = await create(t, { prompt: script([{ bash: 'printf "LIVE=%s\\n" "$ANTHROPIC_API_KEY"' }, { sleep: 60_000 }, { answer: 'never' }]) })
+    expect(run.status).toBe(202)
+    const id = run.body.execution_id
+    const key = await waitFor(
+      async () => /LIVE=(gw_[A-Za-z0-9_-]+)/.exec(JSON.stringify((await call(t, 'GET', `/o/acme/p/_/sessions/${id}/messages`)).body))?.[1] ?? null,
+      (found) => found !== null,
+      30_000,
+    )
+    const ask = (model: string) =>
+      fetch(`${t.gateway.url}/v1/messages`, {
+        method: 'POST',
+        headers: { 'x-api-key': key!, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+        body: JSON.stringify({ model, max_tokens: 16, messages: [{ role: 'user', content: script([{ answer: 'hi' }]) }] }),
+      })
+    const priced = await ask('claude-sonnet-4-6')
+    expect(priced.status).toBe(403)
+    expect(await priced.text()).toContain('claude-sonnet-4-6')
+    expect((await ask('scripted')).status).toBe(200)
+    expect((await call(t, 'PATCH', `/o/acme/p/_/sessions/${id}`, { status: 'cancelled' })).status).toBe(200)
+  }, 60_000)
+
+  test('a turn cancelled after its model calls still bills their tokens', async () => {
+    await using t = await makeTestApp()
+    const run = await create(t, { prompt: script([{ bash: 'echo step-one-done' }, { sleep: 60_000 }, { answer: 'never' }]) })
+    const id = run.body.execution_id
+    // The first model call is answered (its tokens metered) and its tool ran; the next call waits in its sleep.
+    await waitFor(async () => JSON.stringify((await call(t, 'GET', `/o/acme/p/_/sessions/${id}/messages`)).body).includes('step-one-done'), Boolean, 30_000)
+    expect((await call(t, 'PATCH', `/o/acme/p/_/sessions/${id}`, { status: 'cancelled' })).status).toBe(200)
+    const billed = await waitFor(async () => (await usage(t)).usage.tokens, (tokens) => tokens > 0, 30_000)
+    expect(billed).toBeGreaterThan(0)
+    expect(t.store.get(id)!.status).toBe('cancelled')
+  }, 60_000)
+
   test('a config file whose default plan is wrong stops the start, naming the field', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'agentd-plan-config-'))
     const file = join(dir, 'agentd.json')
