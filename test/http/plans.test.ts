@@ -186,10 +186,11 @@ describe('plans', () => {
 
   test('a turn cancelled after its model calls still bills their tokens', async () => {
     await using t = await makeTestApp()
-    const run = await create(t, { prompt: script([{ bash: 'echo step-one-done' }, { sleep: 60_000 }, { answer: 'never' }]) })
+    const run = await create(t, { prompt: script([{ bash: 'echo step-$((40 + 2))-done' }, { sleep: 60_000 }, { answer: 'never' }]) })
     const id = run.body.execution_id
-    // The first model call is answered (its tokens metered) and its tool ran; the next call waits in its sleep.
-    await waitFor(async () => JSON.stringify((await call(t, 'GET', `/o/acme/p/_/sessions/${id}/messages`)).body).includes('step-one-done'), Boolean, 30_000)
+    // The first model call is answered (its tokens metered) and its tool ran (its output, which the
+    // prompt does not hold, is in the transcript); the next call waits in its sleep.
+    await waitFor(async () => JSON.stringify((await call(t, 'GET', `/o/acme/p/_/sessions/${id}/messages`)).body).includes('step-42-done'), Boolean, 30_000)
     expect((await call(t, 'PATCH', `/o/acme/p/_/sessions/${id}`, { status: 'cancelled' })).status).toBe(200)
     const billed = await waitFor(async () => (await usage(t)).usage.tokens, (tokens) => tokens > 0, 30_000)
     expect(billed).toBeGreaterThan(0)
