@@ -48,6 +48,8 @@ interface OpenTurn {
   prices: Map<string, CatalogModel['pricing']>
   meter: TurnMeter
   limit: string | null
+  /** Its key is closed: it meters nothing more, and counts until settled. */
+  closed?: boolean
 }
 
 /**
@@ -60,6 +62,8 @@ interface OpenTurn {
 export class GatewaySessions {
   private readonly byToken = new Map<string, OpenTurn>()
   private readonly bySession = new Map<string, OpenTurn>()
+  /** Turns whose key is closed and whose end is not committed yet, by their (dead) key. */
+  private readonly closed = new Map<string, OpenTurn>()
 
   open(opening: TurnOpening): string {
     const token = `gw_${randomBytes(24).toString('base64url')}`
@@ -82,13 +86,25 @@ export class GatewaySessions {
     return token
   }
 
-  /** Forgets the key: from now on it is 401. Returns what the turn used and the limit it crossed. */
+  /**
+   * Forgets the key: from now on it is 401, and no later reply is metered to the turn. Returns what
+   * the turn used and the limit it crossed. What it used still counts toward its org's limits until
+   * `settle`: the runtime settles once the turn's end (and its usage) is committed, or never will be.
+   */
   close(token: string): TurnClosed {
     const open = this.byToken.get(token)
     this.byToken.delete(token)
     if (!open) return { usage: null, limit: null }
-    if (this.bySession.get(open.opening.sessionId) === open) this.bySession.delete(open.opening.sessionId)
+    open.closed = true
+    this.closed.set(token, open)
     return { usage: open.meter.calls > 0 ? open.meter : null, limit: open.limit }
+  }
+
+  /** The closed turn's usage is in the ledger now (or never will be): it stops counting here. */
+  settle(token: string): void {
+    const open = this.closed.get(token)
+    this.closed.delete(token)
+    if (open && this.bySession.get(open.opening.sessionId) === open) this.bySession.delete(open.opening.sessionId)
   }
 
   resolve(token: string): GatewayBinding | null {
@@ -99,7 +115,7 @@ export class GatewaySessions {
   record(usage: MeteredUsage): number {
     const open = this.bySession.get(usage.sessionId)
     // A reply that finished streaming after its turn ended belongs to no turn in progress.
-    if (!open || (usage.turn !== undefined && usage.turn !== open.opening.turn)) return 0
+    if (!open || open.closed || (usage.turn !== undefined && usage.turn !== open.opening.turn)) return 0
     const meter = open.meter
     meter.input += usage.input
     meter.output += usage.output

@@ -246,29 +246,33 @@ export class SessionRuntime {
       const current = live.turn
       live.turn = undefined
       const { usage: metered, limit } = this.deps.gatewaySessions.close(token)
-      // A turn killed by shutdown is left as it was; the next start ends it as "restarted".
-      if (this.closing) return
-      const fresh = this.deps.store.get(id)
-      if (!fresh) return
-      const stopped = current?.stopped === true
-      // The gateway refused this turn's calls past a plan limit: the turn fails naming it.
-      if (limit !== null && !stopped) outcome = { ...outcome, error: limit }
-      if (current?.timedOut) outcome = { ...outcome, error: `the turn ran longer than ${Math.round(this.deps.turnTimeoutMs / 1000)} s and was stopped` }
-      else if (!stopped && (await this.outOfMemory(handle, oomBefore))) {
-        // A process of the turn went over the sandbox's memory limit: the turn fails, saying so,
-        // even when the agent carried on after its tool call was killed.
-        outcome = { ...outcome, error: `the sandbox ran out of memory (limit ${Math.round(this.deps.limits.memoryBytes / 1024 / 1024)} MB): a process of this turn was killed` }
-      }
-      let artifactCount = fresh.artifactCount
       try {
-        artifactCount = this.deps.artifacts.collect(id, handle.hostWorkspace, turn)
-      } catch (err) {
-        this.deps.log(`artifacts not collected: ${(err as Error).message}`, { session: id })
+        // A turn killed by shutdown is left as it was; the next start ends it as "restarted".
+        if (this.closing) return
+        const fresh = this.deps.store.get(id)
+        if (!fresh) return
+        const stopped = current?.stopped === true
+        // The gateway refused this turn's calls past a plan limit: the turn fails naming it.
+        if (limit !== null && !stopped) outcome = { ...outcome, error: limit }
+        if (current?.timedOut) outcome = { ...outcome, error: `the turn ran longer than ${Math.round(this.deps.turnTimeoutMs / 1000)} s and was stopped` }
+        else if (!stopped && (await this.outOfMemory(handle, oomBefore))) {
+          // A process of the turn went over the sandbox's memory limit: the turn fails, saying so,
+          // even when the agent carried on after its tool call was killed.
+          outcome = { ...outcome, error: `the sandbox ran out of memory (limit ${Math.round(this.deps.limits.memoryBytes / 1024 / 1024)} MB): a process of this turn was killed` }
+        }
+        let artifactCount = fresh.artifactCount
+        try {
+          artifactCount = this.deps.artifacts.collect(id, handle.hostWorkspace, turn)
+        } catch (err) {
+          this.deps.log(`artifacts not collected: ${(err as Error).message}`, { session: id })
+        }
+        // Tokens as the gateway metered them; reasoning only the CLI reports.
+        const usage = metered ? { ...metered, reasoning: outcome.usage?.reasoning ?? 0 } : outcome.usage
+        const patch = turnPatch(this.deps.catalog, fresh, turn, outcome, usage, summary.last, stopped, this.deps.now())
+        this.deps.apply(id, { type: 'turn.ended', error: stopped ? null : outcome.error, schemaValid: patch.schemaValid ?? null, stopped }, { ...patch, artifactCount })
+      } finally {
+        this.deps.gatewaySessions.settle(token)
       }
-      // Tokens as the gateway metered them; reasoning only the CLI reports.
-      const usage = metered ? { ...metered, reasoning: outcome.usage?.reasoning ?? 0 } : outcome.usage
-      const patch = turnPatch(this.deps.catalog, fresh, turn, outcome, usage, summary.last, stopped, this.deps.now())
-      this.deps.apply(id, { type: 'turn.ended', error: stopped ? null : outcome.error, schemaValid: patch.schemaValid ?? null, stopped }, { ...patch, artifactCount })
     }
     try {
       if (!adapter) throw new Error(`${row.harness} has no runner on this server`)
@@ -310,7 +314,6 @@ export class SessionRuntime {
     }
   }
 
-  /** Stores harness stderr up to the per-session cap, then one marker that it was cut. */
   /** A line for the session's stored log (the harness's stderr, the gateway's requests), within the log cap. */
   log(id: string, turn: number, text: string): void {
     const live = this.liveOf(id)
