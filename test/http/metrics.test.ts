@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import parsePrometheusTextFormat from 'parse-prometheus-text-format'
 import { makeTestApp, type TestApp } from '../helpers/app'
+import { makeKeyApp, startReceiver } from '../helpers/keys'
 import { json, req, script, waitFor } from '../helpers/http'
 
 const TOKEN = 'metrics-token-for-tests'
@@ -16,8 +17,8 @@ beforeAll(async () => {
 })
 afterAll(() => t[Symbol.asyncDispose]())
 
-async function scrape(token = TOKEN) {
-  const res = await t.app.handle(new Request('http://localhost/metrics', { headers: { authorization: `Bearer ${token}` } }))
+async function scrape(token = TOKEN, app: { handle(request: Request): Promise<Response> } = t.app) {
+  const res = await app.handle(new Request('http://localhost/metrics', { headers: { authorization: `Bearer ${token}` } }))
   expect(res.status).toBe(200)
   expect(res.headers.get('content-type')).toContain('text/plain')
   const families = parsePrometheusTextFormat(await res.text())
@@ -61,3 +62,22 @@ test('a scrape without the token, or with another, is 401; without AGENTD_METRIC
   await using off = await makeTestApp()
   expect((await off.app.handle(new Request('http://localhost/metrics', { headers: { authorization: `Bearer ${TOKEN}` } }))).status).toBe(404)
 })
+
+test("a webhook delivery counts as delivered, by the outcome the outbox recorded", async () => {
+  await using k = await makeKeyApp({ AGENTD_WEBHOOK_ALLOW_PRIVATE: '1', AGENTD_METRICS_TOKEN: TOKEN })
+  const rx = startReceiver()
+  try {
+    const key = (await k.createKey({ name: 'hooks' })).body
+    expect((await k.call('PATCH', `/o/acme/api-keys/${key.id}`, k.admin.token, { webhook_url: rx.url })).status).toBe(200)
+    const before = await scrape(TOKEN, k.app)
+    const run = await k.call('POST', '/o/acme/p/_/sessions', key.secret, { agent: 'harness_1', prompt: script([{ answer: 'hooked' }]) })
+    expect(run.status).toBe(202)
+    await waitFor(async () => rx.requests.length, (n) => n === 1, 30_000)
+    const after = await waitFor(() => scrape(TOKEN, k.app), (m) => m.value('agentd_webhook_attempts_total', { outcome: 'delivered' }) > 0)
+    expect(before.value('agentd_webhook_attempts_total')).toBe(0)
+    expect(after.value('agentd_webhook_attempts_total', { outcome: 'delivered' })).toBe(1)
+    expect(after.value('agentd_webhook_attempts_total', { outcome: 'retrying' })).toBe(0)
+  } finally {
+    rx.stop()
+  }
+}, 60_000)
