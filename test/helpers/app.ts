@@ -36,7 +36,14 @@ export async function makeTestApp(env: Record<string, string> = {}, options: Ser
     (config.sandbox && config.sandbox !== 'process'
       ? createDriver(config.sandbox, () => {}, { scope: sandboxScope(dir) })
       : new ProcessDriver({ scope: sandboxScope(dir) }))
-  const services = await startServices(config, { log: () => {}, ...options, driver })
+  let services: Awaited<ReturnType<typeof startServices>>
+  try {
+    services = await startServices(config, { log: () => {}, ...options, driver })
+  } catch (err) {
+    // A start the test expects to fail (a bad config file) leaves no DATA_DIR behind.
+    await removeDataDir(dir)
+    throw err
+  }
   await services.ready
   const org = services.identity.createOrg('acme')
   const admin = services.identity.createUser('acme', 'admin@acme.test', 'admin')

@@ -6,12 +6,18 @@
  */
 import { Database } from 'bun:sqlite'
 import { describe, expect, test } from 'bun:test'
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { isoWeekStart, monthStart } from '../../src/plans/periods'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { json, req, script, waitFor } from '../helpers/http'
+
+/** A temp folder for a config file, removed when the test's scope ends. */
+function configDir() {
+  const path = mkdtempSync(join(tmpdir(), 'agentd-plan-config-'))
+  return { path, [Symbol.dispose]: () => rmSync(path, { recursive: true, force: true }) }
+}
 
 const call = async (t: TestApp, method: string, path: string, body?: unknown, token = t.admin.token) => {
   const res = await t.app.handle(req(method, path, { token, body }))
@@ -137,8 +143,8 @@ describe('plans', () => {
   })
 
   test("the config file's default plan: every org starts on it; a priced model needs a payment method, the free scripted one never does", async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'agentd-plan-config-'))
-    const file = join(dir, 'agentd.json')
+    using dir = configDir()
+    const file = join(dir.path, 'agentd.json')
     writeFileSync(file, JSON.stringify({ plans: { default: { token_limit: 500_000, weekly_compute_minutes: 600, max_concurrent: 2 } } }))
     await using t = await makeTestApp({ AGENTD_CONFIG: file })
     expect(await usage(t)).toEqual({
@@ -158,8 +164,8 @@ describe('plans', () => {
   })
 
   test('without a payment method, a sandbox gets no priced model from the gateway either, whatever it asks for', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'agentd-plan-config-'))
-    const file = join(dir, 'agentd.json')
+    using dir = configDir()
+    const file = join(dir.path, 'agentd.json')
     writeFileSync(file, JSON.stringify({ plans: { default: { payment_method: 'none' } } }))
     await using t = await makeTestApp({ AGENTD_CONFIG: file })
     // The session's own model is free; its key reaches the host through the tool output.
@@ -198,8 +204,8 @@ describe('plans', () => {
   }, 60_000)
 
   test('a config file whose default plan is wrong stops the start, naming the field', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'agentd-plan-config-'))
-    const file = join(dir, 'agentd.json')
+    using dir = configDir()
+    const file = join(dir.path, 'agentd.json')
     writeFileSync(file, JSON.stringify({ plans: { default: { token_limit: -1 } } }))
     await expect(makeTestApp({ AGENTD_CONFIG: file })).rejects.toThrow(/AGENTD_CONFIG plans\.default\.token_limit/)
   })
