@@ -1,6 +1,7 @@
 import { Elysia, t } from 'elysia'
 import { openapi } from '@elysiajs/openapi'
 import { accountRoutes } from './accounts/routes'
+import { fileRoutes } from './files/routes'
 import { agentRoutes } from './catalog/routes'
 import { apiKeyRoutes } from './api-keys/routes'
 import { SERVER_BODY_LIMIT } from './http/body'
@@ -18,6 +19,7 @@ import { statechartRoutes } from './statechart/routes'
 import { transcriptRoutes } from './transcript/routes'
 import type { AccountService } from './accounts/service'
 import type { ApiKeyService } from './api-keys/service'
+import type { FileService } from './files/service'
 import type { AuthService } from './identity/auth'
 import type { Catalog } from './catalog/catalog'
 import type { HarnessVersions } from './sessions/create-rules'
@@ -41,6 +43,7 @@ export interface AppDeps {
   apiKeys: ApiKeyService
   plans: PlanService
   accounts: AccountService
+  files: FileService
   metrics: Metrics
   /** AGENTD_METRICS_TOKEN (null: /metrics is off). */
   metricsToken: string | null
@@ -160,6 +163,7 @@ export function createApp(deps: AppDeps) {
     .use(apiKeyRoutes(deps.auth, deps.apiKeys))
     .use(planRoutes(deps.auth, deps.plans))
     .use(accountRoutes(deps.auth, deps.accounts))
+    .use(fileRoutes(deps.auth, deps.files))
     .use(metricsRoutes(deps.metrics, deps.metricsToken))
 }
 

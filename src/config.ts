@@ -32,6 +32,8 @@ export interface Config {
   idleMs: number
   /** How long an Idempotency-Key names its session (24 hours, scaled by AGENTD_TIME_SCALE). */
   idempotencyMs: number
+  /** How long an upload no session uses is kept (7 days, scaled by AGENTD_TIME_SCALE). */
+  unusedFileMs: number
   /** What this host runs at once, whatever the orgs' plans allow (see hostCapacity). */
   capacity: HostCapacity
   /** AGENTD_METRICS_TOKEN: the bearer token /metrics wants; null: /metrics is off. */
@@ -151,6 +153,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     transcriptMaxBytes: positiveNumber('AGENTD_TRANSCRIPT_MAX_MB', env.AGENTD_TRANSCRIPT_MAX_MB, 256) * 1024 * 1024,
     idleMs: 7 * 24 * 3600 * 1000 * timeScale,
     idempotencyMs: 24 * 3600 * 1000 * timeScale,
+    unusedFileMs: 7 * 24 * 3600 * 1000 * timeScale,
     capacity: hostCapacity(env, sandboxMemoryBytes),
     metricsToken: env.AGENTD_METRICS_TOKEN || null,
   }

@@ -31,7 +31,10 @@ import { OidcVerifier } from './identity/oidc'
 import { loadProviders } from './gateway/providers'
 import type { HarnessVersions } from './sessions/create-rules'
 import { SessionService } from './sessions/service'
-import type { ResolveHost } from './webhooks/url-policy'
+import { resolveHost, type ResolveHost } from './webhooks/url-policy'
+import { FileService } from './files/service'
+import { publicGet } from './files/public-get'
+import { MAX_ATTACHMENT_BYTES } from './sessions/input'
 import { WebhookService } from './webhooks/service'
 
 /** A short stable name for this DATA_DIR, used to scope cgroups and runtime files. */
@@ -112,7 +115,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const plans = new PlanService({ db, catalog, defaultPlan: loadDefaultPlan(config.configFile), now })
   const accounts = new AccountService({ db, sealer: accountsKey && new KeySealer(accountsKey), catalog, providers, now })
   const queue = new AdmissionQueue()
-  const queries = new SessionQueries({ db, store, search, artifacts, queue, now })
+  const files = new FileService({ db, unusedMs: config.unusedFileMs, now })
+  const queries = new SessionQueries({ db, store, search, artifacts, files, queue, now })
   const runtime: SessionRuntime = new SessionRuntime({
     store,
     adapters,
@@ -127,6 +131,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
         : { standing: () => null, account: await accounts.providerFor(row.accountId) },
     installer,
     artifacts,
+    placeAttachments: (id, handle) => files.place(id, handle.hostWorkspace, handle.workspace),
     dataDir: config.dataDir,
     limits: { memoryBytes: config.sandboxMemoryBytes, maxProcesses: config.sandboxMaxProcesses, diskBytes: config.sandboxDiskBytes, cpus: config.sandboxCpus },
     turnTimeoutMs: config.turnTimeoutMs,
@@ -147,6 +152,9 @@ export async function startServices(config: Config, options: ServerOptions = {})
     installer,
     plans,
     accounts,
+    files,
+    // Under the webhook rules: public https only, the address checked as the connection is made.
+    fetchImage: (url) => publicGet(url, { maxBytes: MAX_ATTACHMENT_BYTES, timeoutMs: 10_000, resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate }),
     metrics,
     defaultMaxConcurrent: config.defaultMaxConcurrent,
     capacity: config.capacity,
@@ -162,7 +170,10 @@ export async function startServices(config: Config, options: ServerOptions = {})
   let sweeper: ReturnType<typeof setInterval> | undefined
   const ready = sessions.rehydrate().then(() => {
     // Parked sessions expire after the idle limit; look often enough for a scaled limit in tests.
-    sweeper = setInterval(() => sessions.expireIdle(), Math.min(60_000, Math.max(50, config.idleMs / 20)))
+    sweeper = setInterval(() => {
+      sessions.expireIdle()
+      files.sweep()
+    }, Math.min(60_000, Math.max(50, config.idleMs / 20)))
   })
   webhooks.start()
   const app = createApp({
@@ -176,6 +187,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     apiKeys,
     plans,
     accounts,
+    files,
     metrics,
     metricsToken: config.metricsToken,
     catalog,
@@ -200,6 +212,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     webhooks,
     apiKeys,
     plans,
+    files,
     metrics,
     gateway,
     driver,

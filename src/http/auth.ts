@@ -9,6 +9,8 @@ export interface AuthOptions {
    * `runs:write` (contract section 5). Everywhere else a key is refused with 401 (spec section 5).
    */
   apiKeys?: boolean
+  /** The media type the OpenAPI document gives the routes' bodies: JSON, or multipart for uploads. */
+  media?: 'json' | 'formdata'
 }
 
 const scopeFor = (method: string) => (method === 'GET' || method === 'HEAD' ? 'runs:read' : 'runs:write')
@@ -43,16 +45,17 @@ function authenticating(auth: AuthService, options: AuthOptions, name: string) {
     auth.authorizeKey(principal, options.apiKeys ? scopeFor(request.method) : null)
     return principal
   }
-  return new Elysia({ name, seed: options.apiKeys === true })
+  const media = options.media ?? 'json'
+  return new Elysia({ name, seed: `${options.apiKeys === true}:${media}` })
     // One parameter, destructured: Elysia reads the names to decide what to prepare (`route` here).
     .onParse({ as: 'scoped' }, async ({ request, route }) => {
       parsedBy.set(request, await principalOf(request))
       return parseBody(request, bodyLimit(request.method, route))
     })
     // Never runs (the hook above always answers or throws): the OpenAPI document lists a body's
-    // media types from the named parsers of its route, and this one says JSON. A scoped hook takes
-    // a named parser only in Elysia's `{fn}` form (a bare string throws), which its types lack.
-    .onParse({ as: 'scoped' }, { fn: 'json' } as never)
+    // media types from the named parsers of its route, and this one names `media`. A scoped hook
+    // takes a named parser only in Elysia's `{fn}` form (a bare string throws), which its types lack.
+    .onParse({ as: 'scoped' }, { fn: media } as never)
     .resolve({ as: 'scoped' }, async ({ request }) => ({ principal: parsedBy.get(request) ?? (await principalOf(request)) }))
 }
 

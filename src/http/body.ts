@@ -3,23 +3,33 @@ import { ApiError, badRequest } from '../domain/errors'
 const KiB = 1024
 const MiB = 1024 * KiB
 
-/** Routes whose body carries a prompt (session create, follow-up message). */
+/** A follow-up message: its content is at most 256 KiB, so this leaves room for escapes. */
 export const PROMPT_BODY_LIMIT = MiB
+/** Session create: a prompt, or shape B input whose document blocks carry files as base64. */
+export const CREATE_BODY_LIMIT = 16 * MiB
+/** An upload's file part (contract section 8). */
+export const UPLOAD_FILE_LIMIT = 32 * MiB
+/** An upload's whole multipart body: the file part plus its boundaries and part headers. */
+export const UPLOAD_BODY_LIMIT = UPLOAD_FILE_LIMIT + 64 * KiB
 /** Every other JSON body: settings and names, never large. */
 export const JSON_BODY_LIMIT = 64 * KiB
 /**
  * What the Bun server accepts at all: the largest route limit plus slack, so a route's own limit
  * answers first (in the envelope) and the server's cap only stops a body no route would take.
  */
-export const SERVER_BODY_LIMIT = 2 * MiB
+export const SERVER_BODY_LIMIT = UPLOAD_BODY_LIMIT + MiB
 /** Deeper JSON is refused before parsing: no request body of this API nests past a few levels. */
 export const MAX_JSON_DEPTH = 64
 
-/** `METHOD route` of the prompt routes, as Elysia names a route (its path pattern). */
-const PROMPT_ROUTES = new Set(['POST /o/:org/p/:project/sessions', 'POST /o/:org/p/:project/sessions/:session/messages'])
+/** Routes with a larger body than JSON_BODY_LIMIT, by `METHOD route` as Elysia names a route (its path pattern). */
+const LARGE_BODIES = new Map([
+  ['POST /o/:org/p/:project/sessions', CREATE_BODY_LIMIT],
+  ['POST /o/:org/p/:project/sessions/:session/messages', PROMPT_BODY_LIMIT],
+  ['POST /o/:org/files', UPLOAD_BODY_LIMIT],
+])
 
 export function bodyLimit(method: string, route: string): number {
-  return PROMPT_ROUTES.has(`${method} ${route}`) ? PROMPT_BODY_LIMIT : JSON_BODY_LIMIT
+  return LARGE_BODIES.get(`${method} ${route}`) ?? JSON_BODY_LIMIT
 }
 
 const sizeName = (bytes: number) => (bytes >= MiB ? `${bytes / MiB} MiB` : `${bytes / KiB} KiB`)
@@ -88,6 +98,24 @@ export function nestsDeeperThan(bytes: Uint8Array, max: number): boolean {
   return false
 }
 
+/**
+ * A multipart body as an object of its fields (the first value of each name), for the route's
+ * schema to check: a file part is a File, any other a string. Malformed multipart is a 400.
+ */
+async function formFields(bytes: Uint8Array, contentType: string): Promise<Record<string, File | string>> {
+  let form: Awaited<ReturnType<Response['formData']>>
+  try {
+    form = await new Response(bytes, { headers: { 'content-type': contentType } }).formData()
+  } catch {
+    throw badRequest('The request body is not valid multipart/form-data')
+  }
+  const fields: Record<string, File | string> = {}
+  for (const [name, value] of form.entries() as Iterable<[string, File | string]>) {
+    if (!(name in fields)) fields[name] = value
+  }
+  return fields
+}
+
 const isJson = (contentType: string) => contentType === 'application/json' || contentType.endsWith('+json')
 
 /**
@@ -99,7 +127,9 @@ const isJson = (contentType: string) => contentType === 'application/json' || co
 export async function parseBody(request: Request, limit: number): Promise<unknown> {
   const bytes = await readBody(request, limit)
   if (!bytes || bytes.byteLength === 0) return null
-  const mediaType = (request.headers.get('content-type') ?? '').split(';', 1)[0]!.trim().toLowerCase()
+  const contentType = request.headers.get('content-type') ?? ''
+  const mediaType = contentType.split(';', 1)[0]!.trim().toLowerCase()
+  if (mediaType === 'multipart/form-data') return formFields(bytes, contentType)
   if (!isJson(mediaType)) return new TextDecoder().decode(bytes)
   if (nestsDeeperThan(bytes, MAX_JSON_DEPTH)) throw badRequest(`The request body nests deeper than ${MAX_JSON_DEPTH} levels`)
   try {

@@ -16,6 +16,9 @@ export interface Principal {
   apiKey?: KeyPrincipal
 }
 
+/** Who a request acts as, for what belongs to a caller (uploads, Idempotency-Keys): the API key when there is one, else the user. */
+export const callerOf = (principal: Principal): string => (principal.apiKey ? `key:${principal.apiKey.id}` : `user:${principal.userId ?? principal.email}`)
+
 /** The API key behind a Principal: only its own org, only its scopes, at most `maxConcurrent` runs. */
 export interface KeyPrincipal {
   id: string

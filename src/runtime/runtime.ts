@@ -25,6 +25,8 @@ export interface RuntimeDeps {
   turnTerms: (row: SessionRow) => Promise<TurnTerms>
   installer: HarnessInstaller
   artifacts: ArtifactStore
+  /** Writes a session's attachments into its workspace; the prompt's lines naming them, or null. */
+  placeAttachments: (id: string, handle: SandboxHandle) => string | null
   dataDir: string
   limits: SandboxLimits
   /** A turn running longer than this is killed and fails. */
@@ -91,12 +93,10 @@ export class SessionRuntime {
         case 'wakeSandbox':
           this.serial(id, () => this.wake(id))
           break
-        case 'releaseSandbox':
-          if ((action.params as { keep: boolean }).keep) this.serial(id, () => this.park(id, false))
-          else this.serial(id, () => this.destroy(id))
-          break
+        case 'releaseSandbox': // params.keep: a resumable session parks its sandbox instead
         case 'destroySandbox':
-          this.serial(id, () => this.destroy(id))
+          if ((action.params as { keep?: boolean } | undefined)?.keep) this.serial(id, () => this.park(id, false))
+          else this.serial(id, () => this.destroy(id))
           break
         case 'admitQueued':
           queueMicrotask(() => this.closing || this.deps.admit())
@@ -112,9 +112,7 @@ export class SessionRuntime {
     const turn = this.live.get(id)?.turn
     if (!turn) return
     const timer = Bun.sleep(timeoutMs).then(() => 'timeout' as const)
-    if ((await Promise.race([turn.process.exited.then(() => 'exited' as const), timer])) === 'timeout') {
-      throw new Error('the harness did not stop in time')
-    }
+    if ((await Promise.race([turn.process.exited.then(() => 'exited' as const), timer])) === 'timeout') throw new Error('the harness did not stop in time')
   }
 
   private liveOf(id: string): Live {
@@ -206,7 +204,6 @@ export class SessionRuntime {
     const live = this.liveOf(id)
     if (!row) return
     const turn = row.turnsCount + 1
-    const prompt = turn === 1 ? row.prompt : this.deps.store.messageForTurn(id, turn)?.content
     const adapter = this.deps.adapters[row.harness as Harness]
     let handle: SandboxHandle
     try {
@@ -276,6 +273,9 @@ export class SessionRuntime {
     }
     try {
       if (!adapter) throw new Error(`${row.harness} has no runner on this server`)
+      // The first turn's attachments land in the workspace before the CLI starts; its prompt names them.
+      const files = turn === 1 ? this.deps.placeAttachments(id, handle) : null
+      const prompt = turn === 1 ? (files ? `${row.prompt}\n\n${files}` : row.prompt) : this.deps.store.messageForTurn(id, turn)?.content
       if (prompt === undefined) throw new Error(`no prompt is stored for turn ${turn}`)
       const running = await startTurn(
         this.deps.driver,

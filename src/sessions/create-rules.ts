@@ -4,7 +4,7 @@ import type { Db } from '../db/client'
 import { sessions } from '../db/schema'
 import { ApiError, badRequest, unprocessable } from '../domain/errors'
 import { STATUS_GROUPS, type PersistenceMode, type RunMode } from '../domain/status'
-import type { KeyPrincipal, Principal } from '../identity/service'
+import type { KeyPrincipal } from '../identity/service'
 import { modelFor, offersMode, type Catalog } from '../catalog/catalog'
 import { outputSchemaProblem } from '../catalog/output-schema'
 import type { CreateSessionBody } from './model'
@@ -109,19 +109,13 @@ export function planSession(body: CreateSessionBody, catalog: Catalog, runnable:
   }
 }
 
-/** Create fields a key run may not use (spec 4.1): a saved agent, sources. */
-const KEY_UNSUPPORTED_FIELDS = ['agent_id', 'resources']
+/** Create fields agentd does not run yet; a key run was refused them already (422, input.ts). */
+const NOT_YET = ['agent_id', 'resources', 'skills', 'connections'] as const
 
-/**
- * Shape B fields of a create (spec 4.1): a saved agent (`agent_id`) and sources (`resources`).
- * A run started with an API key may not use them (422 API_KEY_FIELD_UNSUPPORTED); agentd does not
- * run them for signed-in callers yet either (400).
- */
-export function refuseSources(principal: Principal, body: object): void {
-  const field = KEY_UNSUPPORTED_FIELDS.find((f) => (body as Record<string, unknown>)[f] !== undefined)
-  if (!field) return
-  if (principal.apiKey) throw new ApiError('unprocessable', `${field} cannot be used by a run started with an API key`, 'API_KEY_FIELD_UNSUPPORTED')
-  throw badRequest(`${field} is not supported by this server yet`)
+/** A saved agent, sources, skills and connections: not run by this server yet (400). */
+export function refuseNotYet(body: CreateSessionBody): void {
+  const field = NOT_YET.find((f) => body[f] !== undefined)
+  if (field) throw badRequest(`${field} is not supported by this server yet`)
 }
 
 /**

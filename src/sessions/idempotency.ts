@@ -4,7 +4,7 @@ import type { Db } from '../db/client'
 import { idempotencyKeys } from '../db/schema'
 import { conflict } from '../domain/errors'
 import type { SessionStatus } from '../domain/status'
-import type { Principal } from '../identity/service'
+import { callerOf, type Principal } from '../identity/service'
 
 /**
  * `Idempotency-Key` on session create (contract section 8): the same caller, org, key and body
@@ -25,7 +25,7 @@ export interface IdempotencyScope {
 }
 
 export function scopeOf(principal: Principal, orgId: string): IdempotencyScope {
-  return { orgId, caller: principal.apiKey ? `key:${principal.apiKey.id}` : `user:${principal.userId ?? principal.email}` }
+  return { orgId, caller: callerOf(principal) }
 }
 
 /** SHA-256 of the body as parsed JSON: object keys sorted, so key order and spacing never matter. */

@@ -7,6 +7,7 @@ const NString = nullable(t.String())
 const NInt = nullable(t.Integer())
 
 export const SessionStatusSchema = literals(SESSION_STATUSES)
+export const HarnessSchema = literals(HARNESSES)
 
 export const ArtifactFile = t.Object({ name: t.String(), size: t.Integer(), content_type: t.String() })
 
@@ -84,10 +85,31 @@ export const IdempotencyHeaders = t.Object({
   ),
 })
 
-/** Shape A (spec 4.1). Enumerations are checked here; catalog rules in the service. */
+/** Shape B content blocks (spec 4.1): text, an image by URL, a document as base64, an upload by id. */
+export const InputBlock = t.Union([
+  t.Object({ type: t.Literal('text'), text: t.String() }),
+  t.Object({ type: t.Literal('image'), source: t.Object({ type: t.Literal('url'), url: t.String({ minLength: 1, maxLength: 2048 }) }) }),
+  t.Object({
+    type: t.Literal('document'),
+    name: t.String({ minLength: 1, maxLength: 255 }),
+    source: t.Object({ type: t.Literal('base64'), media_type: t.String({ minLength: 1, maxLength: 255 }), data: t.String() }),
+  }),
+  t.Object({ type: t.Literal('file'), source: t.Object({ type: t.Literal('file'), file_id: t.String({ minLength: 1, maxLength: 255 }) }) }),
+])
+export type InputBlock = Static<typeof InputBlock>
+
+/**
+ * Shape A (`prompt`) or shape B (`input`), one schema (contract section 8 tells them apart).
+ * Enumerations are checked here; catalog rules in the service.
+ */
 export const CreateSessionBody = t.Object({
   agent: t.Optional(t.String({ minLength: 1 })),
   prompt: t.Optional(t.String()),
+  input: t.Optional(t.Union([t.String(), t.Array(InputBlock, { maxItems: 100 }), InputBlock], { description: 'Shape B: the task as a string or content blocks.' })),
+  harness: t.Optional(HarnessSchema),
+  strategy: t.Optional(t.Literal('platform', { description: "Shape B: run on agentd's models, metered on the plan (the default)." })),
+  skills: t.Optional(t.Array(t.Union([t.String(), t.Object({ url: t.String() })]))),
+  connections: t.Optional(t.Array(t.Union([t.String(), t.Object({ url: t.String(), name: t.Optional(t.String()), auth: t.Optional(t.Unknown()), token: t.Optional(t.Unknown()) })]))),
   model: t.Optional(t.String({ minLength: 1 })),
   effort: t.Optional(literals(EFFORTS)),
   speed: t.Optional(literals(SPEEDS)),
@@ -97,7 +119,7 @@ export const CreateSessionBody = t.Object({
   base_branch: t.Optional(t.String({ minLength: 1 })),
   on_pr: t.Optional(t.Integer({ minimum: 1 })),
   output_schema: t.Optional(t.Record(t.String(), t.Unknown())),
-  // Shape B: a saved agent and sources. A key run gets 422 API_KEY_FIELD_UNSUPPORTED for them.
+  // A saved agent and sources. A key run gets 422 API_KEY_FIELD_UNSUPPORTED for them.
   agent_id: t.Optional(t.String()),
   resources: t.Optional(t.Array(t.Object({ url: t.String(), connection: t.Optional(t.String()) }))),
 })
@@ -116,8 +138,6 @@ export const ProjectListQuery = t.Object({
 
 export const SessionParams = t.Object({ org: t.String(), project: t.String(), session: t.String() })
 export const ProjectParams = t.Object({ org: t.String(), project: t.String() })
-
-export const HarnessSchema = literals(HARNESSES)
 
 export type CreateSessionBody = Static<typeof CreateSessionBody>
 

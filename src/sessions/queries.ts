@@ -9,6 +9,7 @@ import { findProject, NO_PROJECT } from '../identity/projects'
 import type { OrgAccess } from '../identity/service'
 import { EMBEDDED_ARTIFACTS, type ArtifactStore } from '../runtime/artifacts'
 import type { SessionSearch } from '../search/service'
+import type { FileService } from '../files/service'
 import { sessionLogs } from '../transcript/logs'
 import type { AdmissionQueue } from './admission'
 import type { SessionStore, SessionRow } from './store'
@@ -23,6 +24,7 @@ export interface SessionQueriesDeps {
   store: SessionStore
   search: SessionSearch
   artifacts: ArtifactStore
+  files: FileService
   /** Where queued sessions stand (their `queue_position`). */
   queue: AdmissionQueue
   now: () => number
@@ -118,7 +120,7 @@ export class SessionQueries {
     const user = userId ? this.startedBy.get(userId, () => this.userById.get({ id: userId }) ?? null) : null
     const firstArtifacts = row.artifactCount > 0 ? this.deps.artifacts.list(row.id, EMBEDDED_ARTIFACTS) : []
     const position = row.status === 'queued' ? ((positions ?? this.queuePositions()).get(row.id) ?? null) : null
-    return cloudRunSession(row, user ? { name: user.name, avatar_url: user.avatarUrl } : null, firstArtifacts, position)
+    return cloudRunSession(row, user ? { name: user.name, avatar_url: user.avatarUrl } : null, firstArtifacts, position, this.deps.files.attachmentsOf(row.id))
   }
 
   /** Every queued session's place in the host's admission order. */

@@ -37,7 +37,7 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService, queri
         headers: IdempotencyHeaders,
         body: CreateSessionBody,
         response: { 202: 'CloudRunSession', ...errorResponses(400, 401, 402, 403, 404, 409, 413, 422, 429) },
-        detail: { operationId: 'sessions.create', tags, summary: 'Start a session (shape A)' },
+        detail: { operationId: 'sessions.create', tags, summary: 'Start a session: shape A (prompt) or shape B (input blocks, contract section 8)' },
       },
     )
     .get(

@@ -17,7 +17,10 @@ import type { AccountService } from '../accounts/service'
 import type { Metrics } from '../metrics/metrics'
 import { bodyDigest, IdempotencyKeys, scopeOf } from './idempotency'
 import { findProject, NO_PROJECT } from '../identity/projects'
-import { assertKeySlot, assertPromptSize, planSession, refuseSources, type HarnessVersions, type SessionPlan } from './create-rules'
+import { assertKeySlot, assertPromptSize, planSession, refuseNotYet, type HarnessVersions, type SessionPlan } from './create-rules'
+import { readCreate, type FetchImage } from './input'
+import { newSessionRow } from './new-session'
+import type { FileService } from '../files/service'
 import type { SessionRuntime } from '../runtime/runtime'
 import type { CreateSessionBody } from './model'
 import type { SessionQueries } from './queries'
@@ -34,6 +37,9 @@ export interface SessionServiceDeps {
   installer: HarnessInstaller
   plans: PlanService
   accounts: AccountService
+  files: FileService
+  /** Fetches a shape B image block's URL (files/public-get.ts under the webhook rules). */
+  fetchImage: FetchImage
   metrics?: Metrics
   /** Runs at once per org when its plan sets none. */
   defaultMaxConcurrent: number
@@ -111,64 +117,28 @@ export class SessionService {
     const replay = () => keyed && this.idempotency.replay(keyed.scope, keyed.key, keyed.digest, (id) => this.store.get(id)?.status ?? null)
     const earlier = replay()
     if (earlier) return this.deps.queries.view(this.store.get(earlier)!)
-    refuseSources(principal, body)
-    const plan = planSession(body, this.deps.catalog, this.deps.versions, projectless)
-    if (plan.pinned) {
-      await this.resolvePin(plan)
-      // Another create with the key may have made its session meanwhile.
-      const made = replay()
-      if (made) return this.deps.queries.view(this.store.get(made)!)
-    }
+    // Shape B's files are fetched and decoded here, before anything is stored.
+    const { body: request, attachments } = await readCreate(principal, access.orgId, body, this.deps)
+    refuseNotYet(request)
+    const plan = planSession(request, this.deps.catalog, this.deps.versions, projectless)
+    if (plan.pinned) await this.resolvePin(plan)
+    // Another create with the key may have made its session while this one waited.
+    const made = replay()
+    if (made) return this.deps.queries.view(this.store.get(made)!)
     // Synchronous from here to the insert, so two creates cannot both take a key's last slot, nor
     // both make a session for one Idempotency-Key.
-    const accountId = body.account_id ?? null
+    const accountId = request.account_id ?? null
     if (accountId !== null) this.deps.accounts.assertUsable(principal, access.orgId, accountId, plan.model)
     this.deps.plans.assertAllows(access.orgId, plan.model, accountId !== null)
     if (principal.apiKey) assertKeySlot(this.deps.db, principal.apiKey)
 
     const id = newId()
-    const [snapshot] = initialTransition(sessionMachine, {
-      persistence: plan.persistence,
-      mode: plan.mode,
-      hasSchema: plan.outputSchema !== null,
+    const [snapshot] = initialTransition(sessionMachine, { persistence: plan.persistence, mode: plan.mode, hasSchema: plan.outputSchema !== null })
+    const row = newSessionRow({ id, orgId: access.orgId, project, principal, accountId, plan, status: statusOf(snapshot), now: this.now() })
+    this.store.insert(row, sessionMachine.getPersistedSnapshot(snapshot), SESSION_MACHINE_VERSION, [statusEvent(0, statusOf(snapshot), id)], () => {
+      if (keyed) this.idempotency.claim(keyed.scope, keyed.key, keyed.digest, id)
+      this.deps.files.attach(principal, access.orgId, id, attachments)
     })
-    const now = this.now()
-    this.store.insert(
-      {
-        id,
-        orgId: access.orgId,
-        projectId: project?.id ?? null,
-        startedByUserId: principal.userId,
-        apiKeyId: principal.apiKey?.id ?? null,
-        accountId,
-        agent: plan.agent,
-        harness: plan.harness,
-        harnessVersionRequested: plan.versionRequested,
-        harnessVersionResolved: plan.versionResolved,
-        status: statusOf(snapshot),
-        mode: plan.mode,
-        persistenceMode: plan.persistence,
-        prompt: plan.prompt,
-        title: plan.title,
-        repoOwner: project?.repoOwner ?? null,
-        repoName: project?.repoName ?? null,
-        baseBranch: plan.baseBranch,
-        branch: plan.baseBranch,
-        onPr: plan.onPr,
-        model: plan.model,
-        requestedModel: plan.requestedModel,
-        effort: plan.effort,
-        speed: plan.speed,
-        outputSchema: plan.outputSchema,
-        effectiveConfig: { harness_version: plan.versionResolved },
-        createdAt: now,
-        updatedAt: now,
-      },
-      sessionMachine.getPersistedSnapshot(snapshot),
-      SESSION_MACHINE_VERSION,
-      [statusEvent(0, statusOf(snapshot), id)],
-      () => keyed && this.idempotency.claim(keyed.scope, keyed.key, keyed.digest, id),
-    )
     this.admit()
     return this.deps.queries.view(this.store.get(id)!)
   }

@@ -1,4 +1,5 @@
 import type { ArtifactFile } from '../runtime/artifacts'
+import type { AttachmentView } from '../files/service'
 import type { SessionRow } from './store'
 import { iso } from '../domain/values'
 
@@ -19,7 +20,7 @@ export function answerOf(row: SessionRow) {
 }
 
 /** CloudRunSession (spec 2.2). */
-export function cloudRunSession(row: SessionRow, startedBy: StartedBy | null, artifacts: ArtifactFile[] = [], queuePosition: number | null = null) {
+export function cloudRunSession(row: SessionRow, startedBy: StartedBy | null, artifacts: ArtifactFile[] = [], queuePosition: number | null = null, attachments: AttachmentView[] = []) {
   return {
     execution_id: row.id,
     kind: row.kind,
@@ -51,7 +52,7 @@ export function cloudRunSession(row: SessionRow, startedBy: StartedBy | null, ar
     tool_errors_count: row.toolErrorsCount,
     turns_count: row.turnsCount,
     files_produced: row.filesProduced,
-    attachments: [],
+    attachments,
     artifacts,
     artifact_count: row.artifactCount,
     harness_version_requested: row.harnessVersionRequested,

@@ -13,11 +13,13 @@ for (const driver of ['gvisor', 'bwrap'] as const) {
     let dir: string
     let server: RunningServer
     let call: ReturnType<typeof client>
+    let token: string
     beforeAll(async () => {
       const seeded = await seededDataDir(`agentd-${driver}`)
       dir = seeded.dir
       server = await startServer({ DATA_DIR: dir, AGENTD_SANDBOX: driver })
-      call = client(() => server, seeded.token)
+      token = seeded.token
+      call = client(() => server, token)
     })
     afterAll(async () => {
       await server.stop()
@@ -76,6 +78,30 @@ for (const driver of ['gvisor', 'bwrap'] as const) {
         expect(atWake).toBeGreaterThanOrEqual(counted)
         expect(later).toBeGreaterThan(atWake)
       }
+    })
+
+    test('shape B: a document block and an uploaded file are in the attachments folder when turn 1 runs', async () => {
+      const form = new FormData()
+      form.append('file', new File(['id,value\n7,seven\n'], 'data.csv', { type: 'text/csv' }))
+      const uploaded = await (await fetch(`${server.url}/o/acme/files`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: form })).json() as { id: string }
+      const document = { type: 'document', name: 'notes.txt', source: { type: 'base64', media_type: 'text/plain', data: Buffer.from('remember the milk\n').toString('base64') } }
+      const created = await call('POST', '/o/acme/p/_/sessions', {
+        harness: 'harness_1',
+        input: [
+          { type: 'text', text: script([{ bash: 'cat .agentd/attachments/notes.txt .agentd/attachments/data.csv' }, { answer: 'read' }]) },
+          document,
+          { type: 'file', source: { type: 'file', file_id: uploaded.id } },
+        ],
+      })
+      expect(created.status).toBe(202)
+      const id = created.body.execution_id as string
+      const done = await turnsDone(id, 1)
+      expect(done.status).toBe('completed')
+      expect(done.attachments.map((a: { name: string; size: number }) => [a.name, a.size])).toEqual([
+        ['notes.txt', 18],
+        ['data.csv', 17],
+      ])
+      expect(await shellOutput(id, 1)).toContain('remember the milk\nid,value\n7,seven')
     })
   })
 }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { JSON_BODY_LIMIT, MAX_JSON_DEPTH, PROMPT_BODY_LIMIT } from '../../src/http/body'
+import { CREATE_BODY_LIMIT, JSON_BODY_LIMIT, MAX_JSON_DEPTH, PROMPT_BODY_LIMIT } from '../../src/http/body'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { json, req, waitFor } from '../helpers/http'
 import { rawHttp, type RawRequest, type RawResult } from './raw-http'
@@ -128,18 +128,18 @@ describe('authentication comes before the body', () => {
   })
 })
 
-describe('a body limit per route: prompt routes 1 MiB, every other JSON route 64 KiB', () => {
-  test('session create and follow-up messages take up to 1 MiB, declared or streamed; one byte more is 413', async () => {
+describe('a body limit per route: session create 16 MiB, follow-ups 1 MiB, every other JSON route 64 KiB', () => {
+  test('session create takes up to 16 MiB (shape B documents), follow-up messages up to 1 MiB, declared or streamed; one byte more is 413', async () => {
     const routes = [
-      { path: createPath(), fields: { agent: 'harness_1' }, pad: 'prompt' },
-      { path: messagesPath(), fields: {}, pad: 'content' },
+      { path: createPath(), fields: { agent: 'harness_1' }, pad: 'prompt', limit: CREATE_BODY_LIMIT },
+      { path: messagesPath(), fields: {}, pad: 'content', limit: PROMPT_BODY_LIMIT },
     ]
-    for (const { path, fields, pad } of routes) {
-      const atLimit = sized(PROMPT_BODY_LIMIT, fields, pad)
+    for (const { path, fields, pad, limit } of routes) {
+      const atLimit = sized(limit, fields, pad)
       // Read and parsed whole: the service itself refuses a prompt this long (its own 256 KiB cap).
       expectError(await send('POST', path, atLimit), 400, 'CONTENT_TOO_LARGE')
       expectError(await send('POST', path, streamed(atLimit)), 400, 'CONTENT_TOO_LARGE')
-      const over = sized(PROMPT_BODY_LIMIT + 1, fields, pad)
+      const over = sized(limit + 1, fields, pad)
       expectError(await send('POST', path, over), 413, 'PAYLOAD_TOO_LARGE')
       expectError(await send('POST', path, streamed(over)), 413, 'PAYLOAD_TOO_LARGE')
     }
@@ -172,7 +172,8 @@ describe('a body limit per route: prompt routes 1 MiB, every other JSON route 64
       ([path, ops]) =>
         Object.entries(ops)
           .filter(([method]) => method !== 'get')
-          .filter(([, op]) => !op.responses['413'] || (op.requestBody && !op.requestBody.content['application/json']))
+          // Every body is JSON, but an upload's (multipart, read under the same limits).
+          .filter(([, op]) => !op.responses['413'] || (op.requestBody && !op.requestBody.content[path === '/o/{org}/files' ? 'multipart/form-data' : 'application/json']))
           .map(([method]) => `${method} ${path}`),
     )
     expect(missing).toEqual([])
@@ -182,9 +183,9 @@ describe('a body limit per route: prompt routes 1 MiB, every other JSON route 64
     const overChunk = PROMPT_BODY_LIMIT + 64 * 1024
     const [streamedOver, declaredOver, health] = await rawOnce([
       // One chunk past the limit, then a wait: the 413 must come without the rest of the 8 MiB.
-      { head: post(createPath(), bearer()), stream: { chunkBytes: overChunk, totalBytes: 8 * overChunk, pauseForAnswer: true } },
-      // Under the server's own cap (2 MiB), so the route's limit answers in the envelope.
-      { head: post(createPath(), bearer()), text: sized(PROMPT_BODY_LIMIT + MiB / 2, { agent: 'harness_1', prompt: '' }, 'prompt') },
+      { head: post(messagesPath(), bearer()), stream: { chunkBytes: overChunk, totalBytes: 8 * overChunk, pauseForAnswer: true } },
+      // Under the server's own cap, so the route's limit answers in the envelope.
+      { head: post(messagesPath(), bearer()), text: sized(PROMPT_BODY_LIMIT + MiB / 2, {}, 'content') },
       { head: 'GET /healthz HTTP/1.1\r\nhost: localhost' },
     ])
     expectRawError(streamedOver!, 413, 'PAYLOAD_TOO_LARGE')

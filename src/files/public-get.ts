@@ -1,0 +1,99 @@
+import http from 'node:http'
+import https from 'node:https'
+import { isIP } from 'node:net'
+import { hostOf, isPublicAddress, type ResolveHost } from '../webhooks/url-policy'
+
+/**
+ * GET of a URL a caller named (an image block's URL), under the webhook rules (spec 4.5): https
+ * only, and every address the host resolves to must be public, checked when the connection is made
+ * so a name cannot be rebound to an inside address between the check and the request. Redirects
+ * are refused: each hop would need the same check. At most `maxBytes` are read.
+ */
+export interface PublicGetOptions {
+  maxBytes: number
+  timeoutMs: number
+  resolve: ResolveHost
+  /** AGENTD_WEBHOOK_ALLOW_PRIVATE (tests only): http and inside addresses are allowed too. */
+  allowPrivate: boolean
+}
+
+export interface Fetched {
+  bytes: Uint8Array
+  contentType: string | null
+}
+
+/** Why a fetch failed, in words a caller can act on. */
+export class FetchRefused extends Error {
+  override name = 'FetchRefused'
+}
+
+export function publicGet(raw: string, options: PublicGetOptions): Promise<Fetched> {
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    return Promise.reject(new FetchRefused(`${JSON.stringify(raw)} is not a URL`))
+  }
+  const secure = url.protocol === 'https:'
+  if (!secure && !(options.allowPrivate && url.protocol === 'http:')) return Promise.reject(new FetchRefused(`${url.origin} is not an https URL`))
+  const host = hostOf(url)
+  if (isIP(host) && !isPublicAddress(host) && !options.allowPrivate) return Promise.reject(new FetchRefused(`${host} is not a public address`))
+  return new Promise<Fetched>((resolve, reject) => {
+    let settled = false
+    const fail = (message: string) => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      request.destroy()
+      reject(new FetchRefused(message))
+    }
+    const timer = setTimeout(() => fail(`${url.host} did not answer within ${options.timeoutMs / 1000} s`), options.timeoutMs)
+    const lookup = (hostname: string, opts: { all?: boolean }, callback: LookupCallback) => {
+      const all = opts.all === true
+      const refuse = (err: Error) => callback(err, all ? [] : '', 0)
+      options.resolve(hostname).then((addresses) => {
+        if (addresses.length === 0) return refuse(new Error(`${hostname} does not resolve`))
+        const inside = addresses.find((a) => !isPublicAddress(a))
+        if (inside && !options.allowPrivate) return refuse(new Error(`${hostname} resolves to a non-public address (${inside})`))
+        if (all) callback(null, addresses.map((address) => ({ address, family: isIP(address) })))
+        else callback(null, addresses[0]!, isIP(addresses[0]!))
+      }, refuse)
+    }
+    const request = (secure ? https : http).get(
+      {
+        protocol: url.protocol,
+        host,
+        port: url.port || (secure ? 443 : 80),
+        path: `${url.pathname}${url.search}`,
+        headers: { 'user-agent': 'agentd' },
+        ...(secure && !isIP(host) ? { servername: host } : {}),
+        lookup,
+      },
+      (res) => {
+        const status = res.statusCode ?? 0
+        if (status >= 300 && status < 400) return fail(`${url.host} answered with a redirect (to ${res.headers.location ?? 'nowhere'}), which is not followed`)
+        if (status !== 200) return fail(`${url.host} answered ${status}`)
+        const declared = Number(res.headers['content-length'] ?? NaN)
+        if (declared > options.maxBytes) return fail(`${url.href} is larger than ${options.maxBytes} bytes`)
+        const chunks: Buffer[] = []
+        let total = 0
+        res.on('data', (chunk: Buffer) => {
+          total += chunk.byteLength
+          if (total > options.maxBytes) return fail(`${url.href} is larger than ${options.maxBytes} bytes`)
+          chunks.push(chunk)
+        })
+        res.on('end', () => {
+          if (settled) return
+          settled = true
+          clearTimeout(timer)
+          const contentType = res.headers['content-type']?.split(';', 1)[0]?.trim().toLowerCase() || null
+          resolve({ bytes: new Uint8Array(Buffer.concat(chunks, total)), contentType })
+        })
+        res.on('error', (err) => fail(err.message))
+      },
+    )
+    request.on('error', (err) => fail(`${url.host} could not be reached: ${err.message}`))
+  })
+}
+
+type LookupCallback = (err: Error | null, address: string | { address: string; family: number }[], family?: number) => void

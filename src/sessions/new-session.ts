@@ -1,0 +1,50 @@
+import type { SessionStatus } from '../domain/status'
+import type { ProjectRow } from '../identity/projects'
+import type { Principal } from '../identity/service'
+import type { SessionPlan } from './create-rules'
+import type { SessionInsert } from './store'
+
+export interface NewSession {
+  id: string
+  orgId: string
+  project: ProjectRow | null
+  principal: Principal
+  accountId: string | null
+  plan: SessionPlan
+  status: SessionStatus
+  now: number
+}
+
+/** A new session's row: what its create asked for, on the Project's repository. */
+export function newSessionRow({ id, orgId, project, principal, accountId, plan, status, now }: NewSession): SessionInsert {
+  return {
+    id,
+    orgId,
+    projectId: project?.id ?? null,
+    startedByUserId: principal.userId,
+    apiKeyId: principal.apiKey?.id ?? null,
+    accountId,
+    agent: plan.agent,
+    harness: plan.harness,
+    harnessVersionRequested: plan.versionRequested,
+    harnessVersionResolved: plan.versionResolved,
+    status,
+    mode: plan.mode,
+    persistenceMode: plan.persistence,
+    prompt: plan.prompt,
+    title: plan.title,
+    repoOwner: project?.repoOwner ?? null,
+    repoName: project?.repoName ?? null,
+    baseBranch: plan.baseBranch,
+    branch: plan.baseBranch,
+    onPr: plan.onPr,
+    model: plan.model,
+    requestedModel: plan.requestedModel,
+    effort: plan.effort,
+    speed: plan.speed,
+    outputSchema: plan.outputSchema,
+    effectiveConfig: { harness_version: plan.versionResolved },
+    createdAt: now,
+    updatedAt: now,
+  }
+}
