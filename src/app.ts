@@ -2,6 +2,7 @@ import { Elysia, t } from 'elysia'
 import { openapi } from '@elysiajs/openapi'
 import { accountRoutes } from './accounts/routes'
 import { fileRoutes } from './files/routes'
+import { agentProfileRoutes } from './agents/routes'
 import { agentRoutes } from './catalog/routes'
 import { apiKeyRoutes } from './api-keys/routes'
 import { SERVER_BODY_LIMIT } from './http/body'
@@ -20,6 +21,7 @@ import { transcriptRoutes } from './transcript/routes'
 import type { AccountService } from './accounts/service'
 import type { ApiKeyService } from './api-keys/service'
 import type { FileService } from './files/service'
+import type { AgentService } from './agents/service'
 import type { AuthService } from './identity/auth'
 import type { Catalog } from './catalog/catalog'
 import type { HarnessVersions } from './sessions/create-rules'
@@ -44,6 +46,7 @@ export interface AppDeps {
   plans: PlanService
   accounts: AccountService
   files: FileService
+  agents: AgentService
   metrics: Metrics
   /** AGENTD_METRICS_TOKEN (null: /metrics is off). */
   metricsToken: string | null
@@ -164,6 +167,7 @@ export function createApp(deps: AppDeps) {
     .use(planRoutes(deps.auth, deps.plans))
     .use(accountRoutes(deps.auth, deps.accounts))
     .use(fileRoutes(deps.auth, deps.files))
+    .use(agentProfileRoutes(deps.auth, deps.agents))
     .use(metricsRoutes(deps.metrics, deps.metricsToken))
 }
 

@@ -33,6 +33,7 @@ import type { HarnessVersions } from './sessions/create-rules'
 import { SessionService } from './sessions/service'
 import { resolveHost, type ResolveHost } from './webhooks/url-policy'
 import { FileService } from './files/service'
+import { AgentService } from './agents/service'
 import { publicGet } from './files/public-get'
 import { MAX_ATTACHMENT_BYTES } from './sessions/input'
 import { WebhookService } from './webhooks/service'
@@ -116,6 +117,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const accounts = new AccountService({ db, sealer: accountsKey && new KeySealer(accountsKey), catalog, providers, now })
   const queue = new AdmissionQueue()
   const files = new FileService({ db, unusedMs: config.unusedFileMs, now })
+  const agents = new AgentService({ db, catalog, versions: runnable, now })
   const queries = new SessionQueries({ db, store, search, artifacts, files, queue, now })
   const runtime: SessionRuntime = new SessionRuntime({
     store,
@@ -153,6 +155,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     plans,
     accounts,
     files,
+    agents,
     // Under the webhook rules: public https only, the address checked as the connection is made.
     fetchImage: (url) => publicGet(url, { maxBytes: MAX_ATTACHMENT_BYTES, timeoutMs: 10_000, resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate }),
     metrics,
@@ -188,6 +191,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     plans,
     accounts,
     files,
+    agents,
     metrics,
     metricsToken: config.metricsToken,
     catalog,

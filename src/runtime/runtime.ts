@@ -11,7 +11,7 @@ import type { SessionPatch, SessionRow, SessionStore } from '../sessions/store'
 import { LOG_CAP_BYTES } from '../transcript/logs'
 import { turnPatch } from './turn-patch'
 import { startTurn, type RunningTurn } from './turn-runner'
-import { turnSpec } from './turn-spec'
+import { firstTurnPrompt, turnSpec } from './turn-spec'
 import { sandboxDir, sandboxSpec } from './sandbox-spec'
 
 export interface RuntimeDeps {
@@ -274,8 +274,7 @@ export class SessionRuntime {
     try {
       if (!adapter) throw new Error(`${row.harness} has no runner on this server`)
       // The first turn's attachments land in the workspace before the CLI starts; its prompt names them.
-      const files = turn === 1 ? this.deps.placeAttachments(id, handle) : null
-      const prompt = turn === 1 ? (files ? `${row.prompt}\n\n${files}` : row.prompt) : this.deps.store.messageForTurn(id, turn)?.content
+      const prompt = turn === 1 ? firstTurnPrompt(row, this.deps.placeAttachments(id, handle)) : this.deps.store.messageForTurn(id, turn)?.content
       if (prompt === undefined) throw new Error(`no prompt is stored for turn ${turn}`)
       const running = await startTurn(
         this.deps.driver,

@@ -33,6 +33,16 @@ export async function turnSpec(deps: TurnSpecDeps, row: SessionRow, turn: number
   }
 }
 
+/**
+ * The first turn's prompt: a saved agent's instructions, then the caller's text, then the lines
+ * naming the attachments (already in the workspace), each part apart by a blank line.
+ */
+export function firstTurnPrompt(row: SessionRow, attachments: string | null): string {
+  const instructions = row.snapshot?.instructions
+  const parts = [typeof instructions === 'string' && instructions.trim() !== '' ? instructions : null, row.prompt, attachments]
+  return parts.filter((part) => part !== null).join('\n\n')
+}
+
 /** A pinned CLI version's install (made once, on first use); undefined for the bundled one. */
 async function pinnedCli(deps: TurnSpecDeps, row: SessionRow): Promise<string | undefined> {
   const pkg = deps.catalog.harnesses.find((h) => h.id === row.harness)?.package

@@ -18,7 +18,7 @@ export interface ResolvedInput {
 }
 
 /** Shape B's own fields (spec 4.1), which a shape A body may not carry. */
-const SHAPE_B_ONLY = ['harness', 'strategy', 'skills', 'connections'] as const
+const SHAPE_B_ONLY = ['harness', 'strategy', 'skills', 'connections', 'agent_id'] as const
 
 /** A create as shape A's fields (shape B's task turned into `prompt`, `harness` into `agent`), and the files to attach. */
 export interface CreateRequest {

@@ -20,6 +20,8 @@ import { findProject, NO_PROJECT } from '../identity/projects'
 import { assertKeySlot, assertPromptSize, planSession, refuseNotYet, type HarnessVersions, type SessionPlan } from './create-rules'
 import { readCreate, type FetchImage } from './input'
 import { newSessionRow } from './new-session'
+import { profileFields, withProfile } from './profile'
+import type { AgentService } from '../agents/service'
 import type { FileService } from '../files/service'
 import type { SessionRuntime } from '../runtime/runtime'
 import type { CreateSessionBody } from './model'
@@ -38,6 +40,7 @@ export interface SessionServiceDeps {
   plans: PlanService
   accounts: AccountService
   files: FileService
+  agents: AgentService
   /** Fetches a shape B image block's URL (files/public-get.ts under the webhook rules). */
   fetchImage: FetchImage
   metrics?: Metrics
@@ -120,7 +123,8 @@ export class SessionService {
     // Shape B's files are fetched and decoded here, before anything is stored.
     const { body: request, attachments } = await readCreate(principal, access.orgId, body, this.deps)
     refuseNotYet(request)
-    const plan = planSession(request, this.deps.catalog, this.deps.versions, projectless)
+    const profile = request.agent_id === undefined ? null : this.deps.agents.forRun(access.orgId, request.agent_id)
+    const plan = planSession(profile ? withProfile(request, profile) : request, this.deps.catalog, this.deps.versions, projectless)
     if (plan.pinned) await this.resolvePin(plan)
     // Another create with the key may have made its session while this one waited.
     const made = replay()
@@ -135,6 +139,7 @@ export class SessionService {
     const id = newId()
     const [snapshot] = initialTransition(sessionMachine, { persistence: plan.persistence, mode: plan.mode, hasSchema: plan.outputSchema !== null })
     const row = newSessionRow({ id, orgId: access.orgId, project, principal, accountId, plan, status: statusOf(snapshot), now: this.now() })
+    if (profile) Object.assign(row, profileFields(request, profile, plan))
     this.store.insert(row, sessionMachine.getPersistedSnapshot(snapshot), SESSION_MACHINE_VERSION, [statusEvent(0, statusOf(snapshot), id)], () => {
       if (keyed) this.idempotency.claim(keyed.scope, keyed.key, keyed.digest, id)
       this.deps.files.attach(principal, access.orgId, id, attachments)

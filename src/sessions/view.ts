@@ -57,20 +57,22 @@ export function cloudRunSession(row: SessionRow, startedBy: StartedBy | null, ar
     artifact_count: row.artifactCount,
     harness_version_requested: row.harnessVersionRequested,
     harness_version_resolved: row.harnessVersionResolved,
-    profile_id: null,
-    profile_revision: null,
-    profile_digest: null,
-    requested_overrides:
-      row.requestedModel || row.effort || row.speed
+    profile_id: row.profileId,
+    profile_revision: row.profileRevision,
+    profile_digest: row.profileDigest,
+    // A saved agent's run records what was asked over the agent; any other run asked for all it set.
+    requested_overrides: row.profileId
+      ? (row.requestedOverrides ?? null)
+      : row.requestedModel || row.effort || row.speed
         ? {
             ...(row.requestedModel ? { model: row.requestedModel } : {}),
             ...(row.effort ? { effort: row.effort } : {}),
             ...(row.speed ? { speed: row.speed } : {}),
           }
         : null,
-    agent_profile: null,
-    effective: null,
-    snapshot: null,
+    agent_profile: row.agentProfile ?? null,
+    effective: row.effective ?? null,
+    snapshot: row.snapshot ?? null,
     effective_config: row.effectiveConfig ?? null,
     session_capture: row.sessionCapture,
     created_at: iso(row.createdAt)!,

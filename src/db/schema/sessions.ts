@@ -66,6 +66,15 @@ export const sessions = sqliteTable(
     completedAt: integer('completed_at'),
     /** Since when a turn has been running (status `running`), for the compute meter; null otherwise. */
     runningSince: integer('running_since'),
+    // A run of a saved agent (spec 2.2): the revision it is pinned to, that revision's configuration,
+    // what the caller asked over it and what it ran with. Null for every other run.
+    profileId: text('profile_id'),
+    profileRevision: integer('profile_revision'),
+    profileDigest: text('profile_digest'),
+    agentProfile: text('agent_profile', { mode: 'json' }).$type<{ id: string; name: string }>(),
+    snapshot: text('snapshot', { mode: 'json' }).$type<Record<string, unknown>>(),
+    requestedOverrides: text('requested_overrides', { mode: 'json' }).$type<Record<string, string>>(),
+    effective: text('effective', { mode: 'json' }).$type<Record<string, string | null>>(),
     createdAt: createdAt(),
     updatedAt: integer('updated_at').notNull(),
   },

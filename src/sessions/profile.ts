@@ -1,0 +1,46 @@
+import { badRequest } from '../domain/errors'
+import type { AgentProfile } from '../agents/service'
+import type { SessionPlan } from './create-rules'
+import type { CreateSessionBody } from './model'
+import type { SessionInsert } from './store'
+
+/** The create fields a run of a saved agent may set over the agent's own (spec 2.2 `requested_overrides`). */
+const OVERRIDES = ['model', 'effort', 'speed'] as const
+
+/**
+ * A create naming a saved agent: its harness, model, effort and speed, with the caller's
+ * overrides of model, effort and speed on top. The harness is the agent's: naming another is 400.
+ */
+export function withProfile(body: CreateSessionBody, profile: AgentProfile): CreateSessionBody {
+  const { config } = profile
+  if (body.agent !== undefined && body.agent.split('@')[0] !== config.harness) {
+    throw badRequest(`saved agent "${profile.name}" runs ${config.harness}; harness cannot be changed for a run (send no harness)`)
+  }
+  const merged: CreateSessionBody = { ...body, agent: body.agent ?? config.harness }
+  if (body.model === undefined && config.model) merged.model = config.model
+  if (body.effort === undefined && config.effort) merged.effort = config.effort
+  if (body.speed === undefined && config.speed) merged.speed = config.speed
+  return merged
+}
+
+/** The session's saved-agent fields (spec 2.2): what it was pinned to, what was asked over it, what it ran with. */
+export function profileFields(body: CreateSessionBody, profile: AgentProfile, plan: SessionPlan): Partial<SessionInsert> {
+  const requested = Object.fromEntries(OVERRIDES.flatMap((field) => (body[field] !== undefined ? [[field, body[field]]] : [])))
+  return {
+    profileId: profile.id,
+    profileRevision: profile.revision,
+    profileDigest: profile.digest,
+    agentProfile: { id: profile.id, name: profile.name },
+    snapshot: { ...profile.config },
+    requestedOverrides: Object.keys(requested).length > 0 ? requested : null,
+    effective: {
+      model: plan.model,
+      effort: plan.effort,
+      speed: plan.speed,
+      harness_version: plan.versionResolved,
+      catalog_revision: profile.catalogRevision,
+      // Sandboxes run the host's own root file system, not an image: there is no digest to report.
+      image_digest: null,
+    },
+  }
+}
