@@ -194,4 +194,18 @@ describe('shape B on POST …/sessions', () => {
     expect(again.body.attachments).toEqual(first.body.attachments)
     expectError(await send({ ...body, input: [text('another task')] }), 409, 'IDEMPOTENCY_CONFLICT')
   })
+
+  test('Idempotency-Key on shape B: 20 concurrent identical creates with an image to fetch make one session with one set of attachments', async () => {
+    const body = { harness: 'harness_2', input: [text(script([{ answer: 'once' }])), image(`${imageBase}/pixel.png`), doc('n.txt', 'n')] }
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, async () => {
+        const res = await t.app.handle(req('POST', SESSIONS, { token: t.admin.token, body, headers: { 'idempotency-key': 'shape-b-burst' } }))
+        return { status: res.status, body: await json(res) }
+      }),
+    )
+    expect(answers.map((a) => a.status)).toEqual(Array(20).fill(202))
+    expect(new Set(answers.map((a) => a.body.execution_id)).size).toBe(1)
+    expect(new Set(answers.map((a) => JSON.stringify(a.body.attachments))).size).toBe(1)
+    expect(answers[0]!.body.attachments.map((a: { name: string }) => a.name)).toEqual(['pixel.png', 'n.txt'])
+  })
 })
