@@ -21,6 +21,7 @@ import { assertKeySlot, assertPromptSize, planSession, refuseNotYet, type Harnes
 import { readCreate, type FetchImage } from './input'
 import { newSessionRow } from './new-session'
 import { profileFields, withProfile } from './profile'
+import { checkResources } from './resources'
 import type { AgentService } from '../agents/service'
 import type { FileService } from '../files/service'
 import type { SessionRuntime } from '../runtime/runtime'
@@ -123,6 +124,7 @@ export class SessionService {
     // Shape B's files are fetched and decoded here, before anything is stored.
     const { body: request, attachments } = await readCreate(principal, access.orgId, body, this.deps)
     refuseNotYet(request)
+    if (request.resources) checkResources(request.resources, project)
     const profile = request.agent_id === undefined ? null : this.deps.agents.forRun(access.orgId, request.agent_id)
     const plan = planSession(profile ? withProfile(request, profile) : request, this.deps.catalog, this.deps.versions, projectless)
     if (plan.pinned) await this.resolvePin(plan)

@@ -168,7 +168,25 @@ describe('shape B on POST …/sessions', () => {
     expect(after).toBe(before)
   })
 
-  test('a document over 32 MiB is 413; file names become safe and unique in the attachments folder', async () => {
+  test('resources: each URL form of spec 4.1 is read; others are 422 RESOURCE_UNSUPPORTED; a repository or issue nothing here can reach is 422 RESOURCE_NOT_ACCESSIBLE', async () => {
+    const send = (resources: unknown, project = '_') =>
+      t.app.handle(req('POST', `/o/acme/p/${project}/sessions`, { token: t.admin.token, body: { harness: 'harness_2', input: 't', resources } })).then(async (r) => ({ status: r.status, body: await json(r) }))
+    for (const url of ['https://gitlab.com/acme/web', 'http://github.com/acme/web', 'https://github.com/acme', 'https://github.com/acme/web/issues/3', 'https://github.com/acme/web/pull/x', 'https://linear.app/acme/project/X-1', 'not a url']) {
+      const answer = await send([{ url }])
+      expect({ url, status: answer.status, code: answer.body.code }).toEqual({ url, status: 422, code: 'RESOURCE_UNSUPPORTED' })
+    }
+    for (const url of ['https://github.com/acme/web', 'https://github.com/acme/web.git', 'https://github.com/acme/web/tree/feature/x', 'https://github.com/acme/web/pull/12', 'https://linear.app/acme/issue/ENG-42']) {
+      const answer = await send([{ url }])
+      expect({ url, status: answer.status, code: answer.body.code }).toEqual({ url, status: 422, code: 'RESOURCE_NOT_ACCESSIBLE' })
+    }
+    expectError(await send([{ url: 'https://github.com/acme/web' }, { url: 'https://github.com/acme/api' }]), 400, 'VALIDATION_ERROR')
+    // A Project run may name only its own repository (Project web is acme/web).
+    const other = await send([{ url: 'https://github.com/acme/api' }], 'web')
+    expectError(other, 422, 'RESOURCE_NOT_ACCESSIBLE')
+    expect(other.body.error).toContain('its own repository')
+  })
+
+  test('a 9 MiB document fits in a create body; file names become safe and unique in the attachments folder', async () => {
     const big = await create({ harness: 'harness_2', input: [text('t'), { type: 'document', name: 'big', source: { type: 'base64', media_type: 'text/plain', data: 'A'.repeat(12 * 1024 * 1024) } }] })
     // 12 MiB of base64 is 9 MiB: under the attachment limit; the body limit (16 MiB) took it.
     expect(big.status).toBe(202)

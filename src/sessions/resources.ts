@@ -1,0 +1,68 @@
+import { badRequest, unprocessable } from '../domain/errors'
+import type { ProjectRow } from '../identity/projects'
+
+/** The code host whose repository URLs `resources` takes (spec 4.1), and the issue tracker's. */
+const CODE_HOST = 'github.com'
+const TRACKER = 'linear.app'
+
+/** A resource URL as spec 4.1 reads it. */
+export type Resource =
+  | { kind: 'repository'; owner: string; repo: string; branch: string | null; pull: number | null }
+  | { kind: 'issue'; workspace: string; issue: string }
+
+const SEGMENT = /^[A-Za-z0-9._-]+$/
+
+/** The resource a URL names, or null when it is none of spec 4.1's forms. */
+export function parseResource(raw: string): Resource | null {
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    return null
+  }
+  if (url.protocol !== 'https:' || url.username || url.password || url.port) return null
+  const parts = url.pathname.replace(/\/+$/, '').split('/').slice(1)
+  if (url.hostname === CODE_HOST && parts.length >= 2 && parts.slice(0, 2).every((p) => SEGMENT.test(p))) {
+    const [owner, repo, kind, ...rest] = parts as [string, string, string | undefined, ...string[]]
+    const name = repo.replace(/\.git$/, '')
+    if (kind === undefined) return { kind: 'repository', owner, repo: name, branch: null, pull: null }
+    if (kind === 'tree' && rest.length > 0) return { kind: 'repository', owner, repo: name, branch: decodeURIComponent(rest.join('/')), pull: null }
+    if (kind === 'pull' && rest.length === 1 && /^[1-9][0-9]{0,9}$/.test(rest[0]!)) return { kind: 'repository', owner, repo: name, branch: null, pull: Number(rest[0]) }
+    return null
+  }
+  if (url.hostname === TRACKER && parts.length === 3 && parts[1] === 'issue' && SEGMENT.test(parts[0]!) && /^[A-Za-z][A-Za-z0-9]*-[0-9]+$/.test(parts[2]!)) {
+    return { kind: 'issue', workspace: parts[0]!, issue: parts[2]! }
+  }
+  return null
+}
+
+/**
+ * `resources` of a create (spec 4.1): every URL one of the forms (else 422 RESOURCE_UNSUPPORTED),
+ * at most one repository (400), on a Project run only the Project's own. A repository is reached
+ * through a code-host app installation and an issue through a tracker connection; this server has
+ * neither yet, so each well-formed resource is 422 RESOURCE_NOT_ACCESSIBLE, naming why.
+ */
+export function checkResources(resources: { url: string; connection?: string }[], project: ProjectRow | null): void {
+  const parsed = resources.map((r, i) => {
+    const resource = parseResource(r.url)
+    if (!resource) {
+      throw unprocessable(
+        `resources[${i}]: ${JSON.stringify(r.url)} is not a resource agentd can put before the agent (https://${CODE_HOST}/<owner>/<repo>[/tree/<branch> | /pull/<n>] or https://${TRACKER}/<workspace>/issue/<ID>)`,
+        'RESOURCE_UNSUPPORTED',
+      )
+    }
+    return resource
+  })
+  const repositories = parsed.filter((r) => r.kind === 'repository')
+  if (repositories.length > 1) throw badRequest('resources: at most one repository per run')
+  for (const [i, resource] of parsed.entries()) {
+    if (resource.kind === 'repository') {
+      const full = `${resource.owner}/${resource.repo}`
+      if (project?.repoOwner && `${project.repoOwner}/${project.repoName}`.toLowerCase() !== full.toLowerCase()) {
+        throw unprocessable(`resources[${i}]: a run of Project ${project.name} may only name its own repository (${project.repoOwner}/${project.repoName}), not ${full}`, 'RESOURCE_NOT_ACCESSIBLE')
+      }
+      throw unprocessable(`resources[${i}]: no code-host app installation of yours covers ${full}`, 'RESOURCE_NOT_ACCESSIBLE')
+    }
+    throw unprocessable(`resources[${i}]: you have no tracker connection that reads ${resource.workspace}/${resource.issue}`, 'RESOURCE_NOT_ACCESSIBLE')
+  }
+}
