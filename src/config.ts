@@ -34,6 +34,8 @@ export interface Config {
   idempotencyMs: number
   /** How long an upload no session uses is kept (7 days, scaled by AGENTD_TIME_SCALE). */
   unusedFileMs: number
+  /** AGENTD_FILE_QUOTA_MB (default 1024): bytes of files one caller may store within the unused-upload window. */
+  fileQuotaBytes: number
   /** What this host runs at once, whatever the orgs' plans allow (see hostCapacity). */
   capacity: HostCapacity
   /** AGENTD_METRICS_TOKEN: the bearer token /metrics wants; null: /metrics is off. */
@@ -154,6 +156,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     idleMs: 7 * 24 * 3600 * 1000 * timeScale,
     idempotencyMs: 24 * 3600 * 1000 * timeScale,
     unusedFileMs: 7 * 24 * 3600 * 1000 * timeScale,
+    fileQuotaBytes: positiveNumber('AGENTD_FILE_QUOTA_MB', env.AGENTD_FILE_QUOTA_MB, 1024) * 1024 * 1024,
     capacity: hostCapacity(env, sandboxMemoryBytes),
     metricsToken: env.AGENTD_METRICS_TOKEN || null,
   }

@@ -35,7 +35,6 @@ import { resolveHost, type ResolveHost } from './webhooks/url-policy'
 import { FileService } from './files/service'
 import { AgentService } from './agents/service'
 import { publicGet } from './files/public-get'
-import { MAX_ATTACHMENT_BYTES } from './sessions/input'
 import { WebhookService } from './webhooks/service'
 
 /** A short stable name for this DATA_DIR, used to scope cgroups and runtime files. */
@@ -116,7 +115,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const plans = new PlanService({ db, catalog, defaultPlan: loadDefaultPlan(config.configFile), now })
   const accounts = new AccountService({ db, sealer: accountsKey && new KeySealer(accountsKey), catalog, providers, now })
   const queue = new AdmissionQueue()
-  const files = new FileService({ db, unusedMs: config.unusedFileMs, now })
+  const files = new FileService({ db, unusedMs: config.unusedFileMs, quotaBytes: config.fileQuotaBytes, now })
   const agents = new AgentService({ db, catalog, versions: runnable, now })
   const queries = new SessionQueries({ db, store, search, artifacts, files, queue, now })
   const runtime: SessionRuntime = new SessionRuntime({
@@ -157,7 +156,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     files,
     agents,
     // Under the webhook rules: public https only, the address checked as the connection is made.
-    fetchImage: (url) => publicGet(url, { maxBytes: MAX_ATTACHMENT_BYTES, timeoutMs: 10_000, resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate }),
+    fetchImage: (url, maxBytes) => publicGet(url, { maxBytes, timeoutMs: 10_000, resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate }),
     metrics,
     defaultMaxConcurrent: config.defaultMaxConcurrent,
     capacity: config.capacity,

@@ -81,7 +81,8 @@ export class AgentService {
     const row = this.find(access.orgId, id)
     const current = this.revision(id, row.revision)
     const { name, review, ...changes } = body
-    const config = this.checked({ ...current.config, ...changes })
+    // A rename alone is no revision and asks nothing of the catalog (the model may have left it since).
+    const config = Object.keys(changes).length > 0 || review === true ? this.checked({ ...current.config, ...changes }) : current.config
     const changed = bodyDigest(config) !== current.digest || (review === true && current.catalogRevision !== this.catalogRevision)
     const now = this.deps.now()
     this.deps.db.transaction(() => {

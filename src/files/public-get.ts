@@ -27,6 +27,11 @@ export class FetchRefused extends Error {
   override name = 'FetchRefused'
 }
 
+/** The body was larger than `maxBytes`: what was read of it is dropped. */
+export class FetchTooLarge extends FetchRefused {
+  override name = 'FetchTooLarge'
+}
+
 export function publicGet(raw: string, options: PublicGetOptions): Promise<Fetched> {
   let url: URL
   try {
@@ -40,12 +45,12 @@ export function publicGet(raw: string, options: PublicGetOptions): Promise<Fetch
   if (isIP(host) && !isPublicAddress(host) && !options.allowPrivate) return Promise.reject(new FetchRefused(`${host} is not a public address`))
   return new Promise<Fetched>((resolve, reject) => {
     let settled = false
-    const fail = (message: string) => {
+    const fail = (message: string, tooLarge = false) => {
       if (settled) return
       settled = true
       clearTimeout(timer)
       request.destroy()
-      reject(new FetchRefused(message))
+      reject(tooLarge ? new FetchTooLarge(message) : new FetchRefused(message))
     }
     const timer = setTimeout(() => fail(`${url.host} did not answer within ${options.timeoutMs / 1000} s`), options.timeoutMs)
     const lookup = (hostname: string, opts: { all?: boolean }, callback: LookupCallback) => {
@@ -74,12 +79,12 @@ export function publicGet(raw: string, options: PublicGetOptions): Promise<Fetch
         if (status >= 300 && status < 400) return fail(`${url.host} answered with a redirect (to ${res.headers.location ?? 'nowhere'}), which is not followed`)
         if (status !== 200) return fail(`${url.host} answered ${status}`)
         const declared = Number(res.headers['content-length'] ?? NaN)
-        if (declared > options.maxBytes) return fail(`${url.href} is larger than ${options.maxBytes} bytes`)
+        if (declared > options.maxBytes) return fail(`${url.href} is larger than ${options.maxBytes} bytes`, true)
         const chunks: Buffer[] = []
         let total = 0
         res.on('data', (chunk: Buffer) => {
           total += chunk.byteLength
-          if (total > options.maxBytes) return fail(`${url.href} is larger than ${options.maxBytes} bytes`)
+          if (total > options.maxBytes) return fail(`${url.href} is larger than ${options.maxBytes} bytes`, true)
           chunks.push(chunk)
         })
         res.on('end', () => {

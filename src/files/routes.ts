@@ -25,7 +25,7 @@ export const fileRoutes = (auth: AuthService, files: FileService) =>
       {
         params: OrgParams,
         body: UploadBody,
-        response: { 201: UploadedFile, ...errorResponses(400, 401, 403, 404, 413) },
+        response: { 201: UploadedFile, ...errorResponses(400, 401, 403, 404, 413, 429) },
         detail: { operationId: 'files.upload', tags: ['files'], summary: 'Upload a file for a shape B file block (multipart, one `file` part, at most 32 MiB); unused uploads expire after 7 days' },
       },
     )

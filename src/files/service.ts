@@ -1,4 +1,4 @@
-import { and, asc, eq, lt, notExists, sql } from 'drizzle-orm'
+import { and, asc, eq, gt, lt, notExists, sql } from 'drizzle-orm'
 import { randomBytes } from 'node:crypto'
 import type { Db } from '../db/client'
 import { files, sessionAttachments } from '../db/schema'
@@ -26,12 +26,14 @@ export interface AttachmentView {
 }
 
 /** A file to attach to a session being created: one already stored, or bytes to store with it. */
-export type AttachmentSource = { kind: 'stored'; fileId: string; name: string } | { kind: 'new'; name: string; mime: string; bytes: Uint8Array }
+export type AttachmentSource = { kind: 'stored'; fileId: string; name: string; size: number } | { kind: 'new'; name: string; mime: string; bytes: Uint8Array }
 
 export interface FileServiceDeps {
   db: Db
   /** How long an upload no session uses is kept (7 days, scaled by AGENTD_TIME_SCALE). */
   unusedMs: number
+  /** Bytes one caller may store in files (uploads and inline ones) within `unusedMs`. */
+  quotaBytes: number
   now: () => number
 }
 
@@ -50,6 +52,7 @@ export class FileService {
 
   /** Stores an upload; `name` is the part's file name, `mime` its type. */
   upload(principal: Principal, access: OrgAccess, name: string, mime: string, bytes: Uint8Array): UploadedFileView {
+    this.assertQuota(principal, access.orgId, bytes.byteLength)
     const now = this.deps.now()
     const row = {
       id: newFileId(),
@@ -72,12 +75,28 @@ export class FileService {
    */
   stored(principal: Principal, orgId: string, fileId: string, block: number): AttachmentSource {
     const row = this.deps.db
-      .select({ id: files.id, name: files.name, expiresAt: files.expiresAt })
+      .select({ id: files.id, name: files.name, size: files.size, expiresAt: files.expiresAt })
       .from(files)
       .where(and(eq(files.id, fileId), eq(files.orgId, orgId), eq(files.caller, callerOf(principal))))
       .get()
     if (!row || row.expiresAt <= this.deps.now()) throw badRequest(`input[${block}]: file_id ${JSON.stringify(fileId)} names no upload of yours (unknown or expired)`)
-    return { kind: 'stored', fileId: row.id, name: row.name }
+    return { kind: 'stored', fileId: row.id, name: row.name, size: row.size }
+  }
+
+  /**
+   * 429 RATE_LIMITED when `adding` more bytes would take the caller's files stored within the
+   * unused-upload window past the quota: a loop of uploads cannot fill the data disk.
+   */
+  assertQuota(principal: Principal, orgId: string, adding: number): void {
+    const since = this.deps.now() - this.deps.unusedMs
+    const held = this.deps.db
+      .select({ bytes: sql<number>`coalesce(sum(${files.size}), 0)` })
+      .from(files)
+      .where(and(eq(files.orgId, orgId), eq(files.caller, callerOf(principal)), gt(files.createdAt, since)))
+      .get()!.bytes
+    if (held + adding > this.deps.quotaBytes) {
+      throw new ApiError('rate_limited', `Your files of the last 7 days would pass the ${Math.round(this.deps.quotaBytes / 1024 / 1024)} MiB quota; wait for older uploads to expire`, 'RATE_LIMITED')
+    }
   }
 
   /**
@@ -87,10 +106,15 @@ export class FileService {
   attach(principal: Principal, orgId: string, sessionId: string, sources: AttachmentSource[]): void {
     const taken = new Set<string>()
     const now = this.deps.now()
+    this.assertQuota(principal, orgId, sources.reduce((sum, s) => sum + (s.kind === 'new' ? s.bytes.byteLength : 0), 0))
     sources.forEach((source, position) => {
       let fileId: string
-      if (source.kind === 'stored') fileId = source.fileId
-      else {
+      if (source.kind === 'stored') {
+        // Checked again in the insert's transaction: the sweep may have removed it while the create waited.
+        const still = this.deps.db.select({ expiresAt: files.expiresAt }).from(files).where(eq(files.id, source.fileId)).get()
+        if (!still || still.expiresAt <= now) throw badRequest(`file_id ${JSON.stringify(source.fileId)} expired while the session was being created`)
+        fileId = source.fileId
+      } else {
         fileId = newFileId()
         const data = Buffer.from(source.bytes.buffer, source.bytes.byteOffset, source.bytes.byteLength)
         const row = { id: fileId, orgId, caller: callerOf(principal), name: source.name, mime: source.mime, size: data.byteLength, data, createdAt: now, expiresAt: now + this.deps.unusedMs }
@@ -121,15 +145,17 @@ export class FileService {
    */
   place(sessionId: string, hostWorkspace: string, workspace: string): string | null {
     const rows = this.deps.db
-      .select({ name: sessionAttachments.name, mime: files.mime, size: files.size, data: files.data })
+      .select({ fileId: files.id, name: sessionAttachments.name, mime: files.mime, size: files.size })
       .from(sessionAttachments)
       .innerJoin(files, eq(files.id, sessionAttachments.fileId))
       .where(eq(sessionAttachments.sessionId, sessionId))
       .orderBy(asc(sessionAttachments.position))
       .all()
     if (rows.length === 0) return null
+    // One file's bytes in memory at a time.
     const lines = rows.map((row) => {
-      writeInTree(hostWorkspace, `${ATTACHMENTS_DIR}/${row.name}`, row.data)
+      const { data } = this.deps.db.select({ data: files.data }).from(files).where(eq(files.id, row.fileId)).get()!
+      writeInTree(hostWorkspace, `${ATTACHMENTS_DIR}/${row.name}`, data)
       return `- ${workspace}/${ATTACHMENTS_DIR}/${row.name} (${row.mime}, ${row.size} bytes)`
     })
     return `Attached files:\n${lines.join('\n')}`

@@ -1,15 +1,15 @@
 import { ApiError, badRequest, unprocessable } from '../domain/errors'
 import type { Principal } from '../identity/service'
 import { mimeOf, type AttachmentSource, type FileService } from '../files/service'
-import { FetchRefused, type Fetched } from '../files/public-get'
+import { FetchRefused, FetchTooLarge, type Fetched } from '../files/public-get'
 import { assertPromptSize } from './create-rules'
 import type { CreateSessionBody, InputBlock } from './model'
 
-/** A file block, a document's bytes and a fetched image: each at most what an upload may be. */
+/** All the files of one create together (file blocks, documents, fetched images): what one upload may be. */
 export const MAX_ATTACHMENT_BYTES = 32 * 1024 * 1024
 
-/** Fetches an image block's URL under the webhook SSRF rules (files/public-get.ts). */
-export type FetchImage = (url: string) => Promise<Fetched>
+/** Fetches an image block's URL under the webhook SSRF rules (files/public-get.ts), reading at most `maxBytes`. */
+export type FetchImage = (url: string, maxBytes: number) => Promise<Fetched>
 
 /** What a shape B `input` becomes: the prompt (its text blocks) and the files to attach, in block order. */
 export interface ResolvedInput {
@@ -80,18 +80,26 @@ async function resolveInput(blocks: InputBlock[], principal: Principal, orgId: s
   const prompt = texts.join('\n\n')
   assertPromptSize('input', prompt)
   const attachments: AttachmentSource[] = []
+  // One budget for all of a create's files, a file named twice counted twice: each is written
+  // into the sandbox, and held in memory while it is.
+  let left = MAX_ATTACHMENT_BYTES
+  const take = (source: AttachmentSource, block: number) => {
+    left -= source.kind === 'new' ? source.bytes.byteLength : source.size
+    if (left < 0) throw tooLarge(block)
+    attachments.push(source)
+  }
   for (const [i, block] of blocks.entries()) {
     switch (block.type) {
       case 'text':
         break
       case 'document':
-        attachments.push({ kind: 'new', name: block.name, mime: mimeOf(block.source.media_type), bytes: decodeBase64(block.source.data, i) })
+        take({ kind: 'new', name: block.name, mime: mimeOf(block.source.media_type), bytes: decodeBase64(block.source.data, i) }, i)
         break
       case 'file':
-        attachments.push(files.stored(principal, orgId, block.source.file_id, i))
+        take(files.stored(principal, orgId, block.source.file_id, i), i)
         break
       case 'image':
-        attachments.push(await fetchedImage(block.source.url, i, fetchImage))
+        take(await fetchedImage(block.source.url, i, left, fetchImage), i)
         break
     }
   }
@@ -108,14 +116,15 @@ function decodeBase64(data: string, block: number): Uint8Array {
   return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 }
 
-const tooLarge = (block: number) => new ApiError('too_large', `input[${block}]: the file is larger than 32 MiB`, 'PAYLOAD_TOO_LARGE')
+const tooLarge = (block: number) => new ApiError('too_large', `input[${block}]: the files of one create are larger than 32 MiB together`, 'PAYLOAD_TOO_LARGE')
 
-/** An image block's file: fetched now, so the run never depends on the URL again. */
-async function fetchedImage(url: string, block: number, fetchImage: FetchImage): Promise<AttachmentSource> {
+/** An image block's file: fetched now (at most `maxBytes`), so the run never depends on the URL again. */
+async function fetchedImage(url: string, block: number, maxBytes: number, fetchImage: FetchImage): Promise<AttachmentSource> {
   let fetched: Fetched
   try {
-    fetched = await fetchImage(url)
+    fetched = await fetchImage(url, maxBytes)
   } catch (err) {
+    if (err instanceof FetchTooLarge) throw tooLarge(block)
     const why = err instanceof FetchRefused ? err.message : `the fetch failed (${(err as Error).message})`
     throw unprocessable(`input[${block}]: the image could not be fetched: ${why}`, 'ATTACHMENT_FETCH_FAILED')
   }

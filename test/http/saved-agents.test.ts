@@ -50,6 +50,19 @@ async function call(method: string, path: string, token: string, body?: unknown)
   return { status: res.status, body: text ? JSON.parse(text) : null }
 }
 
+/** A model the operator adds in the config file's catalog (and later removes). */
+const HOUSE_MODEL = {
+  id: 'house-model',
+  display_name: 'House model',
+  provider: 'local',
+  type: 'scripted',
+  harnesses: ['harness_2'],
+  pricing: { input_per_million: 0, output_per_million: 0 },
+  effort: ['low'],
+  modes: [],
+  mode_harnesses: [],
+}
+
 const catalogRevision = async () => (await call('GET', '/o/acme/agents/available', admin.token)).body.catalog_revision as string
 
 describe('saved agents', () => {
@@ -134,7 +147,7 @@ describe('saved agents', () => {
     // The operator adds a tool server to the catalog and restarts agentd on the same DATA_DIR.
     await services.close()
     const configFile = join(dir, 'agentd.json')
-    writeFileSync(configFile, JSON.stringify({ catalog: { mcp_servers: [{ name: 'tickets', slug: 'tickets' }] } }))
+    writeFileSync(configFile, JSON.stringify({ catalog: { mcp_servers: [{ name: 'tickets', slug: 'tickets' }], models: [HOUSE_MODEL] } }))
     await start({ AGENTD_CONFIG: configFile })
     const after = await catalogRevision()
     expect(after).not.toBe(before)
@@ -148,5 +161,17 @@ describe('saved agents', () => {
     const run = await call('POST', '/o/acme/p/_/sessions', admin.token, { input: script([{ answer: 'x' }]), agent_id: agent.id })
     expect(run.status).toBe(202)
     expect(run.body).toMatchObject({ profile_revision: 2, effective: { catalog_revision: after } })
+
+    // An agent on a model the operator then takes out of the catalog: a rename still works (no
+    // revision, nothing asked of the catalog); a review says the model is gone; runs stay refused.
+    const house = (await call('POST', '/o/acme/agents', admin.token, { name: 'house', harness: 'harness_2', model: HOUSE_MODEL.id })).body
+    expect(house.model).toBe(HOUSE_MODEL.id)
+    await services.close()
+    writeFileSync(configFile, JSON.stringify({ catalog: { mcp_servers: [{ name: 'tickets', slug: 'tickets' }] } }))
+    await start({ AGENTD_CONFIG: configFile })
+    expect((await call('PATCH', `/o/acme/agents/${house.id}`, admin.token, { name: 'house (old)' })).body).toMatchObject({ name: 'house (old)', revision: 1, catalog_current: false })
+    const review = await call('PATCH', `/o/acme/agents/${house.id}`, admin.token, { review: true })
+    expect({ status: review.status, code: review.body.error_code }).toEqual({ status: 422, code: 'MODEL_UNSUPPORTED' })
+    expect((await call('POST', '/o/acme/p/_/sessions', admin.token, { input: 'x', agent_id: house.id })).body.code).toBe('CATALOG_REFRESH_REQUIRED')
   })
 })

@@ -24,6 +24,8 @@ beforeAll(async () => {
     if (request.url === '/pixel.png') response.writeHead(200, { 'content-type': 'image/png' }).end(PNG)
     else if (request.url === '/moved.png') response.writeHead(302, { location: '/pixel.png' }).end()
     else if (request.url === '/page.png') response.writeHead(200, { 'content-type': 'text/html' }).end('<html></html>')
+    else if (request.url === '/huge.png') response.writeHead(200, { 'content-type': 'image/png', 'content-length': String(40 * 1024 * 1024) }).end()
+    else if (request.url === '/20mib.png') response.writeHead(200, { 'content-type': 'image/png' }).end(Buffer.alloc(20 * 1024 * 1024))
     else response.writeHead(404).end()
   })
   await new Promise<void>((resolve) => images.listen(0, '127.0.0.1', resolve))
@@ -184,6 +186,21 @@ describe('shape B on POST …/sessions', () => {
     const other = await send([{ url: 'https://github.com/acme/api' }], 'web')
     expectError(other, 422, 'RESOURCE_NOT_ACCESSIBLE')
     expect(other.body.error).toContain('its own repository')
+  })
+
+  test('the files of one create are at most 32 MiB together (an image over it, or a file named twice, is 413) and nothing is made', async () => {
+    const before = (await json(await t.app.handle(req('GET', SESSIONS, { token: t.admin.token })))).executions.length
+    const twenty = await upload('twenty.bin', new Uint8Array(20 * 1024 * 1024), 'application/octet-stream')
+    expect(twenty.status).toBe(201)
+    for (const input of [
+      [text('t'), image(`${imageBase}/huge.png`)],
+      [text('t'), fileBlock(twenty.body.id), fileBlock(twenty.body.id)],
+      [text('t'), fileBlock(twenty.body.id), image(`${imageBase}/20mib.png`)],
+    ]) {
+      expectError(await create({ harness: 'harness_2', input }), 413, 'PAYLOAD_TOO_LARGE')
+    }
+    expect((await create({ harness: 'harness_2', input: [text(script([{ answer: 'ok' }])), image(`${imageBase}/20mib.png`)] })).status).toBe(202)
+    expect((await json(await t.app.handle(req('GET', SESSIONS, { token: t.admin.token })))).executions.length).toBe(before + 1)
   })
 
   test('a 9 MiB document fits in a create body; file names become safe and unique in the attachments folder', async () => {

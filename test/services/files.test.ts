@@ -15,7 +15,8 @@ let t: TestApp
 let clock = Date.now()
 let scratch: string
 beforeAll(async () => {
-  t = await makeTestApp({}, { now: () => clock })
+  // A 1 MiB file quota, so a test can pass it.
+  t = await makeTestApp({ AGENTD_FILE_QUOTA_MB: '1' }, { now: () => clock })
   scratch = mkdtempSync(join(tmpdir(), 'agentd-files-'))
 })
 afterAll(async () => {
@@ -23,10 +24,14 @@ afterAll(async () => {
   await t?.[Symbol.asyncDispose]()
 })
 
-async function upload(name: string, content: string) {
+async function send(name: string, content: string | Uint8Array) {
   const form = new FormData()
   form.append('file', new File([content], name, { type: 'text/plain' }))
-  const res = await t.app.handle(new Request('http://localhost/o/acme/files', { method: 'POST', headers: { authorization: `Bearer ${t.admin.token}` }, body: form }))
+  return t.app.handle(new Request('http://localhost/o/acme/files', { method: 'POST', headers: { authorization: `Bearer ${t.admin.token}` }, body: form }))
+}
+
+async function upload(name: string, content: string) {
+  const res = await send(name, content)
   expect(res.status).toBe(201)
   return (await json(res)).id as string
 }
@@ -78,4 +83,26 @@ test('a link planted where the attachments go (a repository can hold one) reache
 
   expect(readdirSync(outside)).toEqual(['notes.txt'])
   expect(readFileSync(join(outside, 'notes.txt'), 'utf8')).toBe('host file')
+})
+
+test('a caller past the file quota (AGENTD_FILE_QUOTA_MB) of the last 7 days gets 429, for uploads and inline documents; older files no longer count', async () => {
+  clock += 8 * 24 * 3600 * 1000 // what earlier tests stored is out of the window
+  const big = new Uint8Array(600 * 1024)
+  expect((await send('a.bin', big)).status).toBe(201)
+  const over = await send('b.bin', big)
+  expect(over.status).toBe(429)
+  expect((await json(over)).code).toBe('RATE_LIMITED')
+  const inline = { harness: 'harness_2', input: [{ type: 'text', text: 't' }, { type: 'document', name: 'd.bin', source: { type: 'base64', media_type: 'application/octet-stream', data: Buffer.from(big).toString('base64') } }] }
+  const refused = await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: inline }))
+  expect(refused.status).toBe(429)
+  clock += 7 * 24 * 3600 * 1000 + 1
+  expect((await send('c.bin', big)).status).toBe(201)
+})
+
+test('an upload the sweep removed while a create waited is a 400 at the insert, not a 500', async () => {
+  const fileId = await upload('late.txt', 'late')
+  const source = t.files.stored({ userId: t.admin.id, email: 'admin@acme.test', name: null, avatarUrl: null, via: 'user_token' }, t.org.id, fileId, 1)
+  clock += 7 * 24 * 3600 * 1000 + 1
+  t.files.sweep()
+  expect(() => t.files.attach({ userId: t.admin.id, email: 'admin@acme.test', name: null, avatarUrl: null, via: 'user_token' }, t.org.id, 'no-session', [source])).toThrow('expired while the session was being created')
 })
