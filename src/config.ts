@@ -36,6 +36,12 @@ export interface Config {
   unusedFileMs: number
   /** AGENTD_FILE_QUOTA_MB (default 1024): bytes of files one caller may store within the unused-upload window. */
   fileQuotaBytes: number
+  /** The code host's REST API that skill URLs are read through (AGENTD_GITHUB_API_URL). */
+  githubApiUrl: string
+  /** AGENTD_GITHUB_TOKEN: a token for that API (rate limits, private skill repositories); null: anonymous. */
+  githubToken: string | null
+  /** AGENTD_FETCH_CA_FILE's PEM: a CA trusted for caller URLs besides the system's (tests only). */
+  fetchCa: string | null
   /** What this host runs at once, whatever the orgs' plans allow (see hostCapacity). */
   capacity: HostCapacity
   /** AGENTD_METRICS_TOKEN: the bearer token /metrics wants; null: /metrics is off. */
@@ -157,6 +163,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     idempotencyMs: 24 * 3600 * 1000 * timeScale,
     unusedFileMs: 7 * 24 * 3600 * 1000 * timeScale,
     fileQuotaBytes: positiveNumber('AGENTD_FILE_QUOTA_MB', env.AGENTD_FILE_QUOTA_MB, 1024) * 1024 * 1024,
+    githubApiUrl: env.AGENTD_GITHUB_API_URL || 'https://api.github.com',
+    githubToken: env.AGENTD_GITHUB_TOKEN || null,
+    fetchCa: env.AGENTD_FETCH_CA_FILE ? readFileSync(env.AGENTD_FETCH_CA_FILE, 'utf8') : null,
     capacity: hostCapacity(env, sandboxMemoryBytes),
     metricsToken: env.AGENTD_METRICS_TOKEN || null,
   }

@@ -34,6 +34,8 @@ import { SessionService } from './sessions/service'
 import { resolveHost, type ResolveHost } from './webhooks/url-policy'
 import { FileService } from './files/service'
 import { AgentService } from './agents/service'
+import { SkillFetcher } from './skills/fetch'
+import { SkillService } from './skills/service'
 import { publicGet } from './files/public-get'
 import { WebhookService } from './webhooks/service'
 
@@ -117,6 +119,10 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const queue = new AdmissionQueue()
   const files = new FileService({ db, unusedMs: config.unusedFileMs, quotaBytes: config.fileQuotaBytes, now })
   const agents = new AgentService({ db, catalog, versions: runnable, now })
+  // Caller URLs (images, skills) are fetched under the webhook rules; AGENTD_FETCH_CA_FILE adds a CA (tests only).
+  const get = (url: string, maxBytes: number) =>
+    publicGet(url, { maxBytes, timeoutMs: 10_000, resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, ca: config.fetchCa })
+  const skills = new SkillService(db, new SkillFetcher({ githubApiUrl: config.githubApiUrl, githubToken: config.githubToken, get }))
   const queries = new SessionQueries({ db, store, search, artifacts, files, queue, now })
   const runtime: SessionRuntime = new SessionRuntime({
     store,
@@ -132,7 +138,11 @@ export async function startServices(config: Config, options: ServerOptions = {})
         : { standing: () => null, account: await accounts.providerFor(row.accountId) },
     installer,
     artifacts,
-    placeAttachments: (id, handle) => files.place(id, handle.hostWorkspace, handle.workspace),
+    prepareFirstTurn: (row, handle) => {
+      const adapter = adapters[row.harness as keyof typeof adapters]
+      if (adapter) skills.install(row.id, handle.hostHome, adapter.skillsDir)
+      return files.place(row.id, handle.hostWorkspace, handle.workspace)
+    },
     dataDir: config.dataDir,
     limits: { memoryBytes: config.sandboxMemoryBytes, maxProcesses: config.sandboxMaxProcesses, diskBytes: config.sandboxDiskBytes, cpus: config.sandboxCpus },
     turnTimeoutMs: config.turnTimeoutMs,
@@ -156,7 +166,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
     files,
     agents,
     // Under the webhook rules: public https only, the address checked as the connection is made.
-    fetchImage: (url, maxBytes) => publicGet(url, { maxBytes, timeoutMs: 10_000, resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate }),
+    fetchImage: get,
+    skills,
     metrics,
     defaultMaxConcurrent: config.defaultMaxConcurrent,
     capacity: config.capacity,

@@ -12,7 +12,7 @@ const configFields = {
   effort: nullable(literals(EFFORTS)),
   speed: nullable(literals(SPEEDS)),
   instructions: nullable(t.String({ maxLength: 65536, description: 'Put before the first prompt of every run of this agent.' })),
-  skills: t.Array(t.String(), { description: 'Skill URLs (not run by this server yet: must be empty).' }),
+  skills: t.Array(t.String({ maxLength: 2048 }), { maxItems: 20, description: 'Skill URLs (spec 4.1 `skills`), fetched and pinned when a run starts.' }),
   connections: t.Array(t.String(), { description: 'Connection ids or names (not run by this server yet: must be empty).' }),
 }
 

@@ -9,6 +9,8 @@ import { planSession, type HarnessVersions } from '../sessions/create-rules'
 import { bodyDigest } from '../sessions/idempotency'
 import type { CreateSessionBody } from '../sessions/model'
 import type { CreateAgentBody, PatchAgentBody } from './model'
+import { skillInvalid } from '../skills/package'
+import { skillSource } from '../skills/source'
 
 export interface AgentServiceDeps {
   db: Db
@@ -129,7 +131,10 @@ export class AgentService {
     if (config.effort) probe.effort = config.effort
     if (config.speed) probe.speed = config.speed
     planSession(probe, this.deps.catalog, this.deps.versions, false)
-    if (config.skills.length > 0) throw badRequest('skills are not supported by this server yet')
+    // Skills are fetched when a run starts (and pinned then); here only their form is checked.
+    config.skills.forEach((url, index) => {
+      if (!skillSource(url)) throw skillInvalid(index, `${JSON.stringify(url)} is not a skill URL (a code-host tree or SKILL.md URL, an https SKILL.md, or a .zip)`)
+    })
     if (config.connections.length > 0) throw badRequest('connections are not supported by this server yet')
     return config
   }

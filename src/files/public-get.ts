@@ -1,5 +1,6 @@
 import http from 'node:http'
 import https from 'node:https'
+import tls from 'node:tls'
 import { isIP } from 'node:net'
 import { hostOf, isPublicAddress, type ResolveHost } from '../webhooks/url-policy'
 
@@ -15,6 +16,8 @@ export interface PublicGetOptions {
   resolve: ResolveHost
   /** AGENTD_WEBHOOK_ALLOW_PRIVATE (tests only): http and inside addresses are allowed too. */
   allowPrivate: boolean
+  /** PEM of a CA trusted besides the system's (AGENTD_FETCH_CA_FILE, tests only). */
+  ca?: string | null
 }
 
 export interface Fetched {
@@ -72,6 +75,7 @@ export function publicGet(raw: string, options: PublicGetOptions): Promise<Fetch
         path: `${url.pathname}${url.search}`,
         headers: { 'user-agent': 'agentd' },
         ...(secure && !isIP(host) ? { servername: host } : {}),
+        ...(options.ca ? { ca: [...tls.rootCertificates, options.ca] } : {}),
         lookup,
       },
       (res) => {

@@ -21,6 +21,8 @@ export function claudeBinPath(modules = BUNDLED_MODULES): string {
 
 export const claudeAdapter: HarnessAdapter = {
   id: AGENT,
+  // Claude Code's personal skills (its init event lists each as a slash command).
+  skillsDir: '.claude/skills',
   buildTurn,
   createParser: (spec) => new ClaudeStreamParser(spec?.prompt),
 }

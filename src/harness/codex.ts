@@ -57,6 +57,8 @@ export function codexBinPath(modules = BUNDLED_MODULES): string {
 
 export const codexAdapter: HarnessAdapter = {
   id: AGENT,
+  // $CODEX_HOME/skills (CODEX_HOME is ~/.codex here).
+  skillsDir: '.codex/skills',
   buildTurn,
   createParser: (spec) => new CodexStreamParser(spec),
 }

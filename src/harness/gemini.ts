@@ -23,6 +23,8 @@ export function geminiEntryPath(modules = BUNDLED_MODULES): string {
 
 export const geminiAdapter: HarnessAdapter = {
   id: AGENT,
+  // Gemini CLI's user skills folder (skills are on unless settings turn them off).
+  skillsDir: '.gemini/skills',
   buildTurn,
   createParser: (spec) => new GeminiStreamParser(spec),
 }

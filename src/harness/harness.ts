@@ -75,6 +75,8 @@ export interface StreamParser {
 
 export interface HarnessAdapter {
   readonly id: Harness
+  /** Where in the CLI's home it loads a user's skills (one folder per skill, SKILL.md in it). */
+  readonly skillsDir: string
   buildTurn(spec: TurnSpec): TurnCommand
   /** A parser for one turn's stdout; `spec` is the turn's, when the parser needs it. */
   createParser(spec?: TurnSpec): StreamParser

@@ -25,8 +25,8 @@ export interface RuntimeDeps {
   turnTerms: (row: SessionRow) => Promise<TurnTerms>
   installer: HarnessInstaller
   artifacts: ArtifactStore
-  /** Writes a session's attachments into its workspace; the prompt's lines naming them, or null. */
-  placeAttachments: (id: string, handle: SandboxHandle) => string | null
+  /** Before the first turn: installs the session's skills and writes its attachments; the prompt's lines naming them, or null. */
+  prepareFirstTurn: (row: SessionRow, handle: SandboxHandle) => string | null
   dataDir: string
   limits: SandboxLimits
   /** A turn running longer than this is killed and fails. */
@@ -273,8 +273,8 @@ export class SessionRuntime {
     }
     try {
       if (!adapter) throw new Error(`${row.harness} has no runner on this server`)
-      // The first turn's attachments land in the workspace before the CLI starts; its prompt names them.
-      const prompt = turn === 1 ? firstTurnPrompt(row, this.deps.placeAttachments(id, handle)) : this.deps.store.messageForTurn(id, turn)?.content
+      // The first turn's skills and attachments land before the CLI starts; its prompt names the files.
+      const prompt = turn === 1 ? firstTurnPrompt(row, this.deps.prepareFirstTurn(row, handle)) : this.deps.store.messageForTurn(id, turn)?.content
       if (prompt === undefined) throw new Error(`no prompt is stored for turn ${turn}`)
       const running = await startTurn(
         this.deps.driver,

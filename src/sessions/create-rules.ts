@@ -110,9 +110,9 @@ export function planSession(body: CreateSessionBody, catalog: Catalog, runnable:
 }
 
 /** Create fields agentd does not run yet; a key run was refused them already (422, input.ts). */
-const NOT_YET = ['skills', 'connections'] as const
+const NOT_YET = ['connections'] as const
 
-/** Skills and connections: not run by this server yet (400). */
+/** Connections: not run by this server yet (400). */
 export function refuseNotYet(body: CreateSessionBody): void {
   const field = NOT_YET.find((f) => body[f] !== undefined)
   if (field) throw badRequest(`${field} is not supported by this server yet`)

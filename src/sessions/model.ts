@@ -108,7 +108,7 @@ export const CreateSessionBody = t.Object({
   input: t.Optional(t.Union([t.String(), t.Array(InputBlock, { maxItems: 100 }), InputBlock], { description: 'Shape B: the task as a string or content blocks.' })),
   harness: t.Optional(HarnessSchema),
   strategy: t.Optional(t.Literal('platform', { description: "Shape B: run on agentd's models, metered on the plan (the default)." })),
-  skills: t.Optional(t.Array(t.Union([t.String(), t.Object({ url: t.String() })]))),
+  skills: t.Optional(t.Array(t.Union([t.String({ maxLength: 2048 }), t.Object({ url: t.String({ maxLength: 2048 }) })]), { maxItems: 20 })),
   connections: t.Optional(t.Array(t.Union([t.String(), t.Object({ url: t.String(), name: t.Optional(t.String()), auth: t.Optional(t.Unknown()), token: t.Optional(t.Unknown()) })]))),
   model: t.Optional(t.String({ minLength: 1 })),
   effort: t.Optional(literals(EFFORTS)),

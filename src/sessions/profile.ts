@@ -20,6 +20,8 @@ export function withProfile(body: CreateSessionBody, profile: AgentProfile): Cre
   if (body.model === undefined && config.model) merged.model = config.model
   if (body.effort === undefined && config.effort) merged.effort = config.effort
   if (body.speed === undefined && config.speed) merged.speed = config.speed
+  // The run's own skills replace the agent's; without any, it runs the agent's.
+  if (body.skills === undefined && config.skills.length > 0) merged.skills = config.skills
   return merged
 }
 

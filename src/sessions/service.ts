@@ -23,6 +23,7 @@ import { newSessionRow } from './new-session'
 import { profileFields, withProfile } from './profile'
 import { checkResources } from './resources'
 import type { AgentService } from '../agents/service'
+import { SkillService } from '../skills/service'
 import type { FileService } from '../files/service'
 import type { SessionRuntime } from '../runtime/runtime'
 import type { CreateSessionBody } from './model'
@@ -42,6 +43,7 @@ export interface SessionServiceDeps {
   accounts: AccountService
   files: FileService
   agents: AgentService
+  skills: SkillService
   /** Fetches a shape B image block's URL (files/public-get.ts under the webhook rules). */
   fetchImage: FetchImage
   metrics?: Metrics
@@ -126,7 +128,10 @@ export class SessionService {
     refuseNotYet(request)
     if (request.resources) checkResources(request.resources, project)
     const profile = request.agent_id === undefined ? null : this.deps.agents.forRun(access.orgId, request.agent_id)
-    const plan = planSession(profile ? withProfile(request, profile) : request, this.deps.catalog, this.deps.versions, projectless)
+    const run = profile ? withProfile(request, profile) : request
+    const plan = planSession(run, this.deps.catalog, this.deps.versions, projectless)
+    // Fetched now, each code-host source pinned to its commit: the run never reads the URLs again.
+    const skills = run.skills ? await this.deps.skills.fetch(run.skills) : []
     if (plan.pinned) await this.resolvePin(plan)
     // Another create with the key may have made its session while this one waited.
     const made = replay()
@@ -142,9 +147,11 @@ export class SessionService {
     const [snapshot] = initialTransition(sessionMachine, { persistence: plan.persistence, mode: plan.mode, hasSchema: plan.outputSchema !== null })
     const row = newSessionRow({ id, orgId: access.orgId, project, principal, accountId, plan, status: statusOf(snapshot), now: this.now() })
     if (profile) Object.assign(row, profileFields(request, profile, plan))
+    if (skills.length > 0) row.effectiveConfig = { ...row.effectiveConfig, skills: SkillService.pins(skills) }
     this.store.insert(row, sessionMachine.getPersistedSnapshot(snapshot), SESSION_MACHINE_VERSION, [statusEvent(0, statusOf(snapshot), id)], () => {
       if (keyed) this.idempotency.claim(keyed.scope, keyed.key, keyed.digest, id)
       this.deps.files.attach(principal, access.orgId, id, attachments)
+      this.deps.skills.attach(id, skills)
     })
     this.admit()
     return this.deps.queries.view(this.store.get(id)!)

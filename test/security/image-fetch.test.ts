@@ -47,3 +47,19 @@ test('an image URL on loopback, a private or metadata address, a name resolving 
   }
   expect(hits).toBe(0)
 })
+
+test('a skill URL is fetched under the same rules: inside addresses are 422 SKILL_FETCH_FAILED, http is no skill URL, and nothing is fetched', async () => {
+  const cases: [string, string][] = [
+    [`https://127.0.0.1:${port}/SKILL.md`, 'SKILL_FETCH_FAILED'],
+    [`https://rebound.example:${port}/skill.zip`, 'SKILL_FETCH_FAILED'],
+    ['https://169.254.169.254/SKILL.md', 'SKILL_FETCH_FAILED'],
+    // Not https: not a skill URL at all.
+    [`http://127.0.0.1:${port}/SKILL.md`, 'SKILL_INVALID'],
+  ]
+  for (const [url, code] of cases) {
+    const res = await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { harness: 'harness_1', input: 't', skills: [url] } }))
+    const body = await json(res)
+    expect({ url, status: res.status, code: body.code }).toEqual({ url, status: 422, code })
+  }
+  expect(hits).toBe(0)
+})

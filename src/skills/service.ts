@@ -1,0 +1,51 @@
+import { asc, eq } from 'drizzle-orm'
+import type { Db } from '../db/client'
+import { sessionSkills } from '../db/schema'
+import { writeInTree } from '../../sandbox/host-fs'
+import type { SkillFetcher, SkillRef } from './fetch'
+import type { Skill } from './package'
+
+/** A skill as the run reports it (`effective_config.skills`): where it came from and its pin. */
+export interface SkillPin {
+  name: string
+  url: string
+  commit: string | null
+}
+
+/**
+ * A session's skills: fetched and checked at create time (SkillFetcher), kept with the run, and
+ * written into the CLI's home, where its harness loads skills, before the first turn.
+ */
+export class SkillService {
+  constructor(
+    private readonly db: Db,
+    private readonly fetcher: SkillFetcher,
+  ) {}
+
+  fetch(refs: SkillRef[]): Promise<Skill[]> {
+    return this.fetcher.fetchAll(refs)
+  }
+
+  static pins(skills: Skill[]): SkillPin[] {
+    return skills.map(({ name, url, commit }) => ({ name, url, commit }))
+  }
+
+  /** Records a new session's skills; call inside the transaction that inserts the session. */
+  attach(sessionId: string, skills: Skill[]): void {
+    skills.forEach((skill, position) => {
+      const files = Object.fromEntries([...skill.files].map(([path, bytes]) => [path, Buffer.from(bytes).toString('base64')]))
+      this.db.insert(sessionSkills).values({ sessionId, position, name: skill.name, url: skill.url, commit: skill.commit, files }).run()
+    })
+  }
+
+  /**
+   * Writes a session's skills under `skillsDir` of the CLI's home (`hostHome` on the host), one
+   * folder per skill, through host-fs: the home is the sandbox's, so a planted link is never followed.
+   */
+  install(sessionId: string, hostHome: string, skillsDir: string): void {
+    const rows = this.db.select().from(sessionSkills).where(eq(sessionSkills.sessionId, sessionId)).orderBy(asc(sessionSkills.position)).all()
+    for (const row of rows) {
+      for (const [path, base64] of Object.entries(row.files)) writeInTree(hostHome, `${skillsDir}/${row.name}/${path}`, Buffer.from(base64, 'base64'))
+    }
+  }
+}
