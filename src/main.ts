@@ -2,13 +2,14 @@ import pino from 'pino'
 import { NoSandboxError } from '../sandbox'
 import { ConfigError, loadConfig } from './config'
 import { startServices } from './server'
+import type { LogFields } from './domain/log'
 
 /**
  * JSON lines on stderr (pino): what agentd says, as `msg`, and one `request` line per answered
  * request with its id, method, path, status and time, for a log pipeline to index.
  */
 const logger = pino({ base: { service: 'agentd' }, timestamp: pino.stdTimeFunctions.isoTime }, pino.destination(2))
-const log = (line: string, fields?: { session: string }) => logger.info(fields ?? {}, line.replace(/^agentd: /, '').trimEnd())
+const log = (line: string, fields?: LogFields) => logger.info(fields ?? {}, line.replace(/^agentd: /, '').trimEnd())
 
 // Whatever agentd writes under DATA_DIR (database, artifact bytes, workspaces, sandbox bundles) is
 // for its own user only, including files a library or a sandboxed child creates with default modes.

@@ -13,6 +13,7 @@ import { ArtifactStore } from './runtime/artifacts'
 import { GatewaySessions } from './runtime/gateway-bindings'
 import { HarnessInstaller } from './runtime/harness-install'
 import { SessionRuntime } from './runtime/runtime'
+import type { LogFields } from './domain/log'
 import { SessionSearch } from './search/service'
 import { loadAccountsKey } from './accounts/config'
 import { KeySealer } from './accounts/seal'
@@ -49,7 +50,7 @@ export interface ServerOptions {
   driver?: SandboxDriver
   now?: () => number
   /** Lines about one session carry its id as a field (main.ts writes them as JSON logs). */
-  log?: (line: string, fields?: { session: string }) => void
+  log?: (line: string, fields?: LogFields) => void
   /** Keepalive interval of idle event streams (tests shorten it). */
   sseKeepaliveMs?: number
   /** DNS for webhook URLs (tests answer with fixed addresses). */
@@ -67,7 +68,7 @@ export interface ServerOptions {
  */
 export async function startServices(config: Config, options: ServerOptions = {}) {
   const now = options.now ?? Date.now
-  const log = options.log ?? ((line: string, fields?: { session: string }) => console.error(fields ? `agentd: session ${fields.session}: ${line}` : line))
+  const log = options.log ?? ((line: string, fields?: LogFields) => console.error(fields ? `agentd: session ${fields.session}: ${line}` : line))
   const database = openDb(config.dbPath, { backgroundCheckpoint: true, warn: log })
   const catalog = loadCatalog(config.configFile)
 
@@ -86,7 +87,11 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const gateway = await startGateway({
     resolve: (token) => gatewaySessions.resolve(token),
     onUsage: (usage) => metrics.gatewayCall(usage, gatewaySessions.record(usage)),
-    onLog: (session, line) => runtime.log(session.sessionId, session.turn ?? 0, line),
+    // Each model request: in the session's stored log, and in the server's own as one line with its session and turn.
+    onLog: (session, line) => {
+      runtime.log(session.sessionId, session.turn ?? 0, line)
+      log(line.replace(/^\S+ /, ''), { session: session.sessionId, ...(session.turn !== undefined ? { turn: session.turn } : {}) })
+    },
     providers,
   })
   const { maxSandboxes, maxStarting, basis } = config.capacity

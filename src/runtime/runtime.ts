@@ -1,6 +1,7 @@
 import { rmSync } from 'node:fs'
 import type { SessionMachineEvent } from '../../machines/session.machine'
 import type { Harness } from '../domain/harness'
+import type { LogFields } from '../domain/log'
 import type { HarnessAdapter, TurnOutcome } from '../harness/harness'
 import type { SandboxDriver, SandboxHandle, SandboxLimits, SandboxSpec } from '../../sandbox/driver'
 import type { ArtifactStore } from './artifacts'
@@ -34,7 +35,7 @@ export interface RuntimeDeps {
   /** Raw stdout one turn may store (AGENTD_TRANSCRIPT_MAX_MB); the turn runner's default otherwise. */
   transcriptMaxBytes?: number
   now: () => number
-  log: (line: string, fields?: { session: string }) => void
+  log: (line: string, fields?: LogFields) => void
   apply: (id: string, event: SessionMachineEvent, patch?: SessionPatch) => boolean
   admit: () => void
 }
@@ -261,7 +262,7 @@ export class SessionRuntime {
         try {
           artifactCount = this.deps.artifacts.collect(id, handle.hostWorkspace, turn)
         } catch (err) {
-          this.deps.log(`artifacts not collected: ${(err as Error).message}`, { session: id })
+          this.deps.log(`artifacts not collected: ${(err as Error).message}`, { session: id, turn })
         }
         // Tokens as the gateway metered them; reasoning only the CLI reports.
         const usage = metered ? { ...metered, reasoning: outcome.usage?.reasoning ?? 0 } : outcome.usage

@@ -48,7 +48,7 @@ test('an error answers the id in its header and its envelope; a caller’s plain
   expect(logged.filter((e) => e.requestId === generated)).toHaveLength(1)
 })
 
-test('the server process writes JSON log lines: what it says as msg, and a request line per request', async () => {
+test('the server process writes JSON log lines: what it says as msg, a request line per request, and a line per model request with its session and turn', async () => {
   const { dir, token } = await seededDataDir('agentd-request-log')
   const server = await startServer({ DATA_DIR: dir, AGENTD_SANDBOX: 'process' })
   try {
@@ -61,6 +61,20 @@ test('the server process writes JSON log lines: what it says as msg, and a reque
     expect(lines.find((entry) => entry.requestId === 'trace-e2e-1')).toMatchObject({ msg: 'request', level: 30, service: 'agentd', method: 'GET', status: 404 })
     expect(lines.some((entry) => typeof entry.msg === 'string' && entry.msg.startsWith('listening on http://'))).toBe(true)
     for (const entry of lines) expect(typeof entry.time).toBe('string')
+
+    // A turn's model requests are lines of their own, with the session and the turn as fields.
+    const created = await fetch(`${server.url}/o/acme/p/_/sessions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ agent: 'harness_2', prompt: 'hello' }),
+    })
+    const id = ((await created.json()) as { execution_id: string }).execution_id
+    const withTurn = await waitFor(
+      async () => server.log().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line)),
+      (parsed) => parsed.some((entry) => entry.session === id && entry.turn === 1),
+      20_000,
+    )
+    expect(withTurn.find((entry) => entry.session === id && entry.turn === 1)).toMatchObject({ level: 30, msg: expect.stringMatching(/^gateway: POST \//) })
   } finally {
     await server.stop()
     rmSync(dir, { recursive: true, force: true })
