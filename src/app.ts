@@ -6,6 +6,7 @@ import { agentProfileRoutes } from './agents/routes'
 import { agentRoutes } from './catalog/routes'
 import { apiKeyRoutes } from './api-keys/routes'
 import { SERVER_BODY_LIMIT } from './http/body'
+import { finishOpenApi } from './http/openapi-document'
 import { ApiError } from './domain/errors'
 import { errorPlugin } from './http/errors'
 import { requestIdOf } from './http/request-id'
@@ -130,6 +131,8 @@ export function createApp(deps: AppDeps) {
     })
     .use(errorPlugin)
     .use(models)
+    // Registered before the plugin, so its document route gets it: see openapi-document.ts.
+    .onAfterHandle({ as: 'global' }, ({ request, response }) => (new URL(request.url).pathname === '/openapi.json' ? finishOpenApi(response) : undefined))
     .use(
       openapi({
         path: '/docs',
