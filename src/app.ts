@@ -7,6 +7,7 @@ import { agentRoutes } from './catalog/routes'
 import { apiKeyRoutes } from './api-keys/routes'
 import { SERVER_BODY_LIMIT } from './http/body'
 import { finishOpenApi } from './http/openapi-document'
+import { DOCS_SCRIPT, DOCS_STYLE, docsAssets } from './http/docs'
 import { ApiError } from './domain/errors'
 import { errorPlugin } from './http/errors'
 import { requestIdOf } from './http/request-id'
@@ -137,6 +138,9 @@ export function createApp(deps: AppDeps) {
       openapi({
         path: '/docs',
         specPath: '/openapi.json',
+        // Swagger UI from agentd itself (docs.ts), not a CDN: the page works offline.
+        provider: 'swagger-ui',
+        swagger: { cdn: DOCS_SCRIPT, theme: DOCS_STYLE, validatorUrl: 'none' },
         openapiVersion: '3.1.0',
         documentation: {
           info: { title: 'agentd: Agent Session Service API', version: '1.0.0' },
@@ -150,6 +154,7 @@ export function createApp(deps: AppDeps) {
         },
       }),
     )
+    .use(docsAssets())
     .get('/healthz', () => ({ ok: true as const, ready }), {
       response: {
         200: t.Object({

@@ -4,6 +4,7 @@
  * - a response without a body (204) carries no `content` (the plugin wrote `{type: "void"}` there);
  * - the artifact route's wildcard is the path parameter `{name}` (the plugin named it `*`);
  * - string bodies get their real media types: the event stream, artifact bytes, the HTML chart;
+ *   the trajectory's raw lines (Accept: application/x-ndjson) are listed beside its JSON;
  * - a `servers` entry: the API is served from this document's own origin.
  */
 
@@ -33,6 +34,9 @@ export function finishOpenApi(raw: unknown): unknown {
         if (content && 'type' in content) delete response.content
         const media = operation.operationId ? MEDIA_TYPES[operation.operationId] : undefined
         if (media && status.startsWith('2') && response.content?.['text/plain']) response.content = { [media]: response.content['text/plain'] }
+        if (operation.operationId === 'sessions.trajectory' && status === '200' && response.content) {
+          response.content['application/x-ndjson'] = { schema: { type: 'string', description: 'The raw transcript, one JSON line per CLI output line.' } }
+        }
       }
     }
     paths[named] = operations

@@ -41,11 +41,12 @@ test('redocly lint (recommended rules) finds no error', async () => {
   expect(code).toBe(0)
 })
 
-test('bodies that are not JSON say so: the event stream, artifact bytes, the HTML chart, uploads; a 204 has no body', () => {
+test('bodies that are not JSON say so: the event stream, artifact bytes, the HTML chart, the raw trajectory, uploads; a 204 has no body', () => {
   const ok = (path: string, method = 'get') => Object.keys(doc.paths[path][method].responses['200'].content)
   expect(ok('/o/{org}/p/{project}/sessions/{session}/events')).toEqual(['text/event-stream'])
   expect(ok('/o/{org}/p/{project}/sessions/{session}/artifacts/{name}')).toEqual(['application/octet-stream'])
   expect(ok('/statechart')).toEqual(['text/html'])
+  expect(ok('/o/{org}/p/{project}/sessions/{session}/trajectory')).toEqual(['application/json', 'application/x-ndjson'])
   expect(Object.keys(doc.paths['/o/{org}/files'].post.requestBody.content)).toEqual(['multipart/form-data'])
   expect(doc.paths['/o/{org}/api-keys/{key}'].delete.responses['204'].content).toBeUndefined()
   // Every other request body is JSON.

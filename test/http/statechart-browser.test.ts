@@ -90,3 +90,27 @@ test('?session=<id> highlights the session’s state and lists its transitions',
   console.log(`statechart screenshot (session ${id}): ${png}`)
   await page.close()
 }, 60_000)
+
+test('/docs renders the API reference in headless Chromium with the network off: every script and style is agentd’s own', async () => {
+  const page = await browser.newPage()
+  // Off the network: any request that is not to agentd itself is refused, and recorded.
+  const external: string[] = []
+  await page.route('**/*', (route) => {
+    if (route.request().url().startsWith(base)) return route.continue()
+    external.push(route.request().url())
+    return route.abort('internetdisconnected')
+  })
+  const res = await page.goto(`${base}/docs`)
+  expect(res?.status()).toBe(200)
+  await page.locator('.swagger-ui .info .title').waitFor({ timeout: 30_000 })
+  expect(await page.locator('.swagger-ui .info .title').innerText()).toContain('agentd')
+  await page.locator('.opblock').first().waitFor({ timeout: 30_000 })
+  expect(await page.locator('.opblock').count()).toBeGreaterThan(30)
+  expect(external).toEqual([])
+  const png = join(artifacts, 'docs.png')
+  await page.screenshot({ path: png, fullPage: false })
+  const bytes = new Uint8Array(await Bun.file(png).arrayBuffer())
+  expect([...bytes.slice(0, 8)]).toEqual([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
+  console.log(`docs screenshot: ${png}`)
+  await page.close()
+}, 60_000)
