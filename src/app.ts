@@ -3,6 +3,7 @@ import { openapi } from '@elysiajs/openapi'
 import { accountRoutes } from './accounts/routes'
 import { fileRoutes } from './files/routes'
 import { agentProfileRoutes } from './agents/routes'
+import { connectionRoutes } from './connections/routes'
 import { agentRoutes } from './catalog/routes'
 import { apiKeyRoutes } from './api-keys/routes'
 import { SERVER_BODY_LIMIT } from './http/body'
@@ -24,6 +25,7 @@ import type { AccountService } from './accounts/service'
 import type { ApiKeyService } from './api-keys/service'
 import type { FileService } from './files/service'
 import type { AgentService } from './agents/service'
+import type { ConnectionService } from './connections/service'
 import type { AuthService } from './identity/auth'
 import type { Catalog } from './catalog/catalog'
 import type { HarnessVersions } from './sessions/create-rules'
@@ -49,6 +51,7 @@ export interface AppDeps {
   accounts: AccountService
   files: FileService
   agents: AgentService
+  connections: ConnectionService
   metrics: Metrics
   /** AGENTD_METRICS_TOKEN (null: /metrics is off). */
   metricsToken: string | null
@@ -176,6 +179,7 @@ export function createApp(deps: AppDeps) {
     .use(accountRoutes(deps.auth, deps.accounts))
     .use(fileRoutes(deps.auth, deps.files))
     .use(agentProfileRoutes(deps.auth, deps.agents))
+    .use(connectionRoutes(deps.auth, deps.connections))
     .use(metricsRoutes(deps.metrics, deps.metricsToken))
 }
 

@@ -37,6 +37,8 @@ import { FileService } from './files/service'
 import { AgentService } from './agents/service'
 import { SkillFetcher } from './skills/fetch'
 import { SkillService } from './skills/service'
+import { ConnectionService } from './connections/service'
+import { proxyToolRequest } from './connections/proxy'
 import { publicGet } from './files/public-get'
 import { WebhookService } from './webhooks/service'
 
@@ -93,6 +95,13 @@ export async function startServices(config: Config, options: ServerOptions = {})
       log(line.replace(/^\S+ /, ''), { session: session.sessionId, ...(session.turn !== undefined ? { turn: session.turn } : {}) })
     },
     providers,
+    // The egress proxy: a session's CLI reaches its own tool servers, and only those, through here.
+    mcp: async (session, name, req) => {
+      const target = await connections.target(session.sessionId, name)
+      if (!target) return null
+      const suffix = new URL(req.url).pathname.slice(`/mcp/${encodeURIComponent(name)}`.length)
+      return proxyToolRequest(req, suffix, target, { resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, ca: config.fetchCa })
+    },
   })
   const { maxSandboxes, maxStarting, basis } = config.capacity
   log(`agentd: host capacity: ${maxSandboxes} sandboxes at once, ${maxStarting} starting at once (${basis}); more wait queued`)
@@ -128,6 +137,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const get = (url: string, maxBytes: number) =>
     publicGet(url, { maxBytes, timeoutMs: 10_000, resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, ca: config.fetchCa })
   const skills = new SkillService(db, new SkillFetcher({ githubApiUrl: config.githubApiUrl, githubToken: config.githubToken, get }))
+  const connections = new ConnectionService({ db, sealer: accountsKey && new KeySealer(accountsKey), resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, now })
   const queries = new SessionQueries({ db, store, search, artifacts, files, queue, now })
   const runtime: SessionRuntime = new SessionRuntime({
     store,
@@ -143,6 +153,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
         : { standing: () => null, account: await accounts.providerFor(row.accountId) },
     installer,
     artifacts,
+    mcpServers: (id) => connections.names(id),
     prepareFirstTurn: (row, handle) => {
       const adapter = adapters[row.harness as keyof typeof adapters]
       if (adapter) skills.install(row.id, handle.hostHome, adapter.skillsDir)
@@ -173,6 +184,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     // Under the webhook rules: public https only, the address checked as the connection is made.
     fetchImage: get,
     skills,
+    connections,
     metrics,
     defaultMaxConcurrent: config.defaultMaxConcurrent,
     capacity: config.capacity,
@@ -207,6 +219,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     accounts,
     files,
     agents,
+    connections,
     metrics,
     metricsToken: config.metricsToken,
     catalog,

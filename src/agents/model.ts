@@ -13,7 +13,7 @@ const configFields = {
   speed: nullable(literals(SPEEDS)),
   instructions: nullable(t.String({ maxLength: 65536, description: 'Put before the first prompt of every run of this agent.' })),
   skills: t.Array(t.String({ maxLength: 2048 }), { maxItems: 20, description: 'Skill URLs (spec 4.1 `skills`), fetched and pinned when a run starts.' }),
-  connections: t.Array(t.String(), { description: 'Connection ids or names (not run by this server yet: must be empty).' }),
+  connections: t.Array(t.String({ minLength: 1, maxLength: 200 }), { maxItems: 20, description: "Ids or names of the running caller's connections, resolved when each run starts." }),
 }
 
 export const AgentConfig = t.Object(configFields)

@@ -135,7 +135,6 @@ export class AgentService {
     config.skills.forEach((url, index) => {
       if (!skillSource(url)) throw skillInvalid(index, `${JSON.stringify(url)} is not a skill URL (a code-host tree or SKILL.md URL, an https SKILL.md, or a .zip)`)
     })
-    if (config.connections.length > 0) throw badRequest('connections are not supported by this server yet')
     return config
   }
 

@@ -5,7 +5,7 @@
  */
 import { posix } from 'node:path'
 import type { ProtocolContext, ProtocolHandler } from './protocol'
-import { isInjectedText, nextReply, replyUsage, type ConversationEntry, type Reply, type TokenCounts } from './script'
+import { isInjectedText, mcpToolName, nextReply, replyUsage, type ConversationEntry, type Reply, type TokenCounts } from './script'
 import type { Metered } from './upstream'
 import { bearer, describeCommand, randomId, sseResponse, stall } from './wire'
 import { isObject } from '../domain/values'
@@ -69,7 +69,7 @@ async function handleMessages(req: Request, ctx: ProtocolContext): Promise<Respo
     return errorResponse(400, 'invalid_request_error', reply.failure)
   }
   const offersStructured = (body.tools ?? []).some((t) => t.name === STRUCTURED_TOOL)
-  const content = toBlocks(reply, ctx.session.workspace, offersStructured)
+  const content = toBlocks(reply, ctx.session.workspace, offersStructured, (body.tools ?? []).flatMap((t) => (t.name ? [t.name] : [])))
   const usage = replyUsage(reply, raw.length)
   const message = {
     id: `msg_${randomId()}`,
@@ -107,7 +107,7 @@ function toConversation(messages: MessagesRequest['messages']): ConversationEntr
 }
 
 /** Renders a reply as Messages content blocks with the tools Claude Code offers. */
-function toBlocks(reply: Reply, workspace: string, offersStructured: boolean): Block[] {
+function toBlocks(reply: Reply, workspace: string, offersStructured: boolean, offered: string[]): Block[] {
   return reply.parts.map((part): Block => {
     switch (part.type) {
       case 'thinking':
@@ -123,6 +123,10 @@ function toBlocks(reply: Reply, workspace: string, offersStructured: boolean): B
         return toolUse('Write', { file_path: posix.join(workspace, '.agentd/artifacts', part.name), content: part.content })
       case 'structured':
         return offersStructured ? toolUse(STRUCTURED_TOOL, part.value) : { type: 'text', text: JSON.stringify(part.value) }
+      case 'mcp': {
+        const name = mcpToolName(offered, part.server, part.tool)
+        return name ? toolUse(name, part.input) : { type: 'text', text: `(no tool ${part.tool} of ${part.server} was offered)` }
+      }
     }
   })
 }

@@ -25,6 +25,12 @@ export interface GatewayOptions {
   onLog?(session: GatewaySession, line: string): void
   /** Requests for a model other than `scripted` go to the protocol's provider when it is set here. */
   providers?: Providers
+  /**
+   * `/mcp/<name>…`: a request of the session's CLI to its tool server `name` (shape B
+   * connections), passed on by the egress proxy with the server's own credential; null when the
+   * session has no server of that name.
+   */
+  mcp?(session: GatewaySession, name: string, req: Request): Promise<Response | null>
   /** Default 127.0.0.1: sandboxes reach the gateway through loopback or a forwarded socket. */
   hostname?: string
   /** Default 0: any free port. */
@@ -69,6 +75,8 @@ async function route(req: Request, opts: GatewayOptions): Promise<Response> {
   // Claude Code probes connectivity with `HEAD /` before its first request.
   if (req.method === 'HEAD' && pathname === '/') return new Response(null, { status: 200 })
 
+  const server = MCP_PATH.exec(pathname)
+  if (server) return toolServer(req, decodeURIComponent(server[1]!), opts)
   const protocol = PROTOCOLS.find((p) => p.matches(req.method, pathname))
   if (!protocol) return notFound(req.method, pathname)
 
@@ -107,6 +115,24 @@ async function answerFor(req: Request, protocol: ProtocolHandler, session: Gatew
   // The scripted model stays local even when a provider is configured: tests and demos use it.
   if (provider && model !== null && model !== SCRIPTED_MODEL) return forward(req, model, protocol.upstream, provider, meter)
   return protocol.handle(req, { session, meter })
+}
+
+/** `/mcp/<name>` (and below): a tool server of the session, by the name the CLI's config gives it. */
+const MCP_PATH = /^\/mcp\/([^/]+)(?:\/.*)?$/
+
+/**
+ * A CLI's request to one of its session's tool servers: the gateway key it sends as a bearer
+ * token names the session (and only while its turn runs), the session's own servers are the only
+ * ones reachable, and the proxy puts the server's credential on the request, so it never enters
+ * the sandbox.
+ */
+async function toolServer(req: Request, name: string, opts: GatewayOptions): Promise<Response> {
+  const bearer = /^Bearer\s+(\S+)$/i.exec(req.headers.get('authorization') ?? '')?.[1]
+  const session = bearer ? await opts.resolve(bearer) : null
+  if (!session) return Response.json({ error: 'unknown or expired gateway key' }, { status: 401 })
+  const answer = (await opts.mcp?.(session, name, req)) ?? Response.json({ error: `this session has no tool server named ${name}` }, { status: 404 })
+  opts.onLog?.(session, `${new Date().toISOString()} gateway: ${req.method} /mcp/${name} answered ${answer.status}\n`)
+  return answer
 }
 
 function notFound(method: string, pathname: string): Response {

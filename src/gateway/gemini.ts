@@ -9,7 +9,7 @@
  */
 import { posix } from 'node:path'
 import type { ProtocolContext, ProtocolHandler } from './protocol'
-import { isInjectedText, nextReply, replyUsage, type ConversationEntry, type Reply, type TokenCounts } from './script'
+import { isInjectedText, mcpToolName, nextReply, replyUsage, type ConversationEntry, type Reply, type TokenCounts } from './script'
 import type { Metered } from './upstream'
 import { describeCommand, parseJson, randomId, sseResponse, stall } from './wire'
 import { isObject } from '../domain/values'
@@ -66,7 +66,8 @@ async function handleGenerate(req: Request, ctx: ProtocolContext): Promise<Respo
   }
   const usage = withoutCacheWrites(replyUsage(reply, raw.length))
   // A reply always has a part, so the last chunk (finish reason, usage) always goes out.
-  const parts = reply.parts.length > 0 ? toParts(reply, ctx.session.workspace) : [{ text: '' }]
+  const offered = (body.tools ?? []).flatMap((t) => (t.functionDeclarations ?? []).flatMap((d) => (d.name ? [d.name] : [])))
+  const parts = reply.parts.length > 0 ? toParts(reply, ctx.session.workspace, offered) : [{ text: '' }]
   const sent = () => ctx.meter({ model, ...usage })
   const responseId = randomId()
   const chunk = (partsOf: Json[], last: boolean): Json => ({
@@ -180,7 +181,7 @@ function toConversation(contents: Content[]): ConversationEntry[] {
 }
 
 /** Renders a reply as Gemini parts, with the Gemini CLI's shell and file-write tools. */
-function toParts(reply: Reply, workspace: string): Json[] {
+function toParts(reply: Reply, workspace: string, offered: string[]): Json[] {
   return reply.parts.map((part): Json => {
     switch (part.type) {
       case 'thinking':
@@ -195,6 +196,10 @@ function toParts(reply: Reply, workspace: string): Json[] {
         return { functionCall: { name: 'write_file', args: { file_path: posix.join(workspace, '.agentd/artifacts', part.name), content: part.content } } }
       case 'structured':
         return { text: JSON.stringify(part.value) }
+      case 'mcp': {
+        const name = mcpToolName(offered, part.server, part.tool)
+        return name ? { functionCall: { name, args: part.input } } : { text: `(no tool ${part.tool} of ${part.server} was offered)` }
+      }
     }
   })
 }

@@ -10,7 +10,7 @@
 import { posix } from 'node:path'
 import { errorsText, ValidatorCache } from '../domain/json-schema'
 import type { ProtocolContext, ProtocolHandler } from './protocol'
-import { isInjectedText, nextReply, replyUsage, type ConversationEntry, type Reply, type ReplyPart, type TokenCounts } from './script'
+import { isInjectedText, mcpToolName, nextReply, replyUsage, type ConversationEntry, type Reply, type ReplyPart, type TokenCounts } from './script'
 import type { Metered } from './upstream'
 import { bearer, parseJson, randomId, sseResponse, stall, writeFileCommand } from './wire'
 import { isObject } from '../domain/values'
@@ -141,6 +141,12 @@ function toItems(reply: Reply, body: ResponsesRequest, workspace: string): Item[
         return shellCall(writeFileCommand(posix.join(workspace, '.agentd/artifacts', part.name), part.content))
       case 'structured':
         return message(JSON.stringify(part.value))
+      case 'mcp': {
+        const tools = offeredFunctions(body)
+        const name = mcpToolName([...tools.keys()], part.server, part.tool)
+        const chosen = name ? tools.get(name) : undefined
+        return chosen ? functionCall(chosen.name, part.input, chosen.namespace) : message(`(no tool ${part.tool} of ${part.server} was offered)`)
+      }
     }
   })
 }
@@ -201,8 +207,8 @@ function message(text: string): Item {
   return { type: 'message', id: `msg_${randomId()}`, status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [] }] }
 }
 
-function functionCall(name: string, args: Json): Item {
-  return { type: 'function_call', id: `fc_${randomId()}`, call_id: `call_${randomId()}`, name, arguments: JSON.stringify(args), status: 'completed' }
+function functionCall(name: string, args: Json, namespace?: string): Item {
+  return { type: 'function_call', id: `fc_${randomId()}`, call_id: `call_${randomId()}`, name, ...(namespace ? { namespace } : {}), arguments: JSON.stringify(args), status: 'completed' }
 }
 
 /** OpenAI counts cached tokens inside `input_tokens`; agentd meters uncached input separately. */
@@ -252,4 +258,22 @@ function parseRequest(raw: string): ResponsesRequest | string {
 
 function errorResponse(status: number, type: string, message: string): Response {
   return Response.json({ error: { message, type, param: null, code: type === 'invalid_api_key' ? 'invalid_api_key' : null } }, { status })
+}
+
+/**
+ * The functions a request offers, by qualified name: Codex puts a tool server's tools in a
+ * `namespace` tool (`mcp__<server>`), whose functions are called with that namespace; a
+ * namespaced one is listed as `<namespace>__<name>`.
+ */
+function offeredFunctions(body: ResponsesRequest): Map<string, { name: string; namespace?: string }> {
+  const found = new Map<string, { name: string; namespace?: string }>()
+  for (const tool of body.tools ?? []) {
+    if (tool.type === 'function' && typeof tool.name === 'string') found.set(tool.name, { name: tool.name })
+    if (tool.type === 'namespace' && typeof tool.name === 'string' && Array.isArray(tool.tools)) {
+      for (const inner of tool.tools.filter(isObject)) {
+        if (typeof inner.name === 'string') found.set(`${tool.name}__${inner.name}`, { name: inner.name, namespace: tool.name })
+      }
+    }
+  }
+  return found
 }

@@ -19,6 +19,8 @@ export type Step =
   | { structured: Record<string, unknown> }
   | { fail: string }
   | { usage: { input: number; output: number; cache_read?: number; cache_write?: number } }
+  /** agentd's own step: a call of a tool of one of the session's tool servers (shape B connections). */
+  | { mcp: { server: string; tool: string; input?: Record<string, unknown> } }
 
 /** One entry of the conversation as a protocol adapter sees it. */
 export type ConversationEntry =
@@ -35,6 +37,7 @@ export type ReplyPart =
   | { type: 'write'; path: string; content: string }
   | { type: 'artifact'; name: string; content: string; contentType: string | null }
   | { type: 'structured'; value: Record<string, unknown> }
+  | { type: 'mcp'; server: string; tool: string; input: Record<string, unknown> }
 
 export interface TokenCounts {
   input: number
@@ -58,7 +61,7 @@ export type ScriptParse = { kind: 'none' } | { kind: 'invalid'; reason: string }
 
 const FENCE = /```agentd-script[^\S\n]*\n([\s\S]*?)```/
 
-const TOOL_STEPS = new Set(['bash', 'write', 'artifact', 'structured'])
+const TOOL_STEPS = new Set(['bash', 'write', 'artifact', 'structured', 'mcp'])
 const TERMINAL_STEPS = new Set(['answer', 'fail'])
 
 /** Finds and validates the first ```agentd-script block of a text. */
@@ -151,6 +154,7 @@ export function replyChars(reply: Reply): number {
     if (part.type === 'thinking' || part.type === 'text') chars += part.text.length
     else if (part.type === 'bash') chars += part.command.length
     else if (part.type === 'structured') chars += JSON.stringify(part.value).length
+    else if (part.type === 'mcp') chars += part.tool.length + JSON.stringify(part.input).length
     else chars += part.content.length
   }
   return chars
@@ -171,6 +175,7 @@ function applyStep(reply: Reply, step: Step): void {
     const { name, content, content_type } = step.artifact
     reply.parts.push({ type: 'artifact', name, content, contentType: content_type ?? null })
   } else if ('structured' in step) reply.parts.push({ type: 'structured', value: step.structured })
+  else if ('mcp' in step) reply.parts.push({ type: 'mcp', server: step.mcp.server, tool: step.mcp.tool, input: step.mcp.input ?? {} })
   else if ('sleep' in step) reply.sleepMs += step.sleep
   else if ('fail' in step) reply.failure = step.fail
   else if ('usage' in step) {
@@ -246,6 +251,10 @@ function stepProblem(item: unknown): string | null {
       return artifactProblem(value)
     case 'usage':
       return usageProblem(value)
+    case 'mcp':
+      return isObject(value) && typeof value.server === 'string' && typeof value.tool === 'string' && (value.input === undefined || isObject(value.input))
+        ? null
+        : '"mcp" takes {"server": string, "tool": string, "input"?: object}'
     default:
       return `unknown step "${kind}"`
   }
@@ -274,3 +283,13 @@ function usageProblem(value: unknown): string | null {
   return null
 }
 
+
+/**
+ * The name a CLI offers a tool server's tool under, among the tools of its request: Claude Code
+ * and Codex say `mcp__<server>__<tool>`, others `<server>__<tool>` or the bare tool name. Null
+ * when none is offered (the reply then says so in text).
+ */
+export function mcpToolName(offered: readonly string[], server: string, tool: string): string | null {
+  const exact = [`mcp__${server}__${tool}`, `${server}__${tool}`, `mcp_${server}_${tool}`].find((name) => offered.includes(name))
+  return exact ?? offered.find((name) => name.endsWith(`__${tool}`) && name.includes(server)) ?? (offered.includes(tool) ? tool : null)
+}

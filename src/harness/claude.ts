@@ -3,10 +3,13 @@
  * Stream format and pitfalls: docs in /work/shared/research/harness-clis.md section 2; verified
  * against claude 2.1.197.
  */
-import { join } from 'node:path'
+import { join, posix } from 'node:path'
 import type { SessionEvent } from '../domain/session-event'
 import { BUNDLED_MODULES, nearestEffort, DEFAULT_PATH, event, JsonLineParser, PROMPT_FILE, str, withPromptOnStdin, type Json } from './common'
-import type { HarnessAdapter, HarnessEvent, TokenUsage, TurnCommand, TurnOutcome, TurnSpec } from './harness'
+import { mcpUrl, type HarnessAdapter, type HarnessEvent, type TokenUsage, type TurnCommand, type TurnOutcome, type TurnSpec } from './harness'
+
+/** The session's tool servers, for `--mcp-config` (home-relative). */
+const MCP_CONFIG = '.claude/agentd-mcp.json'
 import { isObject } from '../domain/values'
 
 const AGENT = 'harness_1'
@@ -36,10 +39,17 @@ export function buildTurn(spec: TurnSpec): TurnCommand {
   if (spec.speed === 'fast') argv.push('--settings', JSON.stringify({ fastMode: true }))
   // The CLI offers a StructuredOutput tool for this schema; the result line carries the object.
   if (spec.outputSchema) argv.push('--json-schema', JSON.stringify(spec.outputSchema))
+  const files: Record<string, string> = { [PROMPT_FILE]: spec.prompt }
+  if (spec.mcpServers?.length) {
+    // A file, not an argument: the gateway key it carries stays out of argv.
+    const servers = spec.mcpServers.map((name) => [name, { type: 'http', url: mcpUrl(spec, name), headers: { Authorization: `Bearer ${spec.gatewayToken}` } }])
+    files[MCP_CONFIG] = JSON.stringify({ mcpServers: Object.fromEntries(servers) })
+    argv.push('--mcp-config', posix.join(spec.home, MCP_CONFIG), '--strict-mcp-config')
+  }
   // No prompt argument: `-p` reads it from stdin (see withPromptOnStdin), so it is never in argv.
   return {
     argv: withPromptOnStdin(spec.home, argv),
-    files: { [PROMPT_FILE]: spec.prompt },
+    files,
     env: {
       HOME: spec.home,
       PATH: process.env.PATH ?? DEFAULT_PATH,

@@ -6,7 +6,7 @@
 import { join, posix } from 'node:path'
 import { SCRIPTED_MODEL } from '../gateway/wire'
 import { BUNDLED_MODULES, nearestEffort, DEFAULT_PATH, event, jsonObject, num, packageVersion, JsonLineParser, PROMPT_FILE, str, usageEvent, withPromptOnStdin, type Json } from './common'
-import type { HarnessAdapter, HarnessEvent, TokenUsage, TurnCommand, TurnOutcome, TurnSpec } from './harness'
+import { mcpUrl, type HarnessAdapter, type HarnessEvent, type TokenUsage, type TurnCommand, type TurnOutcome, type TurnSpec } from './harness'
 import { isObject } from '../domain/values'
 
 const AGENT = 'harness_2'
@@ -131,6 +131,8 @@ function configToml(spec: TurnSpec, codexHome: string): string {
     'shell_snapshot = false',
     '',
   )
+  // Tool servers through the gateway's egress proxy, with the gateway key as their bearer token.
+  for (const name of spec.mcpServers ?? []) lines.push(`[mcp_servers.${q(name)}]`, `url = ${q(mcpUrl(spec, name))}`, 'bearer_token_env_var = "AGENTD_GATEWAY_KEY"', '')
   return lines.join('\n')
 }
 

@@ -5,7 +5,7 @@
  */
 import { join } from 'node:path'
 import { BUNDLED_MODULES, nearestEffort, DEFAULT_PATH, event, num, packageVersion, JsonLineParser, PROMPT_FILE, str, usageEvent, withPromptOnStdin, type Json } from './common'
-import type { HarnessAdapter, HarnessEvent, TokenUsage, TurnCommand, TurnOutcome, TurnSpec } from './harness'
+import { mcpUrl, type HarnessAdapter, type HarnessEvent, type TokenUsage, type TurnCommand, type TurnOutcome, type TurnSpec } from './harness'
 import { isObject } from '../domain/values'
 
 const AGENT = 'harness_3'
@@ -64,6 +64,10 @@ function settings(spec: TurnSpec): Json {
     general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
     privacy: { usageStatisticsEnabled: false },
     telemetry: { enabled: false },
+    // Tool servers through the gateway's egress proxy, with the gateway key as their bearer token.
+    ...(spec.mcpServers?.length
+      ? { mcpServers: Object.fromEntries(spec.mcpServers.map((name) => [name, { httpUrl: mcpUrl(spec, name), headers: { Authorization: `Bearer ${spec.gatewayToken}` }, trust: true }])) }
+      : {}),
     ...(level
       ? {
           modelConfigs: {

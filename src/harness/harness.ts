@@ -25,7 +25,15 @@ export interface TurnSpec {
   cliRoot?: string
   /** Tokens the session's earlier turns used, for CLIs that report thread totals (Codex). */
   priorUsage?: TokenUsage
+  /**
+   * The session's tool servers by name: each is reached at `${gatewayUrl}/mcp/<name>` with the
+   * gateway token as its bearer token (the egress proxy puts on the server's own credential).
+   */
+  mcpServers?: string[]
 }
+
+/** Where the CLI reaches its tool server `name`: the gateway's egress proxy. */
+export const mcpUrl = (spec: TurnSpec, name: string): string => `${spec.gatewayUrl}/mcp/${encodeURIComponent(name)}`
 
 export interface TurnCommand {
   argv: string[]

@@ -5,26 +5,22 @@ import type { LogFields } from '../domain/log'
 import type { HarnessAdapter, TurnOutcome } from '../harness/harness'
 import type { SandboxDriver, SandboxHandle, SandboxLimits, SandboxSpec } from '../../sandbox/driver'
 import type { ArtifactStore } from './artifacts'
-import type { Catalog } from '../catalog/catalog'
 import type { GatewaySessions, TurnTerms } from './gateway-bindings'
-import type { HarnessInstaller } from './harness-install'
-import type { SessionPatch, SessionRow, SessionStore } from '../sessions/store'
+import type { SessionPatch, SessionRow } from '../sessions/store'
 import { LOG_CAP_BYTES } from '../transcript/logs'
 import { turnPatch } from './turn-patch'
 import { startTurn, type RunningTurn } from './turn-runner'
-import { firstTurnPrompt, turnSpec } from './turn-spec'
+import { firstTurnPrompt, turnSpec, type TurnSpecDeps } from './turn-spec'
 import { sandboxDir, sandboxSpec } from './sandbox-spec'
 
-export interface RuntimeDeps {
-  store: SessionStore
+/** Besides what a turn's spec is made from (the store, the catalog, the installer, tool servers): */
+export interface RuntimeDeps extends TurnSpecDeps {
   adapters: Partial<Record<Harness, HarnessAdapter>>
-  catalog: Catalog
   driver: SandboxDriver
   gateway: { host: string; port: number }
   gatewaySessions: GatewaySessions
   /** What the gateway holds a turn of this session to: the plan's limits mid-turn, or the caller's own provider account. */
   turnTerms: (row: SessionRow) => Promise<TurnTerms>
-  installer: HarnessInstaller
   artifacts: ArtifactStore
   /** Before the first turn: installs the session's skills and writes its attachments; the prompt's lines naming them, or null. */
   prepareFirstTurn: (row: SessionRow, handle: SandboxHandle) => string | null
@@ -281,7 +277,7 @@ export class SessionRuntime {
         this.deps.driver,
         handle,
         adapter,
-        await turnSpec({ store: this.deps.store, catalog: this.deps.catalog, installer: this.deps.installer }, row, turn, prompt, handle, token),
+        await turnSpec(this.deps, row, turn, prompt, handle, token),
         {
           onOutput: (normalized, rawLines) => {
             for (const event of normalized) {

@@ -8,6 +8,8 @@ export interface TurnSpecDeps {
   store: SessionStore
   catalog: Catalog
   installer: HarnessInstaller
+  /** The names of a session's tool servers (shape B connections). */
+  mcpServers: (sessionId: string) => string[]
 }
 
 /**
@@ -17,6 +19,7 @@ export interface TurnSpecDeps {
  */
 export async function turnSpec(deps: TurnSpecDeps, row: SessionRow, turn: number, prompt: string, handle: SandboxHandle, gatewayToken: string): Promise<TurnSpec> {
   const cliRoot = await pinnedCli(deps, row)
+  const servers = deps.mcpServers(row.id)
   return {
     prompt,
     workspace: handle.workspace,
@@ -30,6 +33,7 @@ export async function turnSpec(deps: TurnSpecDeps, row: SessionRow, turn: number
     ...(row.harnessSessionId ? { resumeId: row.harnessSessionId } : {}),
     ...(cliRoot ? { cliRoot } : {}),
     ...(turn > 1 ? { priorUsage: priorUsage(deps.store, row.id) } : {}),
+    ...(servers.length > 0 ? { mcpServers: servers } : {}),
   }
 }
 

@@ -109,15 +109,6 @@ export function planSession(body: CreateSessionBody, catalog: Catalog, runnable:
   }
 }
 
-/** Create fields agentd does not run yet; a key run was refused them already (422, input.ts). */
-const NOT_YET = ['connections'] as const
-
-/** Connections: not run by this server yet (400). */
-export function refuseNotYet(body: CreateSessionBody): void {
-  const field = NOT_YET.find((f) => body[f] !== undefined)
-  if (field) throw badRequest(`${field} is not supported by this server yet`)
-}
-
 /**
  * 429 RATE_LIMITED when the key already has `max_concurrent` runs in progress (spec 8).
  * Synchronous, so the caller can insert the session before anything else runs.

@@ -22,6 +22,7 @@ export function withProfile(body: CreateSessionBody, profile: AgentProfile): Cre
   if (body.speed === undefined && config.speed) merged.speed = config.speed
   // The run's own skills replace the agent's; without any, it runs the agent's.
   if (body.skills === undefined && config.skills.length > 0) merged.skills = config.skills
+  if (body.connections === undefined && config.connections.length > 0) merged.connections = config.connections
   return merged
 }
 

@@ -17,13 +17,14 @@ import type { AccountService } from '../accounts/service'
 import type { Metrics } from '../metrics/metrics'
 import { bodyDigest, IdempotencyKeys, scopeOf } from './idempotency'
 import { findProject, NO_PROJECT } from '../identity/projects'
-import { assertKeySlot, assertPromptSize, planSession, refuseNotYet, type HarnessVersions, type SessionPlan } from './create-rules'
+import { assertKeySlot, assertPromptSize, planSession, type HarnessVersions, type SessionPlan } from './create-rules'
 import { readCreate, type FetchImage } from './input'
 import { newSessionRow } from './new-session'
 import { profileFields, withProfile } from './profile'
 import { checkResources } from './resources'
 import type { AgentService } from '../agents/service'
 import { SkillService } from '../skills/service'
+import type { ConnectionService } from '../connections/service'
 import type { FileService } from '../files/service'
 import type { SessionRuntime } from '../runtime/runtime'
 import type { CreateSessionBody } from './model'
@@ -44,6 +45,7 @@ export interface SessionServiceDeps {
   files: FileService
   agents: AgentService
   skills: SkillService
+  connections: ConnectionService
   /** Fetches a shape B image block's URL (files/public-get.ts under the webhook rules). */
   fetchImage: FetchImage
   metrics?: Metrics
@@ -125,13 +127,15 @@ export class SessionService {
     if (earlier) return this.deps.queries.view(this.store.get(earlier)!)
     // Shape B's files are fetched and decoded here, before anything is stored.
     const { body: request, attachments } = await readCreate(principal, access.orgId, body, this.deps)
-    refuseNotYet(request)
     if (request.resources) checkResources(request.resources, project)
     const profile = request.agent_id === undefined ? null : this.deps.agents.forRun(access.orgId, request.agent_id)
     const run = profile ? withProfile(request, profile) : request
     const plan = planSession(run, this.deps.catalog, this.deps.versions, projectless)
     // Fetched now, each code-host source pinned to its commit: the run never reads the URLs again.
     const skills = run.skills ? await this.deps.skills.fetch(run.skills) : []
+    // Tokens are sealed for this session, under its id: made now, before anything is awaited again.
+    const id = newId()
+    const servers = run.connections ? await this.deps.connections.forRun(principal, access.orgId, project?.id ?? null, id, run.connections) : []
     if (plan.pinned) await this.resolvePin(plan)
     // Another create with the key may have made its session while this one waited.
     const made = replay()
@@ -143,7 +147,6 @@ export class SessionService {
     this.deps.plans.assertAllows(access.orgId, plan.model, accountId !== null)
     if (principal.apiKey) assertKeySlot(this.deps.db, principal.apiKey)
 
-    const id = newId()
     const [snapshot] = initialTransition(sessionMachine, { persistence: plan.persistence, mode: plan.mode, hasSchema: plan.outputSchema !== null })
     const row = newSessionRow({ id, orgId: access.orgId, project, principal, accountId, plan, status: statusOf(snapshot), now: this.now() })
     if (profile) Object.assign(row, profileFields(request, profile, plan))
@@ -152,6 +155,7 @@ export class SessionService {
       if (keyed) this.idempotency.claim(keyed.scope, keyed.key, keyed.digest, id)
       this.deps.files.attach(principal, access.orgId, id, attachments)
       this.deps.skills.attach(id, skills)
+      this.deps.connections.attach(id, servers)
     })
     this.admit()
     return this.deps.queries.view(this.store.get(id)!)

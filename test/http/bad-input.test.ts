@@ -32,7 +32,7 @@ afterAll(() => t[Symbol.asyncDispose]())
 
 const WEIRD = ['', 'x', '-1', '0', '1e999', '99999999999999999999999', 'null', '[]', '{}', '%00', '%E2%9C%93', '..%2F..', 'a'.repeat(2000), "'; DROP TABLE sessions; --"]
 const BODIES = ['{', 'null', '[]', '"text"', '123', 'true', '{}', '{"status": {"$ne": 1}}', JSON.stringify({ content: { a: 1 }, name: ['x'], status: 7, prompt: null }), `{"prompt": "${'p'.repeat(300_000)}"}`]
-const VALID: Record<string, () => string> = { org: () => 'acme', project: () => 'web', session: () => sessionId, key: () => keyId, account: () => 'acct_none', agent: () => 'agent_none', name: () => 'none.txt', '*': () => 'none.txt' }
+const VALID: Record<string, () => string> = { org: () => 'acme', project: () => 'web', session: () => sessionId, key: () => keyId, account: () => 'acct_none', agent: () => 'agent_none', connection: () => 'conn_none', name: () => 'none.txt', '*': () => 'none.txt' }
 
 function fill(path: string, bad?: { name: string; value: string }): string {
   return path.replace(/\{(\w+)\}|\*/g, (whole, name: string | undefined) => {

@@ -95,7 +95,7 @@ describe('saved agents', () => {
       [{ name: 'x', harness: 'harness_2', effort: 'max' }, 400, 'VALIDATION_ERROR'],
       [{ name: 'x', harness: 'harness_3', speed: 'fast' }, 400, 'VALIDATION_ERROR'],
       [{ name: 'x', harness: 'harness_2', skills: ['https://example.com/notes.txt'] }, 422, 'SKILL_INVALID'],
-      [{ name: 'x', harness: 'harness_2', connections: ['github'] }, 400, 'VALIDATION_ERROR'],
+      [{ name: 'x', harness: 'harness_2', connections: [123] }, 400, 'VALIDATION_ERROR'],
       [{ name: 'x', harness: 'harness_9' }, 400, 'VALIDATION_ERROR'],
       [{ name: '', harness: 'harness_2' }, 400, 'VALIDATION_ERROR'],
       [{ name: 'x', harness: 'harness_2', extra: 1 }, 400, 'VALIDATION_ERROR'],

@@ -156,7 +156,7 @@ describe('shape B on POST …/sessions', () => {
       [{ input: [text('t'), image(`${imageBase}/page.png`)], harness: 'harness_1' }, 422, 'ATTACHMENT_FETCH_FAILED'],
       [{ input: [text('t'), image(`${imageBase}/missing.png`)], harness: 'harness_1' }, 422, 'ATTACHMENT_FETCH_FAILED'],
       [{ input: [text('t'), image('ftp://example.com/a.png')], harness: 'harness_1' }, 422, 'ATTACHMENT_FETCH_FAILED'],
-      [{ input: 't', harness: 'harness_1', connections: ['github'] }, 400, 'VALIDATION_ERROR'],
+      [{ input: 't', harness: 'harness_1', connections: ['github'] }, 422, 'CONNECTION_NOT_READY'],
       [{ input: 't', harness: 'harness_9' }, 400, 'VALIDATION_ERROR'],
     ]
     for (const [body, status, code] of cases) {

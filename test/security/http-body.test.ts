@@ -267,7 +267,7 @@ describe('malformed percent escapes in path parameters', () => {
 
   test('every operation of the OpenAPI document, each path parameter in turn, answers 400 or 404 in an envelope', async () => {
     const doc = await json(await t.app.handle(req('GET', '/openapi.json')))
-    const valid: Record<string, string> = { org: 'acme', project: 'web', session: sessionId, key: keyId, account: 'acct_none', agent: 'agent_none', name: 'none.txt' }
+    const valid: Record<string, string> = { org: 'acme', project: 'web', session: sessionId, key: keyId, account: 'acct_none', agent: 'agent_none', connection: 'conn_none', name: 'none.txt' }
     const problems: string[] = []
     let sent = 0
     for (const [path, ops] of Object.entries<Record<string, { requestBody?: unknown }>>(doc.paths)) {

@@ -42,7 +42,7 @@ afterAll(() => t[Symbol.asyncDispose]())
  * (a 404 or 400 past authentication), while the reads name the real session.
  */
 function fill(op: { method: string; path: string }): string {
-  const values: Record<string, string> = { org: 'acme', project: 'web', session: sessionId, key: op.method === 'GET' ? keyId : 'no-such-key', account: 'acct_none', agent: 'agent_none', name: 'none.txt' }
+  const values: Record<string, string> = { org: 'acme', project: 'web', session: sessionId, key: op.method === 'GET' ? keyId : 'no-such-key', account: 'acct_none', agent: 'agent_none', connection: 'conn_none', name: 'none.txt' }
   return op.path.replace(/\{(\w+)\}|\*/g, (_, name: string | undefined) => values[name ?? '*']!)
 }
 

@@ -1,0 +1,36 @@
+import { t, type Static } from 'elysia'
+import { literals, nullable } from '../domain/schema-util'
+import { CONNECTION_STATUSES } from '../db/schema'
+
+/** A tool server name: what the CLI's config calls it, and what a run names it by. */
+export const CONNECTION_NAME = '^[a-z0-9][a-z0-9_-]{0,62}$'
+
+export const ConnectionAuth = t.Union([
+  t.Object({ mode: t.Literal('bearer'), token: t.String({ minLength: 1, maxLength: 4096 }) }, { additionalProperties: false }),
+  t.Object({ mode: t.Literal('none') }, { additionalProperties: false }),
+])
+
+/** A stored connection as the API shows it: never its token. */
+export const Connection = t.Object({
+  id: t.String({ description: 'Form conn_<id>' }),
+  name: t.String(),
+  url: t.String(),
+  project_id: nullable(t.String({ description: 'null: user-level (every run of the caller may name it)' })),
+  auth_mode: literals(['bearer', 'none'] as const),
+  status: literals(CONNECTION_STATUSES),
+  created_at: t.String({ format: 'date-time' }),
+})
+
+export const CreateConnectionBody = t.Object(
+  {
+    name: t.String({ pattern: CONNECTION_NAME, description: 'Lower-case letters, digits, - and _; at most 63' }),
+    url: t.String({ minLength: 1, maxLength: 2048, description: 'A streamable HTTP MCP endpoint on https whose host resolves to public addresses only' }),
+    auth: t.Optional(ConnectionAuth),
+    project: t.Optional(t.String({ description: 'A Project handle or id: the connection is for runs of that Project only' })),
+  },
+  { additionalProperties: false },
+)
+
+export const ConnectionParams = t.Object({ org: t.String(), connection: t.String() })
+
+export type CreateConnectionBody = Static<typeof CreateConnectionBody>

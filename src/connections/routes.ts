@@ -1,0 +1,47 @@
+import { Elysia, t } from 'elysia'
+import type { AuthService } from '../identity/auth'
+import { orgScope } from '../http/auth'
+import { errorResponses } from '../http/errors'
+import { models } from '../http/models'
+import { OrgParams } from '../api-keys/model'
+import { Connection, ConnectionParams, CreateConnectionBody } from './model'
+import type { ConnectionService } from './service'
+
+const tags = ['connections']
+
+/** A user's own tool servers (spec 4.1 connections). Signed-in callers only: a key run may not send connections. */
+export const connectionRoutes = (auth: AuthService, connections: ConnectionService) =>
+  new Elysia({ name: 'agentd/connections' })
+    .use(models)
+    .use(orgScope(auth))
+    .get('/o/:org/connections', ({ access, principal }) => connections.list(principal, access), {
+      params: OrgParams,
+      response: { 200: t.Object({ data: t.Array(Connection) }), ...errorResponses(401, 403, 404) },
+      detail: { operationId: 'connections.list', tags, summary: "The caller's own tool servers in this org (never their tokens)" },
+    })
+    .post(
+      '/o/:org/connections',
+      async ({ access, principal, body, set }) => {
+        const created = await connections.create(principal, access, body)
+        set.status = 201
+        return created
+      },
+      {
+        params: OrgParams,
+        body: CreateConnectionBody,
+        response: { 201: Connection, ...errorResponses(400, 401, 403, 404, 413, 422) },
+        detail: { operationId: 'connections.create', tags, summary: 'Store a tool server (its token sealed at rest, never returned); runs name it by id or name' },
+      },
+    )
+    .delete(
+      '/o/:org/connections/:connection',
+      ({ access, principal, params, set }) => {
+        connections.remove(principal, access, params.connection)
+        set.status = 204
+      },
+      {
+        params: ConnectionParams,
+        response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 413) },
+        detail: { operationId: 'connections.remove', tags, summary: "Remove one of the caller's tool servers; sessions started with it keep their copy" },
+      },
+    )

@@ -1,0 +1,213 @@
+import { and, asc, eq } from 'drizzle-orm'
+import { randomBytes } from 'node:crypto'
+import { isIP } from 'node:net'
+import type { Db } from '../db/client'
+import { connections, sessionConnections } from '../db/schema'
+import { ApiError, badRequest, notFound, unprocessable } from '../domain/errors'
+import type { KeySealer } from '../accounts/seal'
+import { findProject } from '../identity/projects'
+import type { OrgAccess, Principal } from '../identity/service'
+import { hostOf, isPublicAddress, type ResolveHost } from '../webhooks/url-policy'
+import { CONNECTION_NAME, type CreateConnectionBody } from './model'
+
+export interface ConnectionServiceDeps {
+  db: Db
+  /** Seals tokens at rest (`accounts.encryption_key`); null: only servers without a token can be stored or sent. */
+  sealer: KeySealer | null
+  resolve: ResolveHost
+  /** AGENTD_WEBHOOK_ALLOW_PRIVATE (tests only): http and inside addresses are allowed too. */
+  allowPrivate: boolean
+  now: () => number
+}
+
+/** A create's `connections` entry (spec 4.1): an id or name of the caller's, or an inline server. */
+export type ConnectionEntry = string | { url: string; name?: string; auth?: unknown; token?: unknown }
+
+/** A tool server a session runs with, its token sealed for the session. */
+export interface RunConnection {
+  name: string
+  url: string
+  sealedToken: string | null
+  connectionId: string | null
+}
+
+type Row = typeof connections.$inferSelect
+
+const NAME = new RegExp(CONNECTION_NAME)
+const notReady = (what: string) => unprocessable(`connection ${what} is unknown, still connecting or awaiting reconnect`, 'CONNECTION_NOT_READY')
+const noSealer = () => new ApiError('unprocessable', 'This server cannot keep tool server tokens: its operator has not set accounts.encryption_key in the config file', 'ACCOUNTS_NOT_CONFIGURED')
+
+/**
+ * Tool servers (spec 4.1 connections): a user's stored ones (`/o/{org}/connections`), the
+ * resolution of a create's entries by its five rules, the copy kept with each session, and the
+ * credential the egress proxy puts on the session's requests. Tokens are sealed at rest and never
+ * returned; they never enter a sandbox.
+ */
+export class ConnectionService {
+  constructor(private readonly deps: ConnectionServiceDeps) {}
+
+  async create(principal: Principal, access: OrgAccess, body: CreateConnectionBody) {
+    if (!principal.userId) throw badRequest('connections belong to a signed-in user')
+    const project = body.project === undefined ? null : findProject(this.deps.db, access.orgId, body.project)
+    if (body.project !== undefined && !project) throw notFound('Project not found')
+    const problem = await this.urlProblem(body.url)
+    if (problem) throw unprocessable(problem, 'MCP_SERVER_URL_INVALID')
+    const id = `conn_${randomBytes(12).toString('hex')}`
+    const token = body.auth?.mode === 'bearer' ? body.auth.token : null
+    if (token !== null && !this.deps.sealer) throw noSealer()
+    const row = {
+      id,
+      orgId: access.orgId,
+      userId: principal.userId,
+      projectId: project?.id ?? null,
+      name: body.name,
+      url: body.url,
+      sealedToken: token === null ? null : await this.deps.sealer!.seal(id, token),
+      createdAt: this.deps.now(),
+    }
+    this.deps.db.insert(connections).values(row).run()
+    return this.view({ ...row, status: 'ready' })
+  }
+
+  list(principal: Principal, access: OrgAccess) {
+    return { data: this.own(principal, access.orgId).map((row) => this.view(row)) }
+  }
+
+  remove(principal: Principal, access: OrgAccess, id: string): void {
+    const removed = this.deps.db
+      .delete(connections)
+      .where(and(eq(connections.id, id), eq(connections.orgId, access.orgId), eq(connections.userId, principal.userId ?? '')))
+      .returning({ id: connections.id })
+      .all()
+    if (removed.length === 0) throw notFound('Connection not found')
+  }
+
+  /**
+   * A create's entries as the session's tool servers (spec 4.1 rules 1-4): an id is one of the
+   * caller's own connections; a name matches the caller's user-level ones and this Project's (two
+   * matches 422 CONNECTION_AMBIGUOUS); an unknown or unready one 422 CONNECTION_NOT_READY; an
+   * inline server needs a public https URL (422 MCP_SERVER_URL_INVALID), takes `auth` (a `token`
+   * beside `url` is 400 FIELD_REMOVED), and its name (a slug of the host by default) is unique.
+   */
+  async forRun(principal: Principal, orgId: string, projectId: string | null, sessionKey: string, entries: ConnectionEntry[]): Promise<RunConnection[]> {
+    const own = this.own(principal, orgId).filter((row) => row.projectId === null || row.projectId === projectId)
+    const resolved: RunConnection[] = []
+    for (const [i, entry] of entries.entries()) {
+      let run: RunConnection
+      if (typeof entry === 'string') {
+        const matches = own.filter((row) => row.id === entry || row.name === entry)
+        if (matches.length > 1) {
+          throw unprocessable(`connections[${i}]: "${entry}" names ${matches.length} of your connections (${matches.map((m) => m.id).join(', ')}); send one id instead`, 'CONNECTION_AMBIGUOUS')
+        }
+        const row = matches[0]
+        if (!row || row.status !== 'ready') throw notReady(`connections[${i}] "${entry}"`)
+        const token = row.sealedToken === null ? null : await this.openToken(row.id, row.sealedToken)
+        run = { name: row.name, url: row.url, sealedToken: token === null ? null : await this.sealFor(sessionKey, row.name, token), connectionId: row.id }
+      } else {
+        if (entry.token !== undefined) throw badRequest(`connections[${i}]: "token" beside "url" was removed; send auth: {mode: "bearer", token}`, 'FIELD_REMOVED')
+        const problem = await this.urlProblem(entry.url)
+        if (problem) throw unprocessable(`connections[${i}]: ${problem}`, 'MCP_SERVER_URL_INVALID')
+        const name = entry.name ?? slugOf(entry.url)
+        if (!NAME.test(name)) throw badRequest(`connections[${i}]: name must be lower-case letters, digits, - and _ (at most 63)`)
+        const token = authToken(entry.auth, i)
+        if (token !== null && !this.deps.sealer) throw noSealer()
+        run = { name, url: entry.url, sealedToken: token === null ? null : await this.sealFor(sessionKey, name, token), connectionId: null }
+      }
+      if (resolved.some((r) => r.name === run.name)) throw unprocessable(`connections[${i}]: two tool servers of this run are named ${run.name}`, 'CONNECTION_AMBIGUOUS')
+      resolved.push(run)
+    }
+    return resolved
+  }
+
+  /** Records a new session's tool servers; call inside the transaction that inserts the session. */
+  attach(sessionId: string, servers: RunConnection[]): void {
+    servers.forEach((server, position) => this.deps.db.insert(sessionConnections).values({ sessionId, position, ...server }).run())
+  }
+
+  /** The names of a session's tool servers, as its CLI's config lists them. */
+  names(sessionId: string): string[] {
+    return this.deps.db
+      .select({ name: sessionConnections.name })
+      .from(sessionConnections)
+      .where(eq(sessionConnections.sessionId, sessionId))
+      .orderBy(asc(sessionConnections.position))
+      .all()
+      .map((r) => r.name)
+  }
+
+  /** Where the egress proxy sends a session's request to its server `name`, and the token it adds. */
+  async target(sessionId: string, name: string): Promise<{ url: string; token: string | null } | null> {
+    const row = this.deps.db
+      .select()
+      .from(sessionConnections)
+      .where(and(eq(sessionConnections.sessionId, sessionId), eq(sessionConnections.name, name)))
+      .get()
+    if (!row) return null
+    const token = row.sealedToken === null ? null : await this.openToken(`${sessionId}/${name}`, row.sealedToken).catch(() => null)
+    return { url: row.url, token }
+  }
+
+  /** Why `raw` cannot be a tool server URL, or null: https, every address it resolves to public. */
+  private async urlProblem(raw: string): Promise<string | null> {
+    let url: URL
+    try {
+      url = new URL(raw)
+    } catch {
+      return `${JSON.stringify(raw)} is not a URL`
+    }
+    if (url.protocol !== 'https:' && !(this.deps.allowPrivate && url.protocol === 'http:')) return `${url.origin} is not an https URL`
+    if (url.username || url.password) return 'the URL may not carry a user or password (use auth)'
+    if (this.deps.allowPrivate) return null
+    const host = hostOf(url)
+    if (isIP(host)) return isPublicAddress(host) ? null : `${host} is not a public address`
+    const addresses = await this.deps.resolve(host).catch(() => [] as string[])
+    if (addresses.length === 0) return `${host} does not resolve`
+    const inside = addresses.find((a) => !isPublicAddress(a))
+    return inside ? `${host} resolves to a non-public address (${inside})` : null
+  }
+
+  private own(principal: Principal, orgId: string): Row[] {
+    if (!principal.userId) return []
+    return this.deps.db
+      .select()
+      .from(connections)
+      .where(and(eq(connections.orgId, orgId), eq(connections.userId, principal.userId)))
+      .orderBy(asc(connections.createdAt))
+      .all()
+  }
+
+  private sealFor(sessionId: string, name: string, token: string): Promise<string> {
+    return this.deps.sealer!.seal(`${sessionId}/${name}`, token)
+  }
+
+  private async openToken(id: string, sealed: string): Promise<string> {
+    if (!this.deps.sealer) throw noSealer()
+    return this.deps.sealer.open(id, sealed)
+  }
+
+  private view(row: Pick<Row, 'id' | 'name' | 'url' | 'projectId' | 'sealedToken' | 'status' | 'createdAt'>) {
+    return {
+      id: row.id,
+      name: row.name,
+      url: row.url,
+      project_id: row.projectId,
+      auth_mode: row.sealedToken === null ? ('none' as const) : ('bearer' as const),
+      status: row.status,
+      created_at: new Date(row.createdAt).toISOString(),
+    }
+  }
+}
+
+/** An inline server's token: `auth` is `{mode: bearer, token}`, `{mode: none}`, or absent. */
+function authToken(auth: unknown, index: number): string | null {
+  if (auth === undefined) return null
+  const a = auth as { mode?: unknown; token?: unknown }
+  if (a && a.mode === 'none' && Object.keys(a).length === 1) return null
+  if (a && a.mode === 'bearer' && typeof a.token === 'string' && a.token !== '' && Object.keys(a).length === 2) return a.token
+  throw badRequest(`connections[${index}]: auth must be {mode: "bearer", token} or {mode: "none"}`)
+}
+
+/** The default name of an inline server: its host as a slug (`mcp.example.com` → `mcp-example-com`). */
+function slugOf(raw: string): string {
+  return new URL(raw).hostname.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 63) || 'server'
+}

@@ -1,0 +1,45 @@
+import { index, integer, primaryKey, sqliteTable, text } from 'drizzle-orm/sqlite-core'
+import { createdAt, ownedBy } from './columns'
+import { orgs, projects, users } from './identity'
+import { sessions } from './sessions'
+
+export const CONNECTION_STATUSES = ['ready', 'connecting', 'reconnect'] as const
+
+/**
+ * A user's stored tool server (spec 4.1 connections, our `/o/{org}/connections`): user-level, or
+ * for one Project. Its bearer token is sealed (JWE under `accounts.encryption_key`) and never
+ * returned; `status` other than `ready` makes a run naming it 422 CONNECTION_NOT_READY.
+ */
+export const connections = sqliteTable(
+  'connections',
+  {
+    id: text('id').primaryKey(),
+    orgId: ownedBy('org_id', () => orgs.id),
+    userId: ownedBy('user_id', () => users.id),
+    projectId: text('project_id').references(() => projects.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    url: text('url').notNull(),
+    sealedToken: text('sealed_token'),
+    status: text('status', { enum: CONNECTION_STATUSES }).notNull().default('ready'),
+    createdAt: createdAt(),
+  },
+  (table) => [index('connections_owner_idx').on(table.orgId, table.userId)],
+)
+
+/**
+ * The tool servers a session runs with, by the name its CLI's config gives each: copied at create
+ * from the caller's connections or the inline entries, so follow-ups keep them (spec 4.1 rule 5).
+ * The token is sealed again for the session; only the egress proxy opens it.
+ */
+export const sessionConnections = sqliteTable(
+  'session_connections',
+  {
+    sessionId: ownedBy('session_id', () => sessions.id),
+    position: integer('position').notNull(),
+    name: text('name').notNull(),
+    url: text('url').notNull(),
+    sealedToken: text('sealed_token'),
+    connectionId: text('connection_id'),
+  },
+  (table) => [primaryKey({ columns: [table.sessionId, table.position] })],
+)

@@ -1,0 +1,143 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { makeTestApp, type TestApp } from '../helpers/app'
+import { req, script, waitFor } from '../helpers/http'
+import { startMcpServer, type TestMcpServer } from '../helpers/mcp-server'
+
+/**
+ * Shape B `connections` (spec 4.1 rules 1-5) through the HTTP API of a real agentd on bwrap: each
+ * CLI calls a tool of a local MCP server (the official SDK's streamable HTTP server) through the
+ * egress proxy, which adds the server's token; the token never enters the sandbox or the
+ * transcript, and the sandbox reaches nothing else.
+ */
+
+const TOKEN = `tickets-secret-${randomBytes(8).toString('hex')}`
+let t: TestApp
+let mcp: TestMcpServer
+let configDir: string
+
+beforeAll(async () => {
+  mcp = startMcpServer()
+  configDir = mkdtempSync(join(tmpdir(), 'agentd-connections-'))
+  const config = join(configDir, 'agentd.json')
+  writeFileSync(config, JSON.stringify({ accounts: { encryption_key: randomBytes(32).toString('base64') } }))
+  // The tool server listens on 127.0.0.1: AGENTD_WEBHOOK_ALLOW_PRIVATE lets runs name it (tests only).
+  t = await makeTestApp({ AGENTD_SANDBOX: 'bwrap', AGENTD_CONFIG: config, AGENTD_WEBHOOK_ALLOW_PRIVATE: '1' })
+})
+afterAll(async () => {
+  await t?.[Symbol.asyncDispose]()
+  mcp?.stop()
+  rmSync(configDir, { recursive: true, force: true })
+})
+
+const SESSIONS = '/o/acme/p/_/sessions'
+async function call(method: string, path: string, body?: unknown, token = t.admin.token) {
+  const res = await t.app.handle(req(method, path, { token, body }))
+  const text = await res.text()
+  return { status: res.status, body: text ? JSON.parse(text) : null }
+}
+async function finished(id: string) {
+  return waitFor(async () => (await call('GET', `${SESSIONS}/${id}`)).body, (s) => !['queued', 'allocating', 'running'].includes(s.status), 60_000)
+}
+const toolOutputs = (id: string) =>
+  t.store
+    .allEvents(id)
+    .filter((e) => e.type === 'tool_result')
+    .map((e) => String(e.data.output ?? ''))
+    .join('\n')
+
+/** Everything of a session the host keeps or the sandbox could read: events, raw lines, logs, home and workspace files. */
+function everything(id: string): string {
+  const events = JSON.stringify(t.store.allEvents(id))
+  const raw = t.store.transcriptLines(id).map((l) => l.line).join('\n')
+  const files = Bun.spawnSync(['sh', '-c', 'grep -rI -l . "$1" 2>/dev/null | xargs -r cat 2>/dev/null', 'sh', join(t.dir, 'sandboxes', id)]).stdout.toString()
+  return `${events}\n${raw}\n${files}`
+}
+
+describe('connections', () => {
+  test('each harness calls a tool of the session’s tool server through the egress proxy, which adds the token; the token is nowhere in the sandbox or the transcript', async () => {
+    for (const harness of ['harness_1', 'harness_2', 'harness_3'] as const) {
+      const before = mcp.lookups.length
+      const created = await call('POST', SESSIONS, {
+        harness,
+        input: script([{ mcp: { server: 'tickets', tool: 'lookup', input: { id: `T-${harness}` } } }, { answer: 'looked it up' }]),
+        connections: [{ url: mcp.url, name: 'tickets', auth: { mode: 'bearer', token: TOKEN } }],
+      })
+      expect(created.status).toBe(202)
+      const done = await finished(created.body.execution_id)
+      expect({ harness, status: done.status, error: done.error }).toEqual({ harness, status: 'completed', error: null })
+      expect(mcp.lookups.slice(before)).toEqual([`T-${harness}`])
+      expect(toolOutputs(done.execution_id)).toContain(`ticket T-${harness}: open, assigned to ada`)
+      const all = everything(done.execution_id)
+      // The scan reads the CLI's own config, which names the server (with the gateway key only).
+      expect(all).toMatch(/mcpServers|mcp_servers/)
+      expect(all).not.toContain(TOKEN)
+    }
+    // The server saw its own token on every request, never the gateway's key.
+    expect(new Set(mcp.authorizations)).toEqual(new Set([`Bearer ${TOKEN}`]))
+  }, 120_000)
+
+  test('the sandbox reaches the tool server only through the proxy: directly it cannot, and follow-ups keep the server', async () => {
+    const port = new URL(mcp.url).port
+    const created = await call('POST', SESSIONS, {
+      harness: 'harness_2',
+      input: script([{ bash: `curl -s -m 3 -o /dev/null -w '%{http_code}' http://127.0.0.1:${port}/mcp; echo " exit=$?"` }, { answer: 'tried' }]),
+      connections: [{ url: mcp.url, name: 'tickets', auth: { mode: 'bearer', token: TOKEN } }],
+    })
+    const id = created.body.execution_id
+    await finished(id)
+    expect(toolOutputs(id)).not.toContain('200')
+    expect(toolOutputs(id)).toMatch(/exit=[1-9]/)
+    const before = mcp.lookups.length
+    expect((await call('POST', `${SESSIONS}/${id}/messages`, { content: script([{ mcp: { server: 'tickets', tool: 'lookup', input: { id: 'T-2' } } }, { answer: 'again' }]) })).status).toBe(200)
+    await waitFor(async () => (await call('GET', `${SESSIONS}/${id}`)).body, (s) => s.turns_count === 2 && s.status !== 'running', 60_000)
+    expect(mcp.lookups.slice(before)).toEqual(['T-2'])
+  }, 60_000)
+
+  test('stored connections: the token is never returned; a run names one by id or name, user-level or of its Project', async () => {
+    const stored = await call('POST', '/o/acme/connections', { name: 'desk', url: mcp.url, auth: { mode: 'bearer', token: TOKEN } })
+    expect(stored.status).toBe(201)
+    expect(stored.body).toMatchObject({ name: 'desk', url: mcp.url, project_id: null, auth_mode: 'bearer', status: 'ready' })
+    expect(JSON.stringify(stored.body)).not.toContain(TOKEN)
+    expect(JSON.stringify((await call('GET', '/o/acme/connections')).body)).not.toContain(TOKEN)
+    // Another member sees none of it and cannot name it.
+    expect((await call('GET', '/o/acme/connections', undefined, t.member.token)).body.data).toEqual([])
+    for (const entry of [stored.body.id, 'desk']) {
+      const before = mcp.lookups.length
+      const created = await call('POST', SESSIONS, { harness: 'harness_2', input: script([{ mcp: { server: 'desk', tool: 'lookup', input: { id: 'D-1' } } }, { answer: 'ok' }]), connections: [entry] })
+      expect(created.status).toBe(202)
+      expect((await finished(created.body.execution_id)).status).toBe('completed')
+      expect(mcp.lookups.slice(before)).toEqual(['D-1'])
+    }
+    const other = await call('POST', SESSIONS, { harness: 'harness_2', input: 't', connections: ['desk'] }, t.member.token)
+    expect({ status: other.status, code: other.body.code }).toEqual({ status: 422, code: 'CONNECTION_NOT_READY' })
+    // A Project-level one of the same name makes "desk" ambiguous in that Project only.
+    expect((await call('POST', '/o/acme/connections', { name: 'desk', url: mcp.url, project: 'web' })).status).toBe(201)
+    const ambiguous = await call('POST', '/o/acme/p/web/sessions', { harness: 'harness_2', input: 't', connections: ['desk'] })
+    expect({ status: ambiguous.status, code: ambiguous.body.code }).toEqual({ status: 422, code: 'CONNECTION_AMBIGUOUS' })
+    expect(ambiguous.body.error).toContain(stored.body.id)
+    expect((await call('DELETE', `/o/acme/connections/${stored.body.id}`)).status).toBe(204)
+    expect((await call('POST', SESSIONS, { harness: 'harness_2', input: 't', connections: [stored.body.id] })).body.code).toBe('CONNECTION_NOT_READY')
+  }, 60_000)
+
+  test('every rule of spec 4.1 for inline servers has its answer, and nothing is created', async () => {
+    const before = (await call('GET', SESSIONS)).body.executions.length
+    const cases: [unknown[], number, string][] = [
+      [[{ url: mcp.url, token: TOKEN }], 400, 'FIELD_REMOVED'],
+      [[{ url: 'not a url' }], 422, 'MCP_SERVER_URL_INVALID'],
+      [[{ url: 'ftp://example.com/mcp' }], 422, 'MCP_SERVER_URL_INVALID'],
+      [[{ url: mcp.url, name: 'a' }, { url: mcp.url, name: 'a' }], 422, 'CONNECTION_AMBIGUOUS'],
+      [[{ url: mcp.url, auth: { mode: 'basic', token: 'x' } }], 400, 'VALIDATION_ERROR'],
+      [['no-such-connection'], 422, 'CONNECTION_NOT_READY'],
+    ]
+    for (const [connections, status, code] of cases) {
+      const answer = await call('POST', SESSIONS, { harness: 'harness_2', input: 't', connections })
+      expect({ connections, status: answer.status, code: answer.body.code }).toEqual({ connections, status, code })
+    }
+    expect((await call('POST', '/o/acme/connections', { name: 'Bad Name', url: mcp.url })).status).toBe(400)
+    expect((await call('GET', SESSIONS)).body.executions.length).toBe(before)
+  })
+})
