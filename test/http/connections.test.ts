@@ -97,6 +97,25 @@ describe('connections', () => {
     expect(mcp.lookups.slice(before)).toEqual(['T-2'])
   }, 60_000)
 
+  test('from inside, the proxy serves only this session’s servers, and only with this turn’s gateway key', async () => {
+    // The attack reads the gateway key and the proxy's address from the CLI's own MCP config.
+    const probe = [
+      `CFG=$HOME/.claude/agentd-mcp.json`,
+      `KEY=$(sed -n 's/.*Bearer \\([^"]*\\)".*/\\1/p' $CFG)`,
+      `URL=$(sed -n 's/.*"url":"\\([^"]*\\)\\/tickets".*/\\1/p' $CFG)`,
+      `for path in intruder desk; do printf "%s=%s " $path $(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $KEY" -H 'content-type: application/json' -d '{}' $URL/$path); done`,
+      `printf "forged=%s" $(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Authorization: Bearer forged' -d '{}' $URL/tickets)`,
+    ].join('; ')
+    const created = await call('POST', SESSIONS, {
+      harness: 'harness_1',
+      input: script([{ bash: probe }, { answer: 'probed' }]),
+      connections: [{ url: mcp.url, name: 'tickets', auth: { mode: 'bearer', token: TOKEN } }],
+    })
+    const done = await finished(created.body.execution_id)
+    expect(done.status).toBe('completed')
+    expect(toolOutputs(done.execution_id)).toContain('intruder=404 desk=404 forged=401')
+  }, 60_000)
+
   test('stored connections: the token is never returned; a run names one by id or name, user-level or of its Project', async () => {
     const stored = await call('POST', '/o/acme/connections', { name: 'desk', url: mcp.url, auth: { mode: 'bearer', token: TOKEN } })
     expect(stored.status).toBe(201)

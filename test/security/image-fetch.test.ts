@@ -63,3 +63,13 @@ test('a skill URL is fetched under the same rules: inside addresses are 422 SKIL
   }
   expect(hits).toBe(0)
 })
+
+test('a tool server URL is held to the same rules: inside addresses are 422 MCP_SERVER_URL_INVALID, for a run and for a stored connection', async () => {
+  for (const url of [`https://127.0.0.1:${port}/mcp`, `https://rebound.example:${port}/mcp`, 'https://169.254.169.254/mcp', `http://127.0.0.1:${port}/mcp`]) {
+    const run = await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { harness: 'harness_1', input: 't', connections: [{ url }] } }))
+    expect({ url, status: run.status, code: (await json(run)).code }).toEqual({ url, status: 422, code: 'MCP_SERVER_URL_INVALID' })
+    const stored = await t.app.handle(req('POST', '/o/acme/connections', { token: t.admin.token, body: { name: 'inside', url } }))
+    expect({ url, status: stored.status, code: (await json(stored)).code }).toEqual({ url, status: 422, code: 'MCP_SERVER_URL_INVALID' })
+  }
+  expect(hits).toBe(0)
+})
