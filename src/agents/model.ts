@@ -39,33 +39,24 @@ export const AgentRevision = t.Object({
   created_at: DateTime,
 })
 
+/** Every configuration field but the harness, as a create or a change may send it. */
+const optionalSettings = {
+  model: t.Optional(configFields.model),
+  effort: t.Optional(configFields.effort),
+  speed: t.Optional(configFields.speed),
+  instructions: t.Optional(configFields.instructions),
+  skills: t.Optional(configFields.skills),
+  connections: t.Optional(configFields.connections),
+}
+
 export const CreateAgentBody = t.Object(
-  {
-    name: t.String({ minLength: 1, maxLength: 100 }),
-    harness: HarnessSchema,
-    model: t.Optional(configFields.model),
-    effort: t.Optional(configFields.effort),
-    speed: t.Optional(configFields.speed),
-    instructions: t.Optional(configFields.instructions),
-    skills: t.Optional(configFields.skills),
-    connections: t.Optional(configFields.connections),
-  },
+  { name: t.String({ minLength: 1, maxLength: 100 }), harness: HarnessSchema, ...optionalSettings },
   { additionalProperties: false },
 )
 
 /** A change of name or configuration; `review: true` reviews the configuration again against today's catalog. */
 export const PatchAgentBody = t.Object(
-  {
-    name: t.Optional(t.String({ minLength: 1, maxLength: 100 })),
-    harness: t.Optional(HarnessSchema),
-    model: t.Optional(configFields.model),
-    effort: t.Optional(configFields.effort),
-    speed: t.Optional(configFields.speed),
-    instructions: t.Optional(configFields.instructions),
-    skills: t.Optional(configFields.skills),
-    connections: t.Optional(configFields.connections),
-    review: t.Optional(t.Literal(true)),
-  },
+  { name: t.Optional(t.String({ minLength: 1, maxLength: 100 })), harness: t.Optional(HarnessSchema), ...optionalSettings, review: t.Optional(t.Literal(true)) },
   { additionalProperties: false },
 )
 

@@ -144,17 +144,11 @@ export class FileService {
    * (`workspace`); null when the session has none.
    */
   place(sessionId: string, hostWorkspace: string, workspace: string): string | null {
-    const rows = this.deps.db
-      .select({ fileId: files.id, name: sessionAttachments.name, mime: files.mime, size: files.size })
-      .from(sessionAttachments)
-      .innerJoin(files, eq(files.id, sessionAttachments.fileId))
-      .where(eq(sessionAttachments.sessionId, sessionId))
-      .orderBy(asc(sessionAttachments.position))
-      .all()
+    const rows = this.attachmentsOf(sessionId)
     if (rows.length === 0) return null
     // One file's bytes in memory at a time.
     const lines = rows.map((row) => {
-      const { data } = this.deps.db.select({ data: files.data }).from(files).where(eq(files.id, row.fileId)).get()!
+      const { data } = this.deps.db.select({ data: files.data }).from(files).where(eq(files.id, row.id)).get()!
       writeInTree(hostWorkspace, `${ATTACHMENTS_DIR}/${row.name}`, data)
       return `- ${workspace}/${ATTACHMENTS_DIR}/${row.name} (${row.mime}, ${row.size} bytes)`
     })
