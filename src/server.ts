@@ -68,6 +68,9 @@ export interface ServerOptions {
  * rehydrating the previous run's sessions and returns at once: `ready` settles when that is done,
  * and until then the app answers only /healthz (other requests wait, then get a 503).
  */
+/** Tool server exchanges one session may have open at once through the egress proxy. */
+const MCP_IN_FLIGHT = 16
+
 export async function startServices(config: Config, options: ServerOptions = {}) {
   const now = options.now ?? Date.now
   const log = options.log ?? ((line: string, fields?: LogFields) => console.error(fields ? `agentd: session ${fields.session}: ${line}` : line))
@@ -86,6 +89,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const metrics = new Metrics({ sessionsByStatus: () => store.countByStatus(), eventsWritten: () => store.events.written, capacity: config.capacity })
   const providers = loadProviders(config.configFile)
   const accountsKey = loadAccountsKey(config.configFile)
+  const mcpInFlight = new Map<string, number>()
   const gateway = await startGateway({
     resolve: (token) => gatewaySessions.resolve(token),
     onUsage: (usage) => metrics.gatewayCall(usage, gatewaySessions.record(usage)),
@@ -99,8 +103,16 @@ export async function startServices(config: Config, options: ServerOptions = {})
     mcp: async (session, name, req) => {
       const target = await connections.target(session.sessionId, name)
       if (!target) return null
-      const suffix = new URL(req.url).pathname.slice(`/mcp/${encodeURIComponent(name)}`.length)
-      return proxyToolRequest(req, suffix, target, { resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, ca: config.fetchCa })
+      // A sandbox keeps at most MCP_IN_FLIGHT exchanges open: it cannot make agentd hold sockets without end.
+      const open = mcpInFlight.get(session.sessionId) ?? 0
+      if (open >= MCP_IN_FLIGHT) return Response.json({ error: `at most ${MCP_IN_FLIGHT} tool server requests at once` }, { status: 429 })
+      mcpInFlight.set(session.sessionId, open + 1)
+      const onDone = () => {
+        const left = (mcpInFlight.get(session.sessionId) ?? 1) - 1
+        if (left > 0) mcpInFlight.set(session.sessionId, left)
+        else mcpInFlight.delete(session.sessionId)
+      }
+      return proxyToolRequest(req, target, { resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, ca: config.fetchCa, onDone })
     },
   })
   const { maxSandboxes, maxStarting, basis } = config.capacity

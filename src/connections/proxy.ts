@@ -4,8 +4,16 @@ import { isIP } from 'node:net'
 import { Readable } from 'node:stream'
 import { hostOf, isPublicAddress, type ResolveHost } from '../webhooks/url-policy'
 
-/** Headers of one hop only, and what the proxy sets itself: never passed on. */
-const HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'authorization', 'cookie', 'content-length'])
+/**
+ * Headers of one hop only, what the proxy sets itself, and what would tell the server about the
+ * host side: never passed on (nor any header the request's own `Connection` names).
+ */
+const DROPPED = new Set([
+  'connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade',
+  'host', 'authorization', 'cookie', 'content-length', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip',
+])
+/** A tool server that has not begun to answer by then is given up on (504). */
+const HEADERS_TIMEOUT_MS = 30_000
 
 export interface ProxyTarget {
   url: string
@@ -17,31 +25,48 @@ export interface ProxyOptions {
   /** AGENTD_WEBHOOK_ALLOW_PRIVATE (tests only). */
   allowPrivate: boolean
   ca?: string | null
+  /** Called once when the exchange is over (answered to the end, failed or abandoned). */
+  onDone?: () => void
 }
 
 /**
- * The egress proxy's one request: the CLI's request to its tool server, sent on to the server's
- * URL (plus whatever path the CLI added below `/mcp/<name>`) with the server's own bearer token in
- * place of the gateway key, and streamed back both ways (MCP's streamable HTTP answers with JSON or
- * an event stream). The address is checked as the connection is made, as for webhooks, so a name
- * that resolved to a public address at create time cannot be rebound to an inside one.
+ * The egress proxy's one request: the CLI's request to its tool server, sent to the server's URL
+ * (the endpoint itself, nothing below it) with the server's own bearer token in place of the
+ * gateway key, and streamed back both ways (MCP's streamable HTTP answers with JSON or an event
+ * stream). The address is checked as the connection is made, as for webhooks, so a name that
+ * resolved to a public address at create time cannot be rebound to an inside one.
  */
-export function proxyToolRequest(req: Request, suffix: string, target: ProxyTarget, options: ProxyOptions): Promise<Response> {
-  const base = new URL(target.url)
-  const url = new URL(base.href)
-  url.pathname = `${base.pathname.replace(/\/$/, '')}${suffix}` || '/'
-  url.search = new URL(req.url).search || base.search
+export function proxyToolRequest(req: Request, target: ProxyTarget, options: ProxyOptions): Promise<Response> {
+  let finished = false
+  const done = () => {
+    if (finished) return
+    finished = true
+    options.onDone?.()
+  }
+  const refuse = (why: string, status = 502) => {
+    done()
+    return Response.json({ error: `the tool server cannot be reached: ${why}` }, { status })
+  }
+  const url = new URL(target.url)
   const secure = url.protocol === 'https:'
   const host = hostOf(url)
-  const refuse = (why: string) => Response.json({ error: `the tool server cannot be reached: ${why}` }, { status: 502 })
   if (!secure && !options.allowPrivate) return Promise.resolve(refuse('not an https URL'))
   if (isIP(host) && !isPublicAddress(host) && !options.allowPrivate) return Promise.resolve(refuse(`${host} is not a public address`))
+  const named = new Set((req.headers.get('connection') ?? '').split(',').map((h) => h.trim().toLowerCase()))
   const headers: Record<string, string> = {}
   req.headers.forEach((value, name) => {
-    if (!HOP.has(name.toLowerCase())) headers[name] = value
+    const key = name.toLowerCase()
+    if (!DROPPED.has(key) && !named.has(key)) headers[name] = value
   })
   if (target.token) headers.authorization = `Bearer ${target.token}`
   return new Promise<Response>((resolve) => {
+    let answered = false
+    const answer = (response: Response) => {
+      if (answered) return
+      answered = true
+      clearTimeout(timer)
+      resolve(response)
+    }
     const lookup = (hostname: string, opts: { all?: boolean }, callback: (err: Error | null, address: string | { address: string; family: number }[], family?: number) => void) => {
       const all = opts.all === true
       options.resolve(hostname).then((addresses) => {
@@ -65,19 +90,41 @@ export function proxyToolRequest(req: Request, suffix: string, target: ProxyTarg
         lookup,
       },
       (res) => {
+        res.on('error', () => {}) // the stream below ends; the exchange is over either way
+        res.on('close', done)
+        const status = res.statusCode ?? 0
+        if (status < 200 || status > 599) {
+          res.destroy()
+          return answer(refuse(`it answered with status ${status}`))
+        }
         const out = new Headers()
         for (const [name, value] of Object.entries(res.headers)) {
-          if (value === undefined || HOP.has(name)) continue
+          if (value === undefined || DROPPED.has(name)) continue
           for (const v of Array.isArray(value) ? value : [value]) out.append(name, v)
         }
-        const body = req.method === 'HEAD' || res.statusCode === 204 || res.statusCode === 304 ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>)
-        resolve(new Response(body, { status: res.statusCode ?? 502, headers: out }))
+        const bodiless = req.method === 'HEAD' || status === 204 || status === 205 || status === 304
+        try {
+          answer(new Response(bodiless ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>), { status, headers: out }))
+        } catch (err) {
+          res.destroy()
+          answer(refuse((err as Error).message))
+        }
+        if (bodiless) res.resume()
       },
     )
-    upstream.on('error', (err) => resolve(refuse(err.message)))
+    const timer = setTimeout(() => {
+      upstream.destroy()
+      answer(refuse(`no answer within ${HEADERS_TIMEOUT_MS / 1000} s`, 504))
+    }, HEADERS_TIMEOUT_MS)
+    upstream.on('error', (err) => answer(refuse(err.message)))
+    upstream.on('close', () => {
+      if (!answered) answer(refuse('the connection closed'))
+    })
     // The CLI went away (its turn ended): the upstream request goes too.
     req.signal.addEventListener('abort', () => upstream.destroy(), { once: true })
     if (!req.body) return upstream.end()
-    Readable.fromWeb(req.body as import('node:stream/web').ReadableStream<Uint8Array>).pipe(upstream)
+    const source = Readable.fromWeb(req.body as import('node:stream/web').ReadableStream<Uint8Array>)
+    source.on('error', (err) => upstream.destroy(err))
+    source.pipe(upstream)
   })
 }

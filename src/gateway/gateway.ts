@@ -76,7 +76,8 @@ async function route(req: Request, opts: GatewayOptions): Promise<Response> {
   if (req.method === 'HEAD' && pathname === '/') return new Response(null, { status: 200 })
 
   const server = MCP_PATH.exec(pathname)
-  if (server) return toolServer(req, decodeURIComponent(server[1]!), opts)
+  // Names are slugs: no escape is ever needed, so none is decoded (a malformed one cannot throw).
+  if (server) return toolServer(req, server[1]!, opts)
   const protocol = PROTOCOLS.find((p) => p.matches(req.method, pathname))
   if (!protocol) return notFound(req.method, pathname)
 
@@ -117,8 +118,8 @@ async function answerFor(req: Request, protocol: ProtocolHandler, session: Gatew
   return protocol.handle(req, { session, meter })
 }
 
-/** `/mcp/<name>` (and below): a tool server of the session, by the name the CLI's config gives it. */
-const MCP_PATH = /^\/mcp\/([^/]+)(?:\/.*)?$/
+/** `/mcp/<name>`: a tool server of the session, by the name (a slug) the CLI's config gives it. */
+const MCP_PATH = /^\/mcp\/([a-z0-9][a-z0-9_-]{0,62})$/
 
 /**
  * A CLI's request to one of its session's tool servers: the gateway key it sends as a bearer

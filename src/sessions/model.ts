@@ -109,7 +109,15 @@ export const CreateSessionBody = t.Object({
   harness: t.Optional(HarnessSchema),
   strategy: t.Optional(t.Literal('platform', { description: "Shape B: run on agentd's models, metered on the plan (the default)." })),
   skills: t.Optional(t.Array(t.Union([t.String({ maxLength: 2048 }), t.Object({ url: t.String({ maxLength: 2048 }) })]), { maxItems: 20 })),
-  connections: t.Optional(t.Array(t.Union([t.String(), t.Object({ url: t.String(), name: t.Optional(t.String()), auth: t.Optional(t.Unknown()), token: t.Optional(t.Unknown()) })]))),
+  connections: t.Optional(
+    t.Array(
+      t.Union([
+        t.String({ minLength: 1, maxLength: 200 }),
+        t.Object({ url: t.String({ maxLength: 2048 }), name: t.Optional(t.String({ maxLength: 63 })), auth: t.Optional(t.Unknown()), token: t.Optional(t.Unknown()) }),
+      ]),
+      { maxItems: 20 },
+    ),
+  ),
   model: t.Optional(t.String({ minLength: 1 })),
   effort: t.Optional(literals(EFFORTS)),
   speed: t.Optional(literals(SPEEDS)),

@@ -12,6 +12,14 @@ export type Resource =
 
 const SEGMENT = /^[A-Za-z0-9._-]+$/
 
+const decoded = (text: string): string | null => {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return null
+  }
+}
+
 /** The resource a URL names, or null when it is none of spec 4.1's forms. */
 export function parseResource(raw: string): Resource | null {
   let url: URL
@@ -26,7 +34,10 @@ export function parseResource(raw: string): Resource | null {
     const [owner, repo, kind, ...rest] = parts as [string, string, string | undefined, ...string[]]
     const name = repo.replace(/\.git$/, '')
     if (kind === undefined) return { kind: 'repository', owner, repo: name, branch: null, pull: null }
-    if (kind === 'tree' && rest.length > 0) return { kind: 'repository', owner, repo: name, branch: decodeURIComponent(rest.join('/')), pull: null }
+    if (kind === 'tree' && rest.length > 0) {
+      const branch = decoded(rest.join('/'))
+      return branch === null ? null : { kind: 'repository', owner, repo: name, branch, pull: null }
+    }
     if (kind === 'pull' && rest.length === 1 && /^[1-9][0-9]{0,9}$/.test(rest[0]!)) return { kind: 'repository', owner, repo: name, branch: null, pull: Number(rest[0]) }
     return null
   }

@@ -131,6 +131,8 @@ export class SessionService {
     const profile = request.agent_id === undefined ? null : this.deps.agents.forRun(access.orgId, request.agent_id)
     const run = profile ? withProfile(request, profile) : request
     const plan = planSession(run, this.deps.catalog, this.deps.versions, projectless)
+    // Nothing is fetched for a caller whose plan refuses the run anyway (checked again before the insert).
+    this.deps.plans.assertAllows(access.orgId, plan.model, (run.account_id ?? null) !== null)
     // Fetched now, each code-host source pinned to its commit: the run never reads the URLs again.
     const skills = run.skills ? await this.deps.skills.fetch(run.skills) : []
     // Tokens are sealed for this session, under its id: made now, before anything is awaited again.
@@ -172,7 +174,7 @@ export class SessionService {
         this.command(row.id, { type: 'pause' })
         return { kind: 'accepted', operationId: newId() }
       case 'running':
-        ownAccountOnly(principal, row)
+        ownAccountOnly(principal, row, this.deps.connections.names(row.id).length > 0)
         this.command(row.id, { type: 'resume', ...this.slots(row.orgId) })
         return { kind: 'accepted', operationId: newId() }
       case 'stop_turn':
@@ -190,7 +192,7 @@ export class SessionService {
   message(access: OrgAccess, principal: Principal, projectRef: string, id: string, content: string): MessageResult {
     assertPromptSize('content', content)
     const row = this.deps.queries.find(access, projectRef, id)
-    ownAccountOnly(principal, row)
+    ownAccountOnly(principal, row, this.deps.connections.names(row.id).length > 0)
     this.deps.plans.assertAllows(row.orgId, row.model, row.accountId !== null)
     const message = { id: newId(), content }
     const { next, actions } = this.command(row.id, { type: 'message', ...this.slots(row.orgId) }, message)

@@ -1,7 +1,7 @@
 import { Octokit } from '@octokit/rest'
 import { unprocessable } from '../domain/errors'
 import { FetchRefused, FetchTooLarge, type Fetched } from '../files/public-get'
-import { describe, MAX_FILES, MAX_PACKED_BYTES, MAX_UNPACKED_BYTES, packedSize, safePath, skillInvalid, unzip, type Skill, type SkillFiles } from './package'
+import { describe, MAX_FILES, MAX_PACKED_BYTES, MAX_UNPACKED_BYTES, packedBytes, pathClash, safePath, skillInvalid, unzip, type Skill, type SkillFiles } from './package'
 import { skillSource, type SkillSource } from './source'
 
 /** GETs a caller's URL under the webhook SSRF rules (files/public-get.ts), reading at most `maxBytes`. */
@@ -49,12 +49,14 @@ export class SkillFetcher {
       if (!source) throw skillInvalid(index, `${JSON.stringify(url)} is not a skill URL (a code-host tree or SKILL.md URL, an https SKILL.md, or a .zip)`)
       const { files, commit } = await this.fetchOne(index, source, MAX_UNPACKED_BYTES - unpacked)
       for (const path of files.keys()) if (!safePath(path)) throw skillInvalid(index, `unsafe path ${JSON.stringify(path)}`)
+      const clash = pathClash(files)
+      if (clash !== null) throw skillInvalid(index, `${JSON.stringify(clash)} is both a file and a folder`)
       const { name, description } = describe(index, files)
       if (skills.some((s) => s.name === name)) throw skillInvalid(index, `two skills are named ${name}`)
       unpacked += [...files.values()].reduce((sum, b) => sum + b.byteLength, 0)
-      skills.push({ name, description, url, commit, files })
+      skills.push({ name, description, url, commit, files, packed: packedBytes(name, files) })
       if (skills.reduce((n, s) => n + s.files.size, 0) > MAX_FILES) throw skillInvalid(index, `the skills hold more than ${MAX_FILES} files`)
-      const packed = packedSize(skills)
+      const packed = 22 + skills.reduce((sum, s) => sum + s.packed, 0)
       if (packed > MAX_PACKED_BYTES) throw skillInvalid(index, `the skills pack to ${packed} bytes, over the ${MAX_PACKED_BYTES} allowed`)
     }
     return skills
@@ -91,6 +93,10 @@ export class SkillFetcher {
         const status = (err as { status?: number }).status
         throw fetchFailed(index, `${what} of ${owner}/${repo} could not be read from the code host (${status ? `HTTP ${status}` : (err as Error).message})`)
       }
+    }
+    // Skills are public URLs (spec 4.1): the operator's token must not open a private repository for a caller.
+    if (this.deps.githubToken && (await api('the repository', () => this.octokit.rest.repos.get({ owner, repo }))).private) {
+      throw fetchFailed(index, `${owner}/${repo} is not a public repository`)
     }
     const commit = (await api(`ref ${source.ref}`, () => this.octokit.rest.repos.getCommit({ owner, repo, ref: source.ref }))).sha
     const files: SkillFiles = new Map()

@@ -19,6 +19,8 @@ export interface Skill {
   /** The commit a code-host source was pinned to; null for other hosts. */
   commit: string | null
   files: SkillFiles
+  /** Its bytes as a zip would hold them (packedBytes), measured once. */
+  packed: number
 }
 
 export const skillInvalid = (index: number, why: string) => unprocessable(`skills[${index}]: ${why}`, 'SKILL_INVALID')
@@ -40,6 +42,8 @@ export function safePath(path: string): boolean {
 export function describe(index: number, files: SkillFiles): { name: string; description: string } {
   const manifest = files.get('SKILL.md')
   if (!manifest) throw skillInvalid(index, 'no SKILL.md at the top of the skill')
+  // The front matter is a few lines; a YAML parser is never handed megabytes (or alias bombs in them).
+  if (manifest.byteLength > 64 * 1024) throw skillInvalid(index, 'SKILL.md is larger than 64 KiB')
   const text = new TextDecoder().decode(manifest)
   const match = /^---\r?\n([\s\S]*?)\r?\n---(?:\r?\n|$)/.exec(text)
   if (!match) throw skillInvalid(index, 'SKILL.md has no front matter (a --- block with name and description)')
@@ -115,16 +119,25 @@ function withoutTopFolder(files: SkillFiles): SkillFiles {
 }
 
 /**
- * The size of the skills as one zip would hold them: each file deflated, plus its local and
- * central headers (30 + 46 bytes and its path twice), plus the end record.
+ * The size of one skill's files as a zip would hold them: each file deflated, plus its local and
+ * central headers (30 + 46 bytes and its path twice). A zip of several adds its end record (22).
  */
-export function packedSize(skills: Skill[]): number {
-  let size = 22
-  for (const skill of skills) {
-    for (const [path, bytes] of skill.files) {
-      const entry = `${skill.name}/${path}`
-      size += Math.min(Bun.deflateSync(bytes as Uint8Array<ArrayBuffer>).byteLength, bytes.byteLength) + 76 + 2 * Buffer.byteLength(entry)
-    }
+export function packedBytes(name: string, files: SkillFiles): number {
+  let size = 0
+  for (const [path, bytes] of files) {
+    size += Math.min(Bun.deflateSync(bytes as Uint8Array<ArrayBuffer>).byteLength, bytes.byteLength) + 76 + 2 * Buffer.byteLength(`${name}/${path}`)
   }
   return size
+}
+
+/** A path that is a file and also the folder of another (`a` and `a/b`): it could not be written. */
+export function pathClash(files: SkillFiles): string | null {
+  for (const path of files.keys()) {
+    const parts = path.split('/')
+    for (let i = 1; i < parts.length; i++) {
+      const folder = parts.slice(0, i).join('/')
+      if (files.has(folder)) return folder
+    }
+  }
+  return null
 }

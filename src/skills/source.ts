@@ -25,7 +25,12 @@ export function skillSource(raw: string): SkillSource | null {
     return null
   }
   if (url.protocol !== 'https:' || url.username || url.password) return null
-  const parts = url.pathname.split('/').slice(1).map(decodeURIComponent)
+  let parts: string[]
+  try {
+    parts = url.pathname.split('/').slice(1).map(decodeURIComponent)
+  } catch {
+    return null // a malformed escape: no form of ours
+  }
   if (url.hostname === CODE_HOST && !url.port) {
     const [owner, repo, kind, ref, ...path] = parts
     if (!owner || !repo || !SEGMENT.test(owner) || !SEGMENT.test(repo) || !ref || !SEGMENT.test(ref)) return null

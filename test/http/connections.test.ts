@@ -80,7 +80,7 @@ describe('connections', () => {
     expect(new Set(mcp.authorizations)).toEqual(new Set([`Bearer ${TOKEN}`]))
   }, 120_000)
 
-  test('the sandbox reaches the tool server only through the proxy: directly it cannot, and follow-ups keep the server', async () => {
+  test('the sandbox reaches the tool server only through the proxy: directly it cannot; follow-ups keep the server, from the starter only', async () => {
     const port = new URL(mcp.url).port
     const created = await call('POST', SESSIONS, {
       harness: 'harness_2',
@@ -92,6 +92,9 @@ describe('connections', () => {
     expect(toolOutputs(id)).not.toContain('200')
     expect(toolOutputs(id)).toMatch(/exit=[1-9]/)
     const before = mcp.lookups.length
+    // Another member may read the session, but not make it call the server with the starter's token.
+    const intruder = await call('POST', `${SESSIONS}/${id}/messages`, { content: script([{ mcp: { server: 'tickets', tool: 'lookup', input: { id: 'X-1' } } }, { answer: 'mine' }]) }, t.member.token)
+    expect(intruder.status).toBe(403)
     expect((await call('POST', `${SESSIONS}/${id}/messages`, { content: script([{ mcp: { server: 'tickets', tool: 'lookup', input: { id: 'T-2' } } }, { answer: 'again' }]) })).status).toBe(200)
     await waitFor(async () => (await call('GET', `${SESSIONS}/${id}`)).body, (s) => s.turns_count === 2 && s.status !== 'running', 60_000)
     expect(mcp.lookups.slice(before)).toEqual(['T-2'])

@@ -173,7 +173,7 @@ describe('shape B on POST …/sessions', () => {
   test('resources: each URL form of spec 4.1 is read; others are 422 RESOURCE_UNSUPPORTED; a repository or issue nothing here can reach is 422 RESOURCE_NOT_ACCESSIBLE', async () => {
     const send = (resources: unknown, project = '_') =>
       t.app.handle(req('POST', `/o/acme/p/${project}/sessions`, { token: t.admin.token, body: { harness: 'harness_2', input: 't', resources } })).then(async (r) => ({ status: r.status, body: await json(r) }))
-    for (const url of ['https://gitlab.com/acme/web', 'http://github.com/acme/web', 'https://github.com/acme', 'https://github.com/acme/web/issues/3', 'https://github.com/acme/web/pull/x', 'https://linear.app/acme/project/X-1', 'not a url']) {
+    for (const url of ['https://gitlab.com/acme/web', 'http://github.com/acme/web', 'https://github.com/acme', 'https://github.com/acme/web/issues/3', 'https://github.com/acme/web/pull/x', 'https://linear.app/acme/project/X-1', 'https://github.com/acme/web/tree/%E0', 'not a url']) {
       const answer = await send([{ url }])
       expect({ url, status: answer.status, code: answer.body.code }).toEqual({ url, status: 422, code: 'RESOURCE_UNSUPPORTED' })
     }

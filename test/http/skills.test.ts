@@ -15,6 +15,7 @@ import { makeTestCa, type TestCa } from '../helpers/tls'
 type ContentFile = components['schemas']['content-file']
 type ContentEntry = components['schemas']['content-directory'][number]
 type CommitAnswer = Pick<components['schemas']['commit'], 'sha' | 'url' | 'html_url'>
+type RepoAnswer = Pick<components['schemas']['full-repository'], 'id' | 'name' | 'full_name' | 'private' | 'default_branch'>
 
 const SHA = 'c0ffee0000000000000000000000000000000042'
 const md = (name: string, body = 'Use the helper script.') => `---\nname: ${name}\ndescription: A ${name} for tests. Use it when asked about ${name}.\n---\n${body}\n`
@@ -43,6 +44,7 @@ const SKILL_FILES: Record<string, Uint8Array> = {
   '/noname/SKILL.md': strToU8('No front matter here.\n'),
   '/badname/SKILL.md': strToU8(md('Bad Name!')),
   '/nomd.zip': zip({ 'README.md': strToU8('no skill here') }),
+  '/clash.zip': zip({ 'SKILL.md': strToU8(md('clash')), scripts: strToU8('a file'), 'scripts/run.sh': strToU8('echo') }),
   // Random bytes do not compress: over 96 KiB packed.
   '/big.zip': zip({ 'SKILL.md': strToU8(md('big')), 'blob.bin': crypto.getRandomValues(new Uint8Array(120 * 1024)) }),
 }
@@ -57,6 +59,8 @@ const REPO: Record<string, string | ContentEntry['type']> = {
 
 function githubAnswer(url: URL): Response {
   const api = (body: unknown, status = 200) => Response.json(body, { status })
+  const repo = /^\/repos\/acme\/(skills|secret)$/.exec(url.pathname)
+  if (repo) return api({ id: 1, name: repo[1]!, full_name: `acme/${repo[1]}`, private: repo[1] === 'secret', default_branch: 'main' } satisfies RepoAnswer)
   const commit = /^\/repos\/acme\/skills\/commits\/([^/]+)$/.exec(url.pathname)
   if (commit) {
     if (commit[1] !== 'main' && commit[1] !== SHA) return api({ message: `No commit found for SHA: ${commit[1]}`, status: '422' }, 422)
@@ -119,6 +123,8 @@ beforeAll(async () => {
     AGENTD_SANDBOX: 'bwrap',
     AGENTD_FETCH_CA_FILE: ca.caFile,
     AGENTD_GITHUB_API_URL: `http://127.0.0.1:${codeHost.port}`,
+    // With an operator token, private repositories must stay closed to callers.
+    AGENTD_GITHUB_TOKEN: 'operator-token',
     // The skills host listens on 127.0.0.1 (tests only).
     AGENTD_WEBHOOK_ALLOW_PRIVATE: '1',
   })
@@ -216,6 +222,9 @@ describe('skills', () => {
       [[`${skillsBase}/link.zip`], 'SKILL_INVALID', 'a link or a special file'],
       [['https://github.com/acme/skills/tree/main/linked-skill'], 'SKILL_INVALID', 'is a symlink'],
       [[`${skillsBase}/big.zip`], 'SKILL_INVALID', 'pack to'],
+      [[`${skillsBase}/clash.zip`], 'SKILL_INVALID', 'both a file and a folder'],
+      [['https://github.com/acme/secret/tree/main/tree-skill'], 'SKILL_FETCH_FAILED', 'not a public repository'],
+      [[`${skillsBase}/%zz/SKILL.md`], 'SKILL_INVALID', 'not a skill URL'],
       [[`${skillsBase}/plain/SKILL.md`, `${skillsBase}/plain/SKILL.md`], 'SKILL_INVALID', 'two skills are named plain-skill'],
     ]
     for (const [skills, code, says] of cases) {
