@@ -119,6 +119,35 @@ describe('connections', () => {
     expect(toolOutputs(done.execution_id)).toContain('intruder=404 desk=404 forged=401')
   }, 60_000)
 
+  test('a sandbox keeps at most 16 exchanges with its tool servers open: the 17th is 429', async () => {
+    // A tool server that never answers: every exchange stays open until the client gives up.
+    const silent = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Promise<Response>(() => {}) })
+    try {
+      const flood = [
+        `CFG=$HOME/.claude/agentd-mcp.json`,
+        `KEY=$(sed -n 's/.*Bearer \\([^"]*\\)".*/\\1/p' $CFG)`,
+        `URL=$(sed -n 's/.*"url":"\\([^"]*\\)\\/silent".*/\\1/p' $CFG)`,
+        `for i in $(seq 20); do curl -s -o /dev/null -w '%{http_code}\\n' -m 4 -X POST -H "Authorization: Bearer $KEY" -d '{}' $URL/silent & done; wait`,
+      ].join('; ')
+      const created = await call('POST', SESSIONS, {
+        harness: 'harness_1',
+        input: script([{ bash: flood }, { answer: 'flooded' }]),
+        connections: [{ url: `http://127.0.0.1:${silent.port}/mcp`, name: 'silent' }],
+      })
+      const done = await finished(created.body.execution_id)
+      const codes = toolOutputs(done.execution_id).trim().split('\n').map((c) => c.trim()).filter(Boolean).sort()
+      // Open ones were still waiting when curl gave up (000); the CLI's own connect to the server
+      // may hold a slot too, so at least 4 of the 20 are refused, and never more than 16 open.
+      const open = codes.filter((c) => c === '000').length
+      const refused = codes.filter((c) => c === '429').length
+      expect(open + refused).toBe(20)
+      expect(open).toBeLessThanOrEqual(16)
+      expect(refused).toBeGreaterThanOrEqual(4)
+    } finally {
+      silent.stop(true)
+    }
+  }, 60_000)
+
   test('stored connections: the token is never returned; a run names one by id or name, user-level or of its Project', async () => {
     const stored = await call('POST', '/o/acme/connections', { name: 'desk', url: mcp.url, auth: { mode: 'bearer', token: TOKEN } })
     expect(stored.status).toBe(201)
