@@ -74,6 +74,13 @@ export class GatewayRelay {
     return this.open.size
   }
 
+  /** Bytes of the gateway's passed to the sandbox side, over the connections open now. */
+  get passedBytes(): number {
+    let sum = 0
+    for (const inner of this.open.keys()) sum += inner.bytesWritten
+    return sum
+  }
+
   async start(): Promise<void> {
     if (this.server) return
     mkdirSync(this.dir, { recursive: true, mode: 0o755 })

@@ -1,0 +1,72 @@
+import type { Database } from 'bun:sqlite'
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+
+/**
+ * `npm run admin -- backup <dir>` and `restore <dir>`: a consistent copy of what agentd needs to
+ * serve every session again. The database is copied with `VACUUM INTO` (SQLite's online snapshot:
+ * one read transaction, so a running server keeps writing meanwhile); then the artifact blobs,
+ * which are content-addressed and written before the row that names them commits, so every blob
+ * the snapshot names is there to copy. Sandboxes (workspaces, homes, gVisor checkpoints) are not
+ * copied, only listed: a restored server treats their sessions as after a crash.
+ */
+
+export interface BackupManifest {
+  format: 'agentd-backup/1'
+  created_at: string
+  database: string
+  blobs: number
+  /** Sandboxes that existed on the host, not in the backup: their sessions fail as after a crash. */
+  sandboxes_not_included: string[]
+}
+
+const DB_FILE = 'agentd.db'
+
+export function backup(db: Database, dataDir: string, target: string): BackupManifest {
+  if (existsSync(target) && readdirSync(target).length > 0) throw new Error(`${target} is not empty: a backup goes into a new or empty folder`)
+  mkdirSync(target, { recursive: true, mode: 0o700 })
+  const dbCopy = join(target, DB_FILE)
+  db.run('VACUUM INTO ?', [dbCopy])
+  const blobs = copyTree(join(dataDir, 'blobs'), join(target, 'blobs'))
+  const sandboxes = join(dataDir, 'sandboxes')
+  const manifest: BackupManifest = {
+    format: 'agentd-backup/1',
+    created_at: new Date().toISOString(),
+    database: DB_FILE,
+    blobs,
+    sandboxes_not_included: existsSync(sandboxes) ? readdirSync(sandboxes).filter((name) => !name.startsWith('.')).sort() : [],
+  }
+  writeFileSync(join(target, 'MANIFEST.json'), `${JSON.stringify(manifest, null, 2)}\n`, { mode: 0o600 })
+  return manifest
+}
+
+/** Puts a backup into `dataDir`, which must hold no database yet (the server stopped, or a new machine). */
+export function restore(source: string, dataDir: string, dbPath: string): BackupManifest {
+  const manifestFile = join(source, 'MANIFEST.json')
+  if (!existsSync(manifestFile)) throw new Error(`${source} holds no agentd backup (no MANIFEST.json)`)
+  const manifest = JSON.parse(readFileSync(manifestFile, 'utf8')) as BackupManifest
+  if (manifest.format !== 'agentd-backup/1') throw new Error(`${source}: unknown backup format ${JSON.stringify(manifest.format)}`)
+  if (existsSync(dbPath)) throw new Error(`${dbPath} exists: restore into a DATA_DIR without a database (stop the server, move the old one aside)`)
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+  copyFileSync(join(source, manifest.database), dbPath)
+  copyTree(join(source, 'blobs'), join(dataDir, 'blobs'))
+  return manifest
+}
+
+/** Copies regular files below `from` to `to` (folders 0700, files 0600); the number copied. */
+function copyTree(from: string, to: string): number {
+  if (!existsSync(from)) return 0
+  mkdirSync(to, { recursive: true, mode: 0o700 })
+  let copied = 0
+  for (const name of readdirSync(from)) {
+    if (name.startsWith('.')) continue // a blob still being written
+    const source = join(from, name)
+    const stat = statSync(source)
+    if (stat.isDirectory()) copied += copyTree(source, join(to, name))
+    else if (stat.isFile()) {
+      copyFileSync(source, join(to, name))
+      copied++
+    }
+  }
+  return copied
+}
