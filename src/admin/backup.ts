@@ -22,8 +22,13 @@ export interface BackupManifest {
 
 const DB_FILE = 'agentd.db'
 
+/** A backup or restore that cannot be done as asked (exit 2, with the reason). */
+export class BackupError extends Error {
+  override name = 'BackupError'
+}
+
 export function backup(db: Database, dataDir: string, target: string): BackupManifest {
-  if (existsSync(target) && readdirSync(target).length > 0) throw new Error(`${target} is not empty: a backup goes into a new or empty folder`)
+  if (existsSync(target) && readdirSync(target).length > 0) throw new BackupError(`${target} is not empty: a backup goes into a new or empty folder`)
   mkdirSync(target, { recursive: true, mode: 0o700 })
   const dbCopy = join(target, DB_FILE)
   db.run('VACUUM INTO ?', [dbCopy])
@@ -43,10 +48,10 @@ export function backup(db: Database, dataDir: string, target: string): BackupMan
 /** Puts a backup into `dataDir`, which must hold no database yet (the server stopped, or a new machine). */
 export function restore(source: string, dataDir: string, dbPath: string): BackupManifest {
   const manifestFile = join(source, 'MANIFEST.json')
-  if (!existsSync(manifestFile)) throw new Error(`${source} holds no agentd backup (no MANIFEST.json)`)
+  if (!existsSync(manifestFile)) throw new BackupError(`${source} holds no agentd backup (no MANIFEST.json)`)
   const manifest = JSON.parse(readFileSync(manifestFile, 'utf8')) as BackupManifest
-  if (manifest.format !== 'agentd-backup/1') throw new Error(`${source}: unknown backup format ${JSON.stringify(manifest.format)}`)
-  if (existsSync(dbPath)) throw new Error(`${dbPath} exists: restore into a DATA_DIR without a database (stop the server, move the old one aside)`)
+  if (manifest.format !== 'agentd-backup/1') throw new BackupError(`${source}: unknown backup format ${JSON.stringify(manifest.format)}`)
+  if (existsSync(dbPath)) throw new BackupError(`${dbPath} exists: restore into a DATA_DIR without a database (stop the server, move the old one aside)`)
   mkdirSync(dataDir, { recursive: true, mode: 0o700 })
   copyFileSync(join(source, manifest.database), dbPath)
   copyTree(join(source, 'blobs'), join(dataDir, 'blobs'))

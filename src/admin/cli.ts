@@ -7,6 +7,7 @@ import { loadDefaultPlan } from '../plans/config'
 import type { PlanTerms } from '../plans/model'
 import { PlanService } from '../plans/service'
 import type { Role } from '../db/schema'
+import { backup, BackupError, restore } from './backup'
 
 /**
  * `npm run admin -- <command>` (contract section 2). Works on the same DATA_DIR as a running
@@ -20,7 +21,9 @@ const USAGE = `usage:
   plan set --org <slug> [--token-limit N] [--compute-minutes N] [--weekly-compute-minutes N]
            [--spend-cap-usd X] [--max-concurrent N] [--payment-method none|card]
            (a limit given as "none" is removed)
-  plan clear --org <slug>`
+  plan clear --org <slug>
+  backup <dir>      a consistent copy of the database and artifact blobs (while the server runs)
+  restore <dir>     puts a backup into a DATA_DIR that has no database yet`
 
 class UsageError extends Error {}
 
@@ -93,17 +96,29 @@ export function run(argv: string[], identity: IdentityService, plans: PlanServic
 }
 
 if (import.meta.main) {
+  // Backups and the database hold every org's data: for agentd's user only, as the server's files.
+  process.umask(0o077)
   try {
     const config = loadConfig()
+    const [command, target] = process.argv.slice(2)
+    if ((command === 'backup' || command === 'restore') && !target) throw new UsageError(`${command} needs a folder`)
+    if (command === 'restore') {
+      console.log(JSON.stringify(restore(target!, config.dataDir, config.dbPath)))
+      process.exit(0)
+    }
     const database = openDb(config.dbPath)
     try {
+      if (command === 'backup') {
+        console.log(JSON.stringify(backup(database.db.$client, config.dataDir, target!)))
+        process.exit(0)
+      }
       const plans = new PlanService({ db: database.db, catalog: loadCatalog(config.configFile), defaultPlan: loadDefaultPlan(config.configFile), now: Date.now })
       console.log(JSON.stringify(run(process.argv.slice(2), new IdentityService(database.db), plans)))
     } finally {
       database.close()
     }
   } catch (err) {
-    const known = err instanceof UsageError || err instanceof IdentityError || err instanceof ConfigError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
+    const known = err instanceof UsageError || err instanceof IdentityError || err instanceof ConfigError || err instanceof BackupError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
     console.error(`agentd admin: ${(err as Error).message}`)
     if (err instanceof UsageError) console.error(USAGE)
     process.exit(known ? 2 : 1)
