@@ -46,6 +46,8 @@ export interface Config {
   capacity: HostCapacity
   /** AGENTD_METRICS_TOKEN: the bearer token /metrics wants; null: /metrics is off. */
   metricsToken: string | null
+  /** AGENTD_LITESTREAM_URL: where Litestream replicates the database to (file:// or s3://); null: no replication. */
+  litestreamUrl: string | null
 }
 
 /**
@@ -168,5 +170,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     fetchCa: env.AGENTD_FETCH_CA_FILE ? readFileSync(env.AGENTD_FETCH_CA_FILE, 'utf8') : null,
     capacity: hostCapacity(env, sandboxMemoryBytes),
     metricsToken: env.AGENTD_METRICS_TOKEN || null,
+    litestreamUrl: env.AGENTD_LITESTREAM_URL || null,
   }
 }

@@ -2,6 +2,7 @@ import pino from 'pino'
 import { NoSandboxError } from '../sandbox'
 import { ConfigError, loadConfig } from './config'
 import { startServices } from './server'
+import { startReplication } from './db/litestream'
 import type { LogFields } from './domain/log'
 
 /**
@@ -28,9 +29,12 @@ try {
       process.exit(1)
     },
   )
+  // Continuous replication, for as long as this server writes the database (src/db/litestream.ts).
+  const replication = config.litestreamUrl ? startReplication(config.dbPath, config.litestreamUrl, (line) => log(line)) : null
   const stop = async () => {
     await server.stop()
     await services.close()
+    await replication?.stop()
     process.exit(0)
   }
   process.on('SIGINT', stop)

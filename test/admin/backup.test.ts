@@ -2,6 +2,7 @@ import { afterAll, expect, test } from 'bun:test'
 import { mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { litestreamBinary } from '../../src/db/litestream'
 import { removeDataDir } from '../helpers/cleanup'
 import { script } from '../helpers/http'
 import { poll } from '../helpers/poll'
@@ -98,3 +99,36 @@ test('restore refuses a folder that is no backup; backup refuses a folder that i
   expect(backup.stderr).toContain('not empty')
   expect((await admin(seeded.dir, 'backup')).code).toBe(2)
 })
+
+test('with AGENTD_LITESTREAM_URL the database is replicated while the server runs; litestream restore brings every session back', async () => {
+  const seeded = await seededDataDir('agentd-litestream')
+  dirs.push(seeded.dir)
+  const replica = mkdtempSync(join(tmpdir(), 'agentd-replica-'))
+  dirs.push(replica)
+  let server = await startServer({ DATA_DIR: seeded.dir, AGENTD_SANDBOX: 'process', AGENTD_LITESTREAM_URL: `file://${replica}` })
+  const call = client(() => server, seeded.token)
+  const ids: string[] = []
+  try {
+    for (let i = 0; i < 3; i++) ids.push((await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: script([{ answer: `replicated ${i}` }]) })).body.execution_id)
+    await poll('the sessions to complete', async () => (await Promise.all(ids.map((id) => call('GET', `/o/acme/p/_/sessions/${id}`)))).every((v) => v.body.status === 'completed'), { timeoutMs: 60_000 })
+    expect(server.log()).toContain('litestream: ')
+  } finally {
+    // SIGTERM: the server stops writing, lets Litestream copy the last writes, then stops it.
+    await server.stop()
+  }
+  expect(readdirSync(replica).length).toBeGreaterThan(0)
+
+  const fresh = mkdtempSync(join(tmpdir(), 'agentd-from-replica-'))
+  dirs.push(fresh)
+  const restore = Bun.spawnSync([litestreamBinary(), 'restore', '-o', join(fresh, 'agentd.db'), `file://${replica}`], { stderr: 'pipe' })
+  expect({ code: restore.exitCode, stderr: restore.stderr.toString().slice(0, 300) }).toEqual({ code: 0, stderr: expect.any(String) })
+  server = await startServer({ DATA_DIR: fresh, AGENTD_SANDBOX: 'process' })
+  try {
+    for (const [i, id] of ids.entries()) {
+      const result = await call('GET', `/o/acme/p/_/sessions/${id}/result`)
+      expect(result.body.result.text).toBe(`replicated ${i}`)
+    }
+  } finally {
+    await server.stop()
+  }
+}, 120_000)
