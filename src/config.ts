@@ -48,6 +48,8 @@ export interface Config {
   metricsToken: string | null
   /** AGENTD_LITESTREAM_URL: where Litestream replicates the database to (file:// or s3://); null: no replication. */
   litestreamUrl: string | null
+  /** AGENTD_LOKI_URL: Loki's base URL; session logs are pushed there and read back (source loki). */
+  lokiUrl: string | null
 }
 
 /**
@@ -171,5 +173,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     capacity: hostCapacity(env, sandboxMemoryBytes),
     metricsToken: env.AGENTD_METRICS_TOKEN || null,
     litestreamUrl: env.AGENTD_LITESTREAM_URL || null,
+    lokiUrl: (env.AGENTD_LOKI_URL || '').replace(/\/+$/, '') || null,
   }
 }

@@ -34,6 +34,7 @@ import type { HarnessVersions } from './sessions/create-rules'
 import { SessionService } from './sessions/service'
 import { resolveHost, type ResolveHost } from './webhooks/url-policy'
 import { FileService } from './files/service'
+import { LokiLogs } from './transcript/loki'
 import { AgentService } from './agents/service'
 import { SkillFetcher } from './skills/fetch'
 import { SkillService } from './skills/service'
@@ -143,6 +144,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const plans = new PlanService({ db, catalog, defaultPlan: loadDefaultPlan(config.configFile), now })
   const accounts = new AccountService({ db, sealer: accountsKey && new KeySealer(accountsKey), catalog, providers, now })
   const queue = new AdmissionQueue()
+  const loki = config.lokiUrl ? new LokiLogs(config.lokiUrl, now, log) : null
   const files = new FileService({ db, unusedMs: config.unusedFileMs, quotaBytes: config.fileQuotaBytes, now })
   const agents = new AgentService({ db, catalog, versions: runnable, now })
   // Caller URLs (images, skills) are fetched under the webhook rules; AGENTD_FETCH_CA_FILE adds a CA (tests only).
@@ -150,7 +152,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     publicGet(url, { maxBytes, timeoutMs: 10_000, resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, ca: config.fetchCa })
   const skills = new SkillService(db, new SkillFetcher({ githubApiUrl: config.githubApiUrl, githubToken: config.githubToken, get }))
   const connections = new ConnectionService({ db, sealer: accountsKey && new KeySealer(accountsKey), resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, now })
-  const queries = new SessionQueries({ db, store, search, artifacts, files, queue, now })
+  const queries = new SessionQueries({ db, store, search, artifacts, files, loki, queue, now })
   const runtime: SessionRuntime = new SessionRuntime({
     store,
     adapters,
@@ -166,6 +168,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     installer,
     artifacts,
     mcpServers: (id) => connections.names(id),
+    ...(loki ? { onLog: (id: string, text: string) => loki.push(id, store.get(id)?.orgId ?? '', text) } : {}),
     prepareFirstTurn: (row, handle) => {
       const adapter = adapters[row.harness as keyof typeof adapters]
       if (adapter) skills.install(row.id, handle.hostHome, adapter.skillsDir)
@@ -264,6 +267,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
       await ready.catch(() => {})
       clearInterval(sweeper)
       await sessions.shutdown()
+      await loki?.flush()
       await webhooks.stop()
       await gateway.stop()
       database.close()

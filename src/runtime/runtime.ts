@@ -32,6 +32,8 @@ export interface RuntimeDeps extends TurnSpecDeps {
   transcriptMaxBytes?: number
   now: () => number
   log: (line: string, fields?: LogFields) => void
+  /** Each line stored in a session's log, also (AGENTD_LOKI_URL) for Loki. */
+  onLog?: (id: string, text: string) => void
   apply: (id: string, event: SessionMachineEvent, patch?: SessionPatch) => boolean
   admit: () => void
 }
@@ -317,6 +319,7 @@ export class SessionRuntime {
     live.logBytes += text.length
     const data = live.logBytes >= LOG_CAP_BYTES ? { truncated: true } : { text }
     this.deps.store.events.append(id, [{ turn, kind: 'log', type: 'stderr', data }])
+    if ('text' in data) this.deps.onLog?.(id, text)
   }
 
   private async outOfMemory(handle: SandboxHandle, before: number): Promise<boolean> {

@@ -10,7 +10,8 @@ import type { OrgAccess } from '../identity/service'
 import { EMBEDDED_ARTIFACTS, type ArtifactStore } from '../runtime/artifacts'
 import type { SessionSearch } from '../search/service'
 import type { FileService } from '../files/service'
-import { sessionLogs } from '../transcript/logs'
+import { lokiSessionLogs, sessionLogs } from '../transcript/logs'
+import type { LokiLogs } from '../transcript/loki'
 import type { AdmissionQueue } from './admission'
 import type { SessionStore, SessionRow } from './store'
 import { followSession, type StreamRecheck } from './stream'
@@ -25,6 +26,8 @@ export interface SessionQueriesDeps {
   search: SessionSearch
   artifacts: ArtifactStore
   files: FileService
+  /** AGENTD_LOKI_URL's client, when set: logs are read from there. */
+  loki?: LokiLogs | null
   /** Where queued sessions stand (their `queue_position`). */
   queue: AdmissionQueue
   now: () => number
@@ -110,8 +113,11 @@ export class SessionQueries {
     return found
   }
 
-  logs(access: OrgAccess, projectRef: string, id: string) {
-    return sessionLogs(this.deps.store, this.find(access, projectRef, id))
+  /** From Loki when it is configured and answers (the run's window), else from the stored log. */
+  async logs(access: OrgAccess, projectRef: string, id: string) {
+    const row = this.find(access, projectRef, id)
+    const lines = this.deps.loki ? await this.deps.loki.query(row.id, row.createdAt - 60_000, this.deps.now() + 60_000) : null
+    return lines ? lokiSessionLogs(this.deps.store, row, lines) : sessionLogs(this.deps.store, row)
   }
 
   /** The CloudRunSession view of a row (spec 2.4), with who started it and its first artifacts. */

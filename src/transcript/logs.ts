@@ -1,4 +1,5 @@
 import type { SessionRow, SessionStore } from '../sessions/store'
+import type { LokiLine } from './loki'
 
 /** Stored log text per session is capped; the oldest lines go first. */
 export const LOG_CAP_BYTES = 1024 * 1024
@@ -18,7 +19,24 @@ export function sessionLogs(store: SessionStore, row: SessionRow) {
       else parts.push(String(event.data.text ?? ''))
     }
   }
-  let logs = parts.join('')
+  return capped(parts.join(''), truncatedAtWrite, row, 'stored')
+}
+
+/**
+ * The same log with its lines read from Loki: the stored status lines and Loki's lines, in time
+ * order (a status line first when both have one millisecond).
+ */
+export function lokiSessionLogs(store: SessionStore, row: SessionRow, lines: LokiLine[]) {
+  const status = store
+    .allEvents(row.id)
+    .filter((event) => event.kind === 'status')
+    .map((event) => ({ at: event.createdAt, line: `${new Date(event.createdAt).toISOString()} agentd: status ${String(event.data.status)}`, order: 0 }))
+  const merged = [...status, ...lines.map((l) => ({ ...l, order: 1 }))].sort((a, b) => a.at - b.at || a.order - b.order)
+  return capped(merged.map((l) => `${l.line}\n`).join(''), false, row, 'loki')
+}
+
+function capped(text: string, truncatedAtWrite: boolean, row: SessionRow, source: 'stored' | 'loki') {
+  let logs = text
   let truncated = truncatedAtWrite
   const bytes = new TextEncoder().encode(logs)
   if (bytes.length > LOG_CAP_BYTES) {
@@ -26,5 +44,5 @@ export function sessionLogs(store: SessionStore, row: SessionRow) {
     logs = new TextDecoder().decode(bytes.slice(bytes.length - LOG_CAP_BYTES)).replace(/^[^\n]*\n/, '')
   }
   if (!logs) logs = `status: ${row.status}\n`
-  return { logs, source: 'stored' as const, status: row.status, truncated }
+  return { logs, source, status: row.status, truncated }
 }
