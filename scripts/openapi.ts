@@ -1,22 +1,4 @@
-/**
- * `bun run openapi`: prints the OpenAPI document of a freshly started agentd (a temp DATA_DIR, the
- * process driver), for generating clients. A fresh process, because Elysia completes shared route
- * schemas in place as it compiles their validators on first use, so a long-running server's
- * document can gain `additionalProperties` after its first requests.
- */
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { ProcessDriver } from '../sandbox/process'
-import { loadConfig } from '../src/config'
-import { sandboxScope, startServices } from '../src/server'
+/** `bun run openapi`: prints the OpenAPI document of a freshly started agentd, for generating clients. */
+import { openApiDocument } from './openapi-document'
 
-const dir = mkdtempSync(join(tmpdir(), 'agentd-openapi-'))
-try {
-  const services = await startServices(loadConfig({ DATA_DIR: dir }), { log: () => {}, driver: new ProcessDriver({ scope: sandboxScope(dir), cgroups: false }) })
-  const res = await services.app.handle(new Request('http://localhost/openapi.json'))
-  process.stdout.write(`${JSON.stringify(await res.json(), null, 2)}\n`)
-  await services.close()
-} finally {
-  rmSync(dir, { recursive: true, force: true })
-}
+process.stdout.write(`${JSON.stringify(await openApiDocument(), null, 2)}\n`)
