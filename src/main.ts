@@ -2,7 +2,7 @@ import pino from 'pino'
 import { NoSandboxError } from '../sandbox'
 import { ConfigError, loadConfig } from './config'
 import { startServices } from './server'
-import { startReplication } from './db/litestream'
+import { litestreamBinary, startReplication } from './db/litestream'
 import type { LogFields } from './domain/log'
 
 /**
@@ -18,24 +18,30 @@ process.umask(0o077)
 
 try {
   const config = loadConfig()
+  // A missing Litestream binary stops the start, before anything is served.
+  if (config.litestreamUrl) litestreamBinary()
   const services = await startServices(config, { log, requestLog: (entry) => logger.info(entry, 'request') })
   const server = services.app.listen({ hostname: config.host, port: config.port })
   log(`listening on http://${config.host}:${server.server?.port ?? config.port} (data in ${config.dataDir})`)
   const started = performance.now()
   services.ready.then(
     () => log(`ready: the previous run's sessions are back (${Math.round(performance.now() - started)} ms after listening)`),
-    (err) => {
+    async (err) => {
       logger.fatal(`could not bring back the previous run's sessions: ${(err as Error).stack ?? err}`)
+      await replication?.stop()
       process.exit(1)
     },
   )
   // Continuous replication, for as long as this server writes the database (src/db/litestream.ts).
   const replication = config.litestreamUrl ? startReplication(config.dbPath, config.litestreamUrl, (line) => log(line)) : null
   const stop = async () => {
-    await server.stop()
-    await services.close()
-    await replication?.stop()
-    process.exit(0)
+    try {
+      await server.stop()
+      await services.close()
+    } finally {
+      await replication?.stop()
+      process.exit(0)
+    }
   }
   process.on('SIGINT', stop)
   process.on('SIGTERM', stop)

@@ -1,5 +1,5 @@
 import type { Database } from 'bun:sqlite'
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 /**
@@ -51,10 +51,20 @@ export function restore(source: string, dataDir: string, dbPath: string): Backup
   if (!existsSync(manifestFile)) throw new BackupError(`${source} holds no agentd backup (no MANIFEST.json)`)
   const manifest = JSON.parse(readFileSync(manifestFile, 'utf8')) as BackupManifest
   if (manifest.format !== 'agentd-backup/1') throw new BackupError(`${source}: unknown backup format ${JSON.stringify(manifest.format)}`)
-  if (existsSync(dbPath)) throw new BackupError(`${dbPath} exists: restore into a DATA_DIR without a database (stop the server, move the old one aside)`)
+  // An old database's WAL beside the restored file would be replayed into it; an old sandbox would be
+  // taken for a session's own. The operator moves them aside (all of agentd.db*, and sandboxes/).
+  for (const leftover of [dbPath, `${dbPath}-wal`, `${dbPath}-shm`]) {
+    if (existsSync(leftover)) throw new BackupError(`${leftover} exists: restore into a DATA_DIR without a database (stop the server, move agentd.db* aside)`)
+  }
+  const sandboxes = join(dataDir, 'sandboxes')
+  if (existsSync(sandboxes) && readdirSync(sandboxes).some((name) => !name.startsWith('.'))) {
+    throw new BackupError(`${sandboxes} holds sandboxes of another run: restore into a DATA_DIR without them (move sandboxes/ aside, after unmounting what is mounted below it)`)
+  }
   mkdirSync(dataDir, { recursive: true, mode: 0o700 })
-  copyFileSync(join(source, manifest.database), dbPath)
   copyTree(join(source, 'blobs'), join(dataDir, 'blobs'))
+  // The database last: a restore cut short leaves no database, so it can simply be run again.
+  copyFileSync(join(source, manifest.database), `${dbPath}.restoring`)
+  renameSync(`${dbPath}.restoring`, dbPath)
   return manifest
 }
 

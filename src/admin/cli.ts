@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig } from '../config'
 import { openDb } from '../db/client'
@@ -106,6 +107,8 @@ if (import.meta.main) {
       console.log(JSON.stringify(restore(target!, config.dataDir, config.dbPath)))
       process.exit(0)
     }
+    // A wrong DATA_DIR would be a new, empty database: backed up, it looks fine and holds nothing.
+    if (command === 'backup' && !existsSync(config.dbPath)) throw new BackupError(`${config.dbPath} does not exist: is DATA_DIR right?`)
     const database = openDb(config.dbPath)
     try {
       if (command === 'backup') {

@@ -36,9 +36,15 @@ export function startReplication(dbPath: string, url: string, log: (line: string
   }
   void forward(proc.stdout)
   void forward(proc.stderr)
+  let stopping = false
+  // Replication that stopped on its own is said, loudly: the replica falls behind from then on.
+  void proc.exited.then((code) => {
+    if (!stopping) log(`litestream: exited with ${code} on its own; the database is no longer replicated`)
+  })
   return {
     /** Call once agentd writes no more: Litestream gets one sync interval (1 s) to copy the last writes, then stops. */
     async stop() {
+      stopping = true
       await Promise.race([proc.exited, Bun.sleep(SYNC_INTERVAL_MS + 500)])
       proc.kill('SIGTERM')
       await Promise.race([proc.exited, Bun.sleep(10_000)])

@@ -116,8 +116,8 @@ export class SessionQueries {
   /** From Loki when it is configured and answers (the run's window), else from the stored log. */
   async logs(access: OrgAccess, projectRef: string, id: string) {
     const row = this.find(access, projectRef, id)
-    const lines = this.deps.loki ? await this.deps.loki.query(row.id, row.createdAt - 60_000, this.deps.now() + 60_000) : null
-    return lines ? lokiSessionLogs(this.deps.store, row, lines) : sessionLogs(this.deps.store, row)
+    const found = this.deps.loki ? await this.deps.loki.query(row.id, row.createdAt - 60_000, this.deps.now() + 60_000) : null
+    return (found && lokiSessionLogs(this.deps.store, row, found.lines, found.more)) ?? sessionLogs(this.deps.store, row)
   }
 
   /** The CloudRunSession view of a row (spec 2.4), with who started it and its first artifacts. */

@@ -26,13 +26,17 @@ export function sessionLogs(store: SessionStore, row: SessionRow) {
  * The same log with its lines read from Loki: the stored status lines and Loki's lines, in time
  * order (a status line first when both have one millisecond).
  */
-export function lokiSessionLogs(store: SessionStore, row: SessionRow, lines: LokiLine[]) {
-  const status = store
-    .allEvents(row.id)
+export function lokiSessionLogs(store: SessionStore, row: SessionRow, lines: LokiLine[], more: boolean) {
+  const events = store.allEvents(row.id)
+  // Loki lost lines (a failed push, retention): the stored log is the fuller one.
+  const storedLines = events.reduce((n, e) => (e.kind === 'log' && typeof e.data.text === 'string' ? n + e.data.text.split('\n').filter(Boolean).length : n), 0)
+  if (!more && lines.length < storedLines) return null
+  const truncatedAtWrite = events.some((e) => e.kind === 'log' && e.data.truncated === true)
+  const status = events
     .filter((event) => event.kind === 'status')
     .map((event) => ({ at: event.createdAt, line: `${new Date(event.createdAt).toISOString()} agentd: status ${String(event.data.status)}`, order: 0 }))
   const merged = [...status, ...lines.map((l) => ({ ...l, order: 1 }))].sort((a, b) => a.at - b.at || a.order - b.order)
-  return capped(merged.map((l) => `${l.line}\n`).join(''), false, row, 'loki')
+  return capped(merged.map((l) => `${l.line}\n`).join(''), more || truncatedAtWrite, row, 'loki')
 }
 
 function capped(text: string, truncatedAtWrite: boolean, row: SessionRow, source: 'stored' | 'loki') {

@@ -1,5 +1,5 @@
 import { afterAll, expect, test } from 'bun:test'
-import { mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { litestreamBinary } from '../../src/db/litestream'
@@ -98,6 +98,28 @@ test('restore refuses a folder that is no backup; backup refuses a folder that i
   expect(backup.code).toBe(2)
   expect(backup.stderr).toContain('not empty')
   expect((await admin(seeded.dir, 'backup')).code).toBe(2)
+  // A wrong DATA_DIR would back up a new, empty database: refused.
+  const missing = await admin(join(fresh, 'no-such-data-dir'), 'backup', join(fresh, 'b1'))
+  expect(missing.code).toBe(2)
+  expect(missing.stderr).toContain('does not exist')
+})
+
+test('restore refuses a DATA_DIR with an old database’s WAL or old sandboxes beside it', async () => {
+  const seeded = await seededDataDir('agentd-backup-src')
+  dirs.push(seeded.dir)
+  const copy = join(mkdtempSync(join(tmpdir(), 'agentd-backup-copy-')), 'b')
+  dirs.push(join(copy, '..'))
+  expect((await admin(seeded.dir, 'backup', copy)).code).toBe(0)
+  const withWal = mkdtempSync(join(tmpdir(), 'agentd-restored-'))
+  dirs.push(withWal)
+  writeFileSync(join(withWal, 'agentd.db-wal'), 'old frames')
+  const wal = await admin(withWal, 'restore', copy)
+  expect({ code: wal.code, says: wal.stderr.includes('agentd.db-wal exists') }).toEqual({ code: 2, says: true })
+  const withSandboxes = mkdtempSync(join(tmpdir(), 'agentd-restored-'))
+  dirs.push(withSandboxes)
+  mkdirSync(join(withSandboxes, 'sandboxes', 'some-session'), { recursive: true })
+  const old = await admin(withSandboxes, 'restore', copy)
+  expect({ code: old.code, says: old.stderr.includes('holds sandboxes of another run') }).toEqual({ code: 2, says: true })
 })
 
 test('with AGENTD_LITESTREAM_URL the database is replicated while the server runs; litestream restore brings every session back', async () => {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { LokiLogs } from '../../src/transcript/loki'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { json, req, script, waitFor } from '../helpers/http'
 
@@ -41,9 +42,11 @@ function lokiAnswer(request: Request): Response | Promise<Response> {
     const start = BigInt(url.searchParams.get('start') ?? '0')
     const end = BigInt(url.searchParams.get('end') ?? `${Date.now()}000000`)
     const limit = Number(url.searchParams.get('limit') ?? 100)
+    const backward = (url.searchParams.get('direction') ?? 'backward') === 'backward'
+    const order = (a: [string, string], b: [string, string]) => (BigInt(a[0]) < BigInt(b[0]) ? -1 : 1) * (backward ? -1 : 1)
     const result = [...streams.values()]
       .filter((s) => matchers.every(([k, v]) => s.stream[k] === v))
-      .map((s) => ({ stream: s.stream, values: s.values.filter(([ns]) => BigInt(ns) >= start && BigInt(ns) <= end).slice(0, limit) }))
+      .map((s) => ({ stream: s.stream, values: s.values.filter(([ns]) => BigInt(ns) >= start && BigInt(ns) <= end).sort(order).slice(0, limit) }))
       .filter((s) => s.values.length > 0)
     return Response.json({ status: 'success', data: { resultType: 'streams', result, stats: {} } })
   }
@@ -80,3 +83,37 @@ test('a session’s log lines are pushed to Loki with its labels and read back f
   expect(stored.source).toBe('stored')
   expect(stored.logs).toContain('gateway: POST /v1/responses')
 })
+
+test('a line cut between two texts is pushed whole; a Loki that never answers a push holds no read up, and the store answers', async () => {
+  streams.clear()
+  const lokiAgain = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: lokiAnswer })
+  try {
+    const logs = new LokiLogs(`http://127.0.0.1:${lokiAgain.port}`, Date.now, () => {})
+    logs.push('s-1', 'o-1', 'first half of a line, ')
+    logs.push('s-1', 'o-1', 'second half\nand a whole one\n')
+    await logs.flush()
+    const found = await logs.query('s-1', Date.now() - 60_000, Date.now() + 60_000)
+    expect(found?.lines.map((l) => l.line)).toEqual(['first half of a line, second half', 'and a whole one'])
+  } finally {
+    lokiAgain.stop(true)
+  }
+
+  // Pushes hang for good; queries answer with what Loki has (nothing of this session).
+  const stuck = Bun.serve({
+    port: 0,
+    hostname: '127.0.0.1',
+    fetch: (request) => (new URL(request.url).pathname.endsWith('/push') ? new Promise<Response>(() => {}) : Response.json({ status: 'success', data: { resultType: 'streams', result: [] } })),
+  })
+  await using slow = await makeTestApp({ AGENTD_LOKI_URL: `http://127.0.0.1:${stuck.port}` })
+  try {
+    const id = (await json(await slow.app.handle(req('POST', '/o/acme/p/_/sessions', { token: slow.admin.token, body: { agent: 'harness_2', prompt: script([{ answer: 'x' }]) } })))).execution_id
+    await waitFor(async () => json(await slow.app.handle(req('GET', `/o/acme/p/_/sessions/${id}`, { token: slow.admin.token }))), (s) => s.status === 'completed')
+    const started = performance.now()
+    const answer = await json(await slow.app.handle(req('GET', `/o/acme/p/_/sessions/${id}/logs`, { token: slow.admin.token })))
+    expect(performance.now() - started).toBeLessThan(4000)
+    expect(answer.source).toBe('stored')
+    expect(answer.logs).toContain('gateway: POST /v1/responses')
+  } finally {
+    stuck.stop(true)
+  }
+}, 30_000)
