@@ -138,3 +138,17 @@ test('one place for each cross-cutting answer: org access in orgScope, sandbox a
   }
   expect(found).toEqual([])
 })
+
+test('every package the server and the clients import is a runtime dependency (the image installs with --omit=dev)', () => {
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { dependencies: Record<string, string> }
+  const missing = new Set<string>()
+  const files = ['src', 'machines', 'sandbox', 'clients'].flatMap((dir) => [...new Glob(`${dir}/**/*.ts`).scanSync({ cwd: root })])
+  for (const path of files) {
+    for (const spec of importsOf(join(root, path)).packages) {
+      if (spec.startsWith('node:') || spec === 'bun' || spec.startsWith('bun:')) continue
+      const name = spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0]!
+      if (!pkg.dependencies[name]) missing.add(`${name} (${path})`)
+    }
+  }
+  expect([...missing]).toEqual([])
+})
