@@ -2,16 +2,22 @@ import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 
 /**
- * Continuous replication of the database with Litestream (the `@flydotio/litestream` package's
- * binary for this platform): `litestream replicate <db> <url>` runs beside agentd while it runs,
+ * Continuous replication of the database with Litestream (the binary of the
+ * `@flydotio/litestream-<platform>-<arch>` package, an optional dependency: linux-x64 is the one
+ * the registry here carries): `litestream replicate <db> <url>` runs beside agentd while it runs,
  * to a `file://` folder or an `s3://` bucket (credentials from LITESTREAM_ACCESS_KEY_ID and
  * LITESTREAM_SECRET_ACCESS_KEY). agentd checkpoints PASSIVE only, which Litestream's read lock
  * lets through; `litestream restore -o <DATA_DIR>/agentd.db <url>` brings a copy back.
  */
 export function litestreamBinary(): string {
-  const wrapper = dirname(require.resolve('@flydotio/litestream/package.json'))
-  const binary = join(wrapper, '..', `litestream-${process.platform}-${process.arch}`, 'litestream')
-  if (!existsSync(binary)) throw new Error(`Litestream has no binary for ${process.platform}-${process.arch} (${binary})`)
+  const pkg = `@flydotio/litestream-${process.platform}-${process.arch}`
+  let binary: string
+  try {
+    binary = join(dirname(require.resolve(`${pkg}/package.json`)), 'litestream')
+  } catch {
+    throw new Error(`Litestream is not installed for ${process.platform}-${process.arch} (npm package ${pkg})`)
+  }
+  if (!existsSync(binary)) throw new Error(`Litestream's binary is missing from ${pkg} (${binary})`)
   return binary
 }
 
