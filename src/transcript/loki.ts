@@ -33,6 +33,7 @@ export class LokiLogs {
   private inFlight: Promise<void> | null = null
   /** Per session, the end of its last text that had no newline yet: a line is pushed whole. */
   private partial = new Map<string, string>()
+  private orgs = new Map<string, string>()
   /** Nanosecond tie-breaker, so lines of one millisecond keep their order. */
   private seq = 0
   private warned = false
@@ -49,10 +50,11 @@ export class LokiLogs {
     const rest = lines.pop() ?? ''
     if (rest) this.partial.set(sessionId, rest)
     else this.partial.delete(sessionId)
+    this.orgs.set(sessionId, orgId)
     this.queue(sessionId, orgId, lines)
   }
 
-  private queue(sessionId: string, orgId: string, lines: string[]): void {
+  private queue(sessionId: string, orgId: string, lines: string[], schedule = true): void {
     const stream = this.pending.get(sessionId) ?? { org: orgId, values: [] }
     this.pending.set(sessionId, stream)
     const ns = BigInt(this.now()) * 1_000_000n
@@ -61,6 +63,7 @@ export class LokiLogs {
       stream.values.push([(ns + BigInt(this.seq++ % 1_000_000)).toString(), line])
       this.lines++
     }
+    if (!schedule) return
     if (this.lines >= BATCH_LINES) void this.flush()
     else this.timer ??= setTimeout(() => void this.flush(), BATCH_MS)
   }
@@ -70,6 +73,9 @@ export class LokiLogs {
     if (this.timer) clearTimeout(this.timer)
     this.timer = null
     if (this.inFlight) return this.inFlight
+    // A line still without its end goes out as it is: a log's last line may never get one.
+    for (const [session, rest] of this.partial) this.queue(session, this.orgs.get(session) ?? '', [rest], false)
+    this.partial.clear()
     const batch = this.pending
     this.pending = new Map()
     this.lines = 0
@@ -100,15 +106,13 @@ export class LokiLogs {
 
   /** At shutdown: cut lines go out as they are, and the last pushes get a moment, no more. */
   async close(): Promise<void> {
-    for (const [session, rest] of this.partial) this.queue(session, this.pending.get(session)?.org ?? '', [rest])
-    this.partial.clear()
     await this.settle()
   }
 
   /** Sends everything queued, push after push, for at most WAIT_FOR_PUSH_MS. */
   private async settle(): Promise<void> {
     const deadline = performance.now() + WAIT_FOR_PUSH_MS
-    while ((this.inFlight || this.lines > 0) && performance.now() < deadline) {
+    while ((this.inFlight || this.lines > 0 || this.partial.size > 0) && performance.now() < deadline) {
       await Promise.race([this.flush(), Bun.sleep(deadline - performance.now())])
     }
   }
