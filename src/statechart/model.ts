@@ -6,4 +6,3 @@ export const StatechartQuery = t.Object(
 )
 
 export const HtmlPage = t.String({ description: 'text/html' })
-export const Script = t.String({ description: 'text/javascript' })

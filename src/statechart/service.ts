@@ -1,11 +1,9 @@
-import { mermaidChart } from '../../machines/chart'
 import { ApiError, notFound } from '../domain/errors'
 import type { AuthService } from '../identity/auth'
 import type { Principal } from '../identity/service'
 import type { SessionStore } from '../sessions/store'
 
-/** The browser bundle of the `mermaid` package, served by agentd itself (no CDN). */
-export const MERMAID_SCRIPT = Bun.resolveSync('mermaid/dist/mermaid.min.js', import.meta.dir)
+import { readChart } from './chart-file'
 
 export interface HistoryStep {
   at: string
@@ -15,10 +13,13 @@ export interface HistoryStep {
 }
 
 /**
- * The lifecycle chart as an HTML page: the Mermaid diagram generated from the session machine,
- * and for one session its current state highlighted and its transitions as persisted.
+ * The lifecycle chart as an HTML page: the drawing `bun run chart` made of the session machine
+ * (src/statechart/chart.svg), and for one session its current state highlighted and its
+ * transitions as persisted. No script: the page is finished when it arrives.
  */
 export class StatechartService {
+  private readonly chart = readChart().svg
+
   constructor(
     private readonly auth: AuthService,
     private readonly store: SessionStore,
@@ -26,7 +27,7 @@ export class StatechartService {
 
   /** The page; with `sessionId`, that session must be in one of the caller's orgs (404 otherwise). */
   page(principal: Principal, sessionId?: string): string {
-    if (sessionId === undefined) return renderPage(mermaidChart(), null)
+    if (sessionId === undefined) return renderPage(this.chart, null)
     const row = this.store.get(sessionId)
     if (!row) throw notFound('Session not found')
     try {
@@ -35,7 +36,7 @@ export class StatechartService {
       if (err instanceof ApiError && err.kind === 'not_found') throw notFound('Session not found')
       throw err
     }
-    return renderPage(mermaidChart(undefined, { highlight: row.status }), {
+    return renderPage(highlighted(this.chart, row.status), {
       id: row.id,
       status: row.status,
       machineState: row.machineState,
@@ -81,6 +82,11 @@ ${rows}
 </section>`
 }
 
+/** The drawing with the node of `state` marked `current` (its id is `lifecycle-state-<state>-<n>`). */
+function highlighted(svg: string, state: string): string {
+  return svg.replace(new RegExp(`<g class="([^"]*)" id="lifecycle-state-${state}-(\\d+)"`), (_, classes: string, n: string) => `<g class="${classes} current" id="lifecycle-state-${state}-${n}"`)
+}
+
 function renderPage(chart: string, session: SessionPart | null): string {
   return `<!doctype html>
 <html lang="en">
@@ -91,24 +97,17 @@ function renderPage(chart: string, session: SessionPart | null): string {
 body { font-family: system-ui, sans-serif; margin: 2rem; color: #212121; }
 table { border-collapse: collapse; margin-top: .5rem; }
 td, th { border: 1px solid #cfd8dc; padding: .25rem .6rem; text-align: left; font-size: .9rem; }
-pre.mermaid { background: #fff; }
+#chart svg { max-width: 100%; height: auto; }
+#chart g.node.current > rect { fill: #ffe082 !important; stroke: #e65100 !important; stroke-width: 3px !important; }
 </style>
 </head>
-<body>
+<body data-rendered="true">
 <h1>Session lifecycle</h1>
 <p>Generated from <code>machines/session.machine.ts</code>; the transition table is in <code>docs/lifecycle.md</code>.</p>
 ${session ? renderSession(session) : ''}
-<pre class="mermaid" id="chart">
-${escape(chart)}
-</pre>
-<script src="/statechart/mermaid.min.js"></script>
-<script>
-mermaid.initialize({ startOnLoad: false, securityLevel: 'strict' })
-mermaid
-  .run({ nodes: [document.getElementById('chart')] })
-  .then(() => { document.body.dataset.rendered = 'true' })
-  .catch((err) => { document.body.dataset.rendered = 'error'; document.body.dataset.error = String(err && err.message || err) })
-</script>
+<div id="chart">
+${chart}
+</div>
 </body>
 </html>
 `
