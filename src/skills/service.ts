@@ -44,8 +44,11 @@ export class SkillService {
    */
   install(sessionId: string, hostHome: string, skillsDir: string): void {
     const rows = this.db.select().from(sessionSkills).where(eq(sessionSkills.sessionId, sessionId)).orderBy(asc(sessionSkills.position)).all()
-    for (const row of rows) {
-      for (const [path, base64] of Object.entries(row.files)) writeInTree(hostHome, `${skillsDir}/${row.name}/${path}`, Buffer.from(base64, 'base64'))
-    }
+    for (const row of rows) writeSkill(hostHome, skillsDir, row.name, row.files)
   }
+}
+
+/** One skill's files (base64 by path) into `<hostHome>/<skillsDir>/<name>/`, through host-fs. */
+export function writeSkill(hostHome: string, skillsDir: string, name: string, files: Record<string, string>): void {
+  for (const [path, base64] of Object.entries(files)) writeInTree(hostHome, `${skillsDir}/${name}/${path}`, Buffer.from(base64, 'base64'))
 }
