@@ -4,7 +4,6 @@ import { fullLimits, type ExecOptions, type SandboxHandle, type SandboxSpec } fr
 import { HostDriver, type HostCommand, type HostDriverOptions, type HostSandbox } from './host-driver'
 import { holds, NetPool, type NetHolder } from './netns'
 import { bwrapOptionsOnFd } from './private-file'
-import { niced } from './priority'
 import { listening, RELAY_SOCKET, relayDir } from './relay'
 import { SandboxVolume } from './volume'
 
@@ -211,7 +210,8 @@ export class BwrapDriver extends HostDriver {
     const bwrap = bwrapOptionsOnFd(bwrapArgs(layout, argv, options), spec.stateDir)
     return {
       // Below agentd in CPU priority, whatever the sandbox runs (see priority.ts).
-      argv: niced(nsenterArgs(net!.netPid, bwrap.argv)),
+      argv: nsenterArgs(net!.netPid, bwrap.argv),
+      niced: true,
       fd3: bwrap.fd,
       env: { PATH: '/usr/bin:/bin:/usr/sbin:/sbin' },
       cwd: spec.hostWorkspace,

@@ -4,6 +4,7 @@ import { cgroupName, cgroupsAvailable, cgroupWrapArgs, listSandboxCgroups, Sandb
 import { diskUsage } from './disk'
 import type { ExecOptions, ParkOptions, SandboxDriver, SandboxHandle, SandboxKind, SandboxProcess, SandboxSpec, SandboxStats } from './driver'
 import { defaultRunRoot } from './relay'
+import { spawnNiced } from './priority'
 import { spawnGroup } from './spawn'
 import { volumeDiskUsage, VolumeRegistry, type SandboxVolume } from './volume'
 
@@ -27,6 +28,8 @@ export interface HostCommand {
   cwd: string
   /** An open file the process gets as its fd 3 (bwrap's options); closed here once it is spawned. */
   fd3?: number
+  /** Started at the sandboxes' niceness (see priority.ts). */
+  niced?: boolean
   /** Runs once the process has exited (e.g. removes its private /tmp). */
   cleanup?: () => void
 }
@@ -131,7 +134,8 @@ export abstract class HostDriver implements SandboxDriver {
     const full = sandbox.cgroup ? cgroupWrapArgs(sandbox.cgroup.joinFiles(), command.argv) : command.argv
     let proc: SandboxProcess
     try {
-      proc = spawnGroup(full, command.env, command.cwd, command.fd3)
+      const start = (argv: string[]) => spawnGroup(argv, command.env, command.cwd, command.fd3)
+      proc = command.niced ? spawnNiced(full, start) : start(full)
     } finally {
       if (command.fd3 !== undefined) closeSync(command.fd3)
     }

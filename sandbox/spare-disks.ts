@@ -1,6 +1,6 @@
-import { chmodSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs'
+import { mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { FOLDERS, formatImage, mountImage, mountPoints, unmount } from './disk-image'
+import { formatImage, mountImage, mountPoints, unmount } from './disk-image'
 import { bindMount } from './mount'
 import { refillSpares } from './spare-refill'
 
@@ -114,12 +114,11 @@ export class SpareImages {
         await formatImage(`${base}.img.new`, this.sizeBytes, lowly)
         mkdirSync(`${base}.mnt`)
         await mountImage(`${base}.img.new`, `${base}.mnt`, lowly)
-        for (const [name, mode] of FOLDERS) {
-          mkdirSync(join(`${base}.mnt`, name))
-          chmodSync(join(`${base}.mnt`, name), mode) // the umask would narrow mkdir's mode
-        }
         renameSync(`${base}.img.new`, `${base}.img`)
         this.wake()
+        // Each spare is a few system calls on this thread: the next waits for a turn of the event
+        // loop, so the starts of a burst (their processes' output and exits) go between them.
+        await new Promise((resolve) => setImmediate(resolve))
       }
     } catch {
       // the next create formats and mounts its own image, and says so if that fails too

@@ -57,6 +57,8 @@ for (const kind of ['bwrap', 'gvisor'] as const) {
       const nices = pids.map(niceOf).filter((n) => n !== null)
       expect(nices.length).toBeGreaterThan(0)
       for (const nice of nices) expect(nice).toBe(SANDBOX_NICE)
+      // Started niced from agentd's own thread (bwrap), which is back at its own niceness.
+      expect(niceOf(process.pid)).toBe(0)
       expect(readNumber(join(CGROUP_ROOT, 'cpu', 'agentd', scope, name, 'cpu.cfs_quota_us'))).toBe(50_000)
       expect(readNumber(join(CGROUP_ROOT, 'cpu', 'agentd', scope, name, 'cpu.cfs_period_us'))).toBe(100_000)
       expect(readNumber(join(CGROUP_ROOT, 'memory', 'agentd', scope, name, 'memory.limit_in_bytes'))).toBe(limits.memoryBytes)

@@ -1,7 +1,8 @@
 import { expect, test } from 'bun:test'
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, statfsSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { mountPoints, unmountUnder } from '../../sandbox/disk-image'
+import { formatImage, mountImage, mountPoints, unmountUnder } from '../../sandbox/disk-image'
+import { loopMount } from '../../sandbox/loop'
 import { settleSpares } from '../../sandbox/spare-refill'
 import { SandboxVolume } from '../../sandbox/volume'
 import { tempRoot } from './helpers'
@@ -107,4 +108,44 @@ test('spare disks: a create takes one already formatted and mounted (its own mou
   await first.remove()
   await second.remove()
   expect(existsSync(second.image)).toBe(false)
+})
+
+test('images after the first of a size are its written blocks in a new sparse file: a sound file system, mounted without mount(8), and its loop device freed at unmount', async () => {
+  await using root = tempRoot('agentd-vol-')
+  const first = join(root.path, 'first.img')
+  const second = join(root.path, 'second.img')
+  await formatImage(first, 48 * MiB) // a size no other test uses: this one runs mkfs
+  await formatImage(second, 48 * MiB) // written from the first one's blocks
+  expect(lstatSync(second).size).toBe(48 * MiB)
+  expect(lstatSync(second).mode & 0o777).toBe(0o600)
+  // The same bytes (mkfs's zeroed stretches read as the holes they became), no more blocks.
+  expect(Bun.spawnSync(['cmp', first, second]).exitCode).toBe(0)
+  expect(lstatSync(second).blocks).toBeLessThanOrEqual(lstatSync(first).blocks)
+  const fsck = Bun.spawnSync(['e2fsck', '-fn', second], { stdout: 'pipe', stderr: 'pipe' })
+  expect(fsck.exitCode).toBe(0)
+
+  const dir = join(root.path, 'mnt')
+  mkdirSync(dir)
+  loopMount(second, dir) // the system calls themselves: throws rather than fall back
+  const attached = () => Bun.spawnSync(['losetup', '-j', second], { stdout: 'pipe' }).stdout.toString().trim()
+  expect(attached()).toContain(second)
+  const fs = statfsSync(dir)
+  expect(fs.blocks * fs.bsize).toBeLessThanOrEqual(48 * MiB)
+  writeFileSync(join(dir, 'kept'), 'written')
+  // nosuid and nodev, as mount(8) -o loop,nosuid,nodev made them.
+  const options = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').find((line) => line.split(' ')[4] === dir)!.split(' ')[5]!
+  expect(options.split(',')).toEqual(expect.arrayContaining(['nosuid', 'nodev']))
+  unmountUnder(root.path)
+  expect(attached()).toBe('') // autoclear: the unmount let go of the loop device
+  loopMount(second, dir)
+  expect(readFileSync(join(dir, 'kept'), 'utf8')).toBe('written')
+  unmountUnder(root.path)
+
+  // Not an image: the direct mount throws, and mountImage's fallback says what mount(8) said.
+  const junk = join(root.path, 'junk.img')
+  writeFileSync(junk, Buffer.alloc(MiB))
+  expect(() => loopMount(junk, dir)).toThrow(/could not mount/)
+  await expect(mountImage(junk, dir)).rejects.toThrow(/could not mount the sandbox disk/)
+  expect(attached()).toBe('')
+  expect(mountPoints().has(dir)).toBe(false)
 })
