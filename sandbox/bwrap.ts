@@ -112,11 +112,6 @@ export function bwrapArgs(layout: BwrapLayout, argv: string[], options: ExecOpti
   return args
 }
 
-/** Runs `argv` (a bwrap command line) in the network namespace that process `netPid` is in. */
-export function nsenterArgs(netPid: number, argv: string[]): string[] {
-  return ['nsenter', `--net=/proc/${netPid}/ns/net`, '--', ...argv]
-}
-
 /** socat's path on this host, or null. */
 export function findSocat(): string | null {
   return Bun.which('socat', { PATH: '/usr/bin:/usr/local/bin:/bin' })
@@ -209,9 +204,9 @@ export class BwrapDriver extends HostDriver {
     if (volume) layout.tmpDir = volume.execTmp(`${Date.now().toString(36)}-${(this.execs++).toString(36)}`)
     const bwrap = bwrapOptionsOnFd(bwrapArgs(layout, argv, options), spec.stateDir)
     return {
-      // Below agentd in CPU priority, whatever the sandbox runs (see priority.ts).
-      argv: nsenterArgs(net!.netPid, bwrap.argv),
-      niced: true,
+      argv: bwrap.argv,
+      // In its network namespace, below agentd in CPU priority whatever it runs (see priority.ts).
+      place: { netPid: net!.netPid, niced: true },
       fd3: bwrap.fd,
       env: { PATH: '/usr/bin:/bin:/usr/sbin:/sbin' },
       cwd: spec.hostWorkspace,

@@ -4,8 +4,8 @@ import { cgroupName, cgroupsAvailable, cgroupWrapArgs, listSandboxCgroups, Sandb
 import { diskUsage } from './disk'
 import type { ExecOptions, ParkOptions, SandboxDriver, SandboxHandle, SandboxKind, SandboxProcess, SandboxSpec, SandboxStats } from './driver'
 import { defaultRunRoot } from './relay'
-import { spawnNiced } from './priority'
 import { spawnGroup } from './spawn'
+import { type Placement, spawnPlaced } from './spawn-in'
 import { volumeDiskUsage, VolumeRegistry, type SandboxVolume } from './volume'
 
 export interface HostDriverOptions {
@@ -28,8 +28,8 @@ export interface HostCommand {
   cwd: string
   /** An open file the process gets as its fd 3 (bwrap's options); closed here once it is spawned. */
   fd3?: number
-  /** Started at the sandboxes' niceness (see priority.ts). */
-  niced?: boolean
+  /** Where it starts: a network namespace, the sandboxes' niceness (see spawn-in.ts). */
+  place?: Placement
   /** Runs once the process has exited (e.g. removes its private /tmp). */
   cleanup?: () => void
 }
@@ -135,7 +135,7 @@ export abstract class HostDriver implements SandboxDriver {
     let proc: SandboxProcess
     try {
       const start = (argv: string[]) => spawnGroup(argv, command.env, command.cwd, command.fd3)
-      proc = command.niced ? spawnNiced(full, start) : start(full)
+      proc = command.place ? spawnPlaced(full, command.place, start) : start(full)
     } finally {
       if (command.fd3 !== undefined) closeSync(command.fd3)
     }

@@ -12,6 +12,7 @@ export const libc = dlopen('libc.so.6', {
   lseek: { args: [FFIType.i32, FFIType.i64, FFIType.i32], returns: FFIType.i64 },
   setpriority: { args: [FFIType.i32, FFIType.u32, FFIType.i32], returns: FFIType.i32 },
   getpriority: { args: [FFIType.i32, FFIType.u32], returns: FFIType.i32 },
+  setns: { args: [FFIType.i32, FFIType.i32], returns: FFIType.i32 },
   gettid: { args: [], returns: FFIType.i32 },
   strerror: { args: [FFIType.i32], returns: FFIType.cstring },
   __errno_location: { args: [], returns: FFIType.ptr },

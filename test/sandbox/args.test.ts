@@ -2,7 +2,8 @@ import { expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { bwrapArgs, nsenterArgs } from '../../sandbox/bwrap'
+import { bwrapArgs } from '../../sandbox/bwrap'
+import { nsenterArgs, placedArgs } from '../../sandbox/spawn-in'
 import { netHolderArgs } from '../../sandbox/netns'
 import { cgroupName, cgroupWrapArgs } from '../../sandbox/cgroup'
 import { containerId, EXEC_WRAPPER, gvisorExecArgs, gvisorExecProcess, gvisorInit, gvisorKillArgs, gvisorSpec, hostTaskLimit, sandboxNameOf, unsavableSockets } from '../../sandbox/gvisor-spec'
@@ -39,6 +40,8 @@ test('bwrapArgs: all namespaces but the network, no capabilities, read-only syst
 
 test('nsenterArgs enters only the network namespace of the holder', () => {
   expect(nsenterArgs(4242, ['bwrap', 'x'])).toEqual(['nsenter', '--net=/proc/4242/ns/net', '--', 'bwrap', 'x'])
+  // What runs where agentd's thread cannot take the namespace and niceness itself (not root).
+  expect(placedArgs(['bwrap', 'x'], { netPid: 4242, niced: true })).toEqual(['nice', '-n', '10', 'nsenter', '--net=/proc/4242/ns/net', '--', 'bwrap', 'x'])
 })
 
 test('netHolderArgs: bwrap unsharing only the network, running the relay', () => {

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, test } from 'bun:test'
-import { readdirSync, readFileSync } from 'node:fs'
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import { BwrapDriver } from '../../sandbox/bwrap'
 import { CGROUP_ROOT } from '../../sandbox/cgroup'
@@ -39,6 +39,7 @@ const limits = { memoryBytes: 256 * 1024 * 1024, maxProcesses: 64, cpus: 0.5, di
 for (const kind of ['bwrap', 'gvisor'] as const) {
   describe(`${kind} sandboxes`, () => {
     test('run niced below agentd, in cgroups with the CPU quota, memory and task limits of the spec', async () => {
+      const ownNet = readlinkSync(`/proc/${process.pid}/task/${process.pid}/ns/net`)
       const driver = kind === 'bwrap' ? new BwrapDriver({ scope }) : new GvisorDriver({ scope, log: () => {} })
       drivers.push(driver)
       const handle = await driver.create(specFor(root.path, `prio-${kind}`, gateway.port, { limits }))
@@ -57,8 +58,11 @@ for (const kind of ['bwrap', 'gvisor'] as const) {
       const nices = pids.map(niceOf).filter((n) => n !== null)
       expect(nices.length).toBeGreaterThan(0)
       for (const nice of nices) expect(nice).toBe(SANDBOX_NICE)
-      // Started niced from agentd's own thread (bwrap), which is back at its own niceness.
+      // Started niced, and in the sandbox's network namespace, from agentd's own thread (bwrap),
+      // which is back at its own niceness and in its own namespace.
       expect(niceOf(process.pid)).toBe(0)
+      expect(readlinkSync(`/proc/${process.pid}/task/${process.pid}/ns/net`)).toBe(ownNet)
+      if (kind === 'bwrap') for (const pid of pids) expect(readlinkSync(`/proc/${pid}/ns/net`)).not.toBe(ownNet)
       expect(readNumber(join(CGROUP_ROOT, 'cpu', 'agentd', scope, name, 'cpu.cfs_quota_us'))).toBe(50_000)
       expect(readNumber(join(CGROUP_ROOT, 'cpu', 'agentd', scope, name, 'cpu.cfs_period_us'))).toBe(100_000)
       expect(readNumber(join(CGROUP_ROOT, 'memory', 'agentd', scope, name, 'memory.limit_in_bytes'))).toBe(limits.memoryBytes)
