@@ -1,6 +1,6 @@
 import type { Subprocess } from 'bun'
 import { readFileSync, readlinkSync } from 'node:fs'
-import { GatewayRelay, innerRelayArgs, listenPattern } from './relay'
+import { GatewayRelay, innerRelayArgs } from './relay'
 import { refillSpares } from './spare-refill'
 import { spawnHelper } from './spawn'
 
@@ -94,11 +94,10 @@ export class NetPool {
   private async make(): Promise<NetHolder> {
     const holder = spawnHelper(netHolderArgs(this.socat, this.gateway.port, this.relay.socketPath))
     holder.unref() // it lives as long as its sandbox (or dies with agentd), not a reason to keep running
-    const pattern = listenPattern(this.gateway.port)
     const deadline = Date.now() + 5000
     for (;;) {
       const netPid = childOf(holder.pid)
-      if (netPid && readOr(`/proc/${netPid}/net/tcp`).includes(pattern)) return { process: holder, netPid, netns: netnsOf(netPid) }
+      if (netPid && listening(netPid)) return { process: holder, netPid, netns: netnsOf(netPid) }
       if (holder.exitCode !== null || Date.now() > deadline) {
         holder.kill('SIGKILL')
         throw new Error(`the sandbox's network (bwrap --unshare-net with the socat relay) did not start${holder.exitCode !== null ? ` (exit ${holder.exitCode})` : ''}`)
@@ -106,6 +105,18 @@ export class NetPool {
       await Bun.sleep(1)
     }
   }
+}
+
+/**
+ * Whether the relay listens in `pid`'s fresh namespace: its TCP sockets in use (per namespace, in
+ * `net/sockstat`) went from none to one, which happens at listen(2), not at bind(2). Reading
+ * `net/tcp` for the listener walks the kernel's whole established-connection table, which the
+ * namespaces share: 4 ms of agentd's CPU per read here, polled every ms while socat started, was
+ * most of agentd's own CPU per sandbox start. sockstat is 13 us.
+ */
+function listening(pid: number): boolean {
+  const inUse = /^TCP: inuse (\d+)/m.exec(readOr(`/proc/${pid}/net/sockstat`))?.[1]
+  return inUse !== undefined && Number(inUse) >= 1
 }
 
 function readOr(path: string): string {
