@@ -43,8 +43,11 @@ export class ArtifactStore {
     const stored = new Map(this.db.select().from(artifacts).where(eq(artifacts.sessionId, sessionId)).all().map((a) => [a.name, a]))
     const found: { name: string; mtimeMs: number; sha256: string; size: number }[] = []
     walkFiles(hostWorkspace, ARTIFACTS_DIR, (file) => {
-      let read = hashFd(file.fd, file.size, this.buffer)
-      if (stored.get(file.name)?.sha256 !== read.sha256) read = this.copyBlob(file.fd, file.size, read.sha256)
+      // A file that fits the buffer is read once: hashed, and stored from the same bytes if new.
+      // A bigger one is hashed first and copied only if it changed (most of a turn's files did not).
+      const whole = file.size <= this.buffer.length ? readWhole(file.fd, file.size, this.buffer) : null
+      let read = whole ? { sha256: sha256Of(whole), size: whole.length } : hashFd(file.fd, file.size, this.buffer)
+      if (stored.get(file.name)?.sha256 !== read.sha256) read = whole ? this.storeBlob(whole, read.sha256) : this.copyBlob(file.fd, file.size, read.sha256)
       found.push({ name: file.name, mtimeMs: file.mtimeMs, ...read })
     })
     // Oldest first (the order the agent wrote them), then by name.
@@ -66,6 +69,43 @@ export class ArtifactStore {
     return ordinal
   }
 
+  /** Stores `bytes` (whose hash is `sha256`) as a blob, unless it is there already. */
+  private storeBlob(bytes: Uint8Array, sha256: string): { sha256: string; size: number } {
+    if (existsSync(this.blobPath(sha256))) return { sha256, size: bytes.length }
+    const temp = this.tempBlob()
+    try {
+      for (let done = 0; done < bytes.length; ) done += writeSync(temp.fd, bytes, done, bytes.length - done)
+    } catch (err) {
+      temp.discard()
+      throw err
+    }
+    temp.keep(sha256)
+    return { sha256, size: bytes.length }
+  }
+
+  /**
+   * A new temp file among the blobs (0600, a unique name created here and now), renamed to its
+   * hash's name once whole: a crash never leaves a half blob under its final name.
+   */
+  private tempBlob(): { fd: number; discard(): void; keep(sha256: string): void } {
+    mkdirSync(this.blobs, { recursive: true, mode: 0o700 })
+    const path = join(this.blobs, `.${crypto.randomUUID()}.tmp`)
+    const fd = openSync(path, 'wx', 0o600)
+    return {
+      fd,
+      discard: () => {
+        closeSync(fd)
+        rmSync(path, { force: true })
+      },
+      keep: (sha256) => {
+        closeSync(fd)
+        const final = this.blobPath(sha256)
+        mkdirSync(dirname(final), { recursive: true, mode: 0o700 })
+        renameSync(path, final)
+      },
+    }
+  }
+
   /**
    * Stores the first `size` bytes of `fd` as a blob named by their hash, unless it is there
    * already. The bytes are hashed again as they are copied: a file the sandbox changed meanwhile
@@ -73,10 +113,7 @@ export class ArtifactStore {
    */
   private copyBlob(fd: number, size: number, sha256: string): { sha256: string; size: number } {
     if (existsSync(this.blobPath(sha256))) return { sha256, size }
-    mkdirSync(this.blobs, { recursive: true, mode: 0o700 })
-    // A unique temp name, created here and now (0600), then renamed: a crash never leaves a half blob under its final name.
-    const temp = join(this.blobs, `.${crypto.randomUUID()}.tmp`)
-    const out = openSync(temp, 'wx', 0o600)
+    const temp = this.tempBlob()
     const hash = new Bun.CryptoHasher('sha256')
     let at = 0
     try {
@@ -85,19 +122,15 @@ export class ArtifactStore {
         if (n <= 0) break
         const chunk = this.buffer.subarray(0, n)
         hash.update(chunk)
-        for (let done = 0; done < n; ) done += writeSync(out, chunk, done, n - done)
+        for (let done = 0; done < n; ) done += writeSync(temp.fd, chunk, done, n - done)
         at += n
       }
     } catch (err) {
-      closeSync(out)
-      rmSync(temp, { force: true })
+      temp.discard()
       throw err
     }
-    closeSync(out)
     const copied = hash.digest('hex')
-    const path = this.blobPath(copied)
-    mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
-    renameSync(temp, path)
+    temp.keep(copied)
     return { sha256: copied, size: at }
   }
 
@@ -129,6 +162,21 @@ export class ArtifactStore {
     if (!row) return null
     return { bytes: readFileSync(this.blobPath(row.sha256)), contentType: row.contentType }
   }
+}
+
+/** The first `size` bytes of `fd` (fewer if it shrank since), read into `buffer` (which holds them). */
+function readWhole(fd: number, size: number, buffer: Buffer): Buffer {
+  let at = 0
+  while (at < size) {
+    const n = readSync(fd, buffer, at, size - at, at)
+    if (n <= 0) break
+    at += n
+  }
+  return buffer.subarray(0, at)
+}
+
+function sha256Of(bytes: Uint8Array): string {
+  return new Bun.CryptoHasher('sha256').update(bytes).digest('hex')
 }
 
 /** The sha256 of the first `size` bytes of `fd` (fewer if it shrank since), read through `buffer`. */
