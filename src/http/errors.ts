@@ -142,7 +142,9 @@ interface ErrorContext {
 // for every request, and a whole `context` would make each one parse cookies and copy headers.
 export const errorPlugin = new Elysia({ name: 'agentd/errors' }).onError({ as: 'global' }, ({ code, error, set, request, ...context }) => {
   set.headers['content-type'] = 'application/json'
-  const body = { ...errorBody({ code, error, set, request }), requestId: requestIdOf(request) }
+  const requestId = requestIdOf(request)
+  set.headers['x-request-id'] = requestId
+  const body = { ...errorBody({ code, error, set, request }), requestId }
   const marked = (context as { errorEnvelope?: unknown }).errorEnvelope === 'message'
   return marked ? asMessageEnvelope(Number(set.status), body) : body
 })
