@@ -212,9 +212,8 @@ export class HostDir implements Disposable {
   }
 }
 
-/** Reads up to `max` bytes of `fd` from its start (less if the file is shorter by now). */
-export function readFd(fd: number, max: number): Uint8Array {
-  const out = Buffer.allocUnsafe(max)
+/** Reads up to `max` bytes of `fd` from its start (less if the file is shorter by now), into `out` if given. */
+export function readFd(fd: number, max: number, out: Buffer = Buffer.allocUnsafe(max)): Buffer {
   let got = 0
   while (got < max) {
     const n = readSync(fd, out, got, max - got, got)

@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path'
 import { and, asc, eq, sql } from 'drizzle-orm'
 import type { Db } from '../db/client'
 import { artifacts } from '../db/schema'
-import { walkFiles } from '../../sandbox/host-fs'
+import { readFd, walkFiles } from '../../sandbox/host-fs'
 
 export interface ArtifactFile {
   name: string
@@ -45,7 +45,7 @@ export class ArtifactStore {
     walkFiles(hostWorkspace, ARTIFACTS_DIR, (file) => {
       // A file that fits the buffer is read once: hashed, and stored from the same bytes if new.
       // A bigger one is hashed first and copied only if it changed (most of a turn's files did not).
-      const whole = file.size <= this.buffer.length ? readWhole(file.fd, file.size, this.buffer) : null
+      const whole = file.size <= this.buffer.length ? readFd(file.fd, file.size, this.buffer) : null
       let read = whole ? { sha256: sha256Of(whole), size: whole.length } : hashFd(file.fd, file.size, this.buffer)
       if (stored.get(file.name)?.sha256 !== read.sha256) read = whole ? this.storeBlob(whole, read.sha256) : this.copyBlob(file.fd, file.size, read.sha256)
       found.push({ name: file.name, mtimeMs: file.mtimeMs, ...read })
@@ -162,17 +162,6 @@ export class ArtifactStore {
     if (!row) return null
     return { bytes: readFileSync(this.blobPath(row.sha256)), contentType: row.contentType }
   }
-}
-
-/** The first `size` bytes of `fd` (fewer if it shrank since), read into `buffer` (which holds them). */
-function readWhole(fd: number, size: number, buffer: Buffer): Buffer {
-  let at = 0
-  while (at < size) {
-    const n = readSync(fd, buffer, at, size - at, at)
-    if (n <= 0) break
-    at += n
-  }
-  return buffer.subarray(0, at)
 }
 
 function sha256Of(bytes: Uint8Array): string {
