@@ -12,6 +12,7 @@ import { installedVersion, loadCatalog } from './catalog/catalog'
 import { ArtifactStore } from './runtime/artifacts'
 import { GatewaySessions } from './runtime/gateway-bindings'
 import { HarnessInstaller } from './runtime/harness-install'
+import { StartSlots } from './runtime/start-slots'
 import { SessionRuntime } from './runtime/runtime'
 import type { LogFields } from './domain/log'
 import { SessionSearch } from './search/service'
@@ -160,6 +161,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     driver,
     gateway: { host: '127.0.0.1', port: gateway.port },
     gatewaySessions,
+    starts: new StartSlots(config.capacity.maxStarting),
     // A run on the caller's own provider account is not held to the plan's token and spend limits.
     turnTerms: async (row) =>
       row.accountId === null

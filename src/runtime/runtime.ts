@@ -7,9 +7,10 @@ import type { SandboxDriver, SandboxHandle, SandboxLimits, SandboxSpec } from '.
 import type { ArtifactStore } from './artifacts'
 import type { GatewaySessions, TurnTerms } from './gateway-bindings'
 import type { SessionPatch, SessionRow } from '../sessions/store'
+import type { StartSlots } from './start-slots'
 import { LOG_CAP_BYTES } from '../transcript/logs'
 import { turnPatch } from './turn-patch'
-import { startTurn, type RunningTurn } from './turn-runner'
+import { failedOutcome, startTurn, type RunningTurn } from './turn-runner'
 import { firstTurnPrompt, turnSpec, type TurnSpecDeps } from './turn-spec'
 import { sandboxDir, sandboxSpec } from './sandbox-spec'
 
@@ -19,6 +20,8 @@ export interface RuntimeDeps extends TurnSpecDeps {
   driver: SandboxDriver
   gateway: { host: string; port: number }
   gatewaySessions: GatewaySessions
+  /** Creates and wakes within AGENTD_MAX_STARTING. */
+  starts: StartSlots
   /** What the gateway holds a turn of this session to: the plan's limits mid-turn, or the caller's own provider account. */
   turnTerms: (row: SessionRow) => Promise<TurnTerms>
   artifacts: ArtifactStore
@@ -145,7 +148,7 @@ export class SessionRuntime {
     const causes: string[] = []
     for (let attempt = 1; attempt <= 2; attempt++) {
       try {
-        const handle = await this.deps.driver.create(this.spec(id))
+        const handle = await this.deps.starts.run(() => this.deps.driver.create(this.spec(id)))
         Object.assign(this.liveOf(id), { handle, parked: false })
         if (!this.deps.apply(id, { type: 'sandbox.ready' })) await this.destroy(id)
         return
@@ -188,7 +191,7 @@ export class SessionRuntime {
     const live = this.liveOf(id)
     try {
       const handle = await this.handleOf(id)
-      await this.deps.driver.wake(handle)
+      await this.deps.starts.run(() => this.deps.driver.wake(handle))
       live.parked = false
       const row = this.deps.store.get(id)
       this.deps.apply(id, { type: 'sandbox.woken' }, { sandboxGeneration: (row?.sandboxGeneration ?? 0) + 1 })
@@ -392,8 +395,4 @@ export class SessionRuntime {
     }
     this.deps.store.events.flush()
   }
-}
-
-function failedOutcome(error: string): TurnOutcome {
-  return { resumeId: null, answerText: null, structured: null, error, usage: null, model: null, harnessVersion: null, toolCalls: 0, toolErrors: 0, capture: 'failed' }
 }

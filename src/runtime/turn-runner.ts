@@ -137,3 +137,8 @@ export async function startTurn(
   })()
   return { process: proc, outcome }
 }
+
+/** The outcome of a turn that could not run, or whose CLI could not be read to its end. */
+export function failedOutcome(error: string): TurnOutcome {
+  return { resumeId: null, answerText: null, structured: null, error, usage: null, model: null, harnessVersion: null, toolCalls: 0, toolErrors: 0, capture: 'failed' }
+}

@@ -7,7 +7,7 @@ import { afterAll, describe, expect, test } from 'bun:test'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
-import type { SandboxHandle, SandboxSpec } from '../../sandbox/driver'
+import type { ParkOptions, SandboxHandle, SandboxSpec } from '../../sandbox/driver'
 import { ProcessDriver } from '../../sandbox/process'
 import { ConfigError, hostCapacity } from '../../src/config'
 import { cgroupLimits, hostResources, type CgroupPaths } from '../../src/host-resources'
@@ -153,6 +153,66 @@ describe('a sandbox start that fails', () => {
     expect(view.status).toBe('failed')
     expect(view.error).toBe('sandbox could not start: the relay did not come up within 15 s (start 2) (first attempt: the relay did not come up within 15 s (start 1))')
     expect(driver.starts).toBe(2)
+  })
+})
+
+/** The process driver with starts (creates, and wakes of parked sandboxes) that take 300 ms, counting how many run at once. */
+class CountingStartDriver extends ProcessDriver {
+  private inFlight = 0
+  mostAtOnce = 0
+  wakes = 0
+  readonly parked = new Set<string>()
+  constructor() {
+    super({ scope: `starts-${crypto.randomUUID().slice(0, 8)}` })
+  }
+  private async counted<T>(start: () => Promise<T>): Promise<T> {
+    this.mostAtOnce = Math.max(this.mostAtOnce, ++this.inFlight)
+    try {
+      await Bun.sleep(300)
+      return await start()
+    } finally {
+      this.inFlight--
+    }
+  }
+  override create(spec: SandboxSpec): Promise<SandboxHandle> {
+    return this.counted(() => super.create(spec))
+  }
+  override async park(handle: SandboxHandle, options?: ParkOptions): Promise<void> {
+    await super.park(handle, options)
+    this.parked.add(handle.id)
+  }
+  override wake(handle: SandboxHandle): Promise<void> {
+    // The runtime asks for a wake before every turn: on a running sandbox nothing starts.
+    if (!this.parked.delete(handle.id)) return super.wake(handle)
+    this.wakes++
+    return this.counted(() => super.wake(handle))
+  }
+}
+
+describe('a wake of a parked sandbox', () => {
+  test('takes one of the AGENTD_MAX_STARTING starts: follow-ups to two parked sessions wake them one at a time, and both turns complete', async () => {
+    const driver = new CountingStartDriver()
+    await using t = await makeTestApp({ AGENTD_MAX_SANDBOXES: '4', AGENTD_MAX_STARTING: '1' }, { driver })
+    const token = t.admin.token
+    const ids: string[] = []
+    for (const n of [1, 2]) {
+      const res = await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token, body: { agent: 'harness_2', prompt: script([{ answer: `first ${n}` }]), persistence: 'resumable' } }))
+      expect(res.status).toBe(202)
+      ids.push((await json(res)).execution_id)
+    }
+    for (const id of ids) expect(await settled(read(t, token, 'acme', id), { turns: 1 })).toMatchObject({ status: 'completed' })
+    // Between turns a resumable session's sandbox is parked.
+    await poll('both sandboxes to be parked', async () => ids.every((id) => driver.parked.has(id)), { timeoutMs: 20_000 })
+    driver.mostAtOnce = 0
+    const sent = await Promise.all(ids.map((id, i) => t.app.handle(req('POST', `/o/acme/p/_/sessions/${id}/messages`, { token, body: { content: script([{ answer: `second ${i + 1}` }]) } }))))
+    expect(sent.map((res) => res.status)).toEqual([200, 200]) // delivered: each starts a turn
+    const views = await Promise.all(ids.map((id) => settled(read(t, token, 'acme', id), { turns: 2 })))
+    expect(views.map((v) => [v.status, v.summary])).toEqual([
+      ['completed', 'second 1'],
+      ['completed', 'second 2'],
+    ])
+    expect(driver.wakes).toBe(2)
+    expect(driver.mostAtOnce).toBe(1)
   })
 })
 
