@@ -3,7 +3,7 @@ import { afterAll, describe, expect, test } from 'bun:test'
 import { Database } from 'bun:sqlite'
 import { join } from 'node:path'
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
-import { script } from '../helpers/http'
+import { script, waitFor } from '../helpers/http'
 import { admin, client, seededDataDir, startServer } from '../helpers/server'
 import { openSse, type SseFrame } from '../helpers/sse'
 
@@ -116,13 +116,22 @@ describe('across a restart (bwrap driver)', () => {
     let server = await startServer({ DATA_DIR: dir, AGENTD_SANDBOX: 'bwrap' })
     try {
       const created = (
-        await client(() => server, token)('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: script([{ say: 'before' }, { sleep: 3000 }, { answer: 'after' }]) })
+        await client(() => server, token)('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: script([{ say: 'before' }, { sleep: 60_000 }, { answer: 'after' }]) })
       ).body as { execution_id: string }
       const url = (base: string) => `${base}/o/acme/p/_/sessions/${created.execution_id}/events`
       const first = await openSse(url(server.url), token)
-      // Read up to the assistant's first words, then lose the server.
+      // Read up to the turn's start, then lose the server once the model's reply is under way: it
+      // holds the rest of the reply for 60 s, so the turn is in the middle of it however loaded the
+      // machine. (Codex prints the assistant's words only as its turn ends: waiting for them, with a
+      // 3 s hold, once let the turn finish before the kill under a full suite.)
       const head: SseFrame[] = []
-      while (!head.some((f) => f.data?.type === 'message' && f.data?.role === 'assistant')) head.push(...(await first.frames(1)))
+      while (!head.some((f) => f.event === 'status' && f.data?.status === 'running')) head.push(...(await first.frames(1)))
+      const call = client(() => server, token)
+      await waitFor(
+        async () => ((await call('GET', `/o/acme/p/_/sessions/${created.execution_id}/logs`)).body.logs as string).split('\n').filter((line) => / gateway: POST \S+$/.test(line)).length,
+        (requests) => requests >= 1,
+        30_000,
+      )
       first.close()
       await server.stop('SIGKILL')
       server = await startServer({ DATA_DIR: dir, AGENTD_SANDBOX: 'bwrap' })
