@@ -97,7 +97,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     onUsage: (usage) => metrics.gatewayCall(usage, gatewaySessions.record(usage)),
     // Each model request: in the session's stored log, and in the server's own as one line with its session and turn.
     onLog: (session, line) => {
-      runtime.log(session.sessionId, session.turn ?? 0, line)
+      runtime.log(session.sessionId, session.turn ?? 0, line, 'agentd')
       log(line.replace(/^\S+ /, ''), { session: session.sessionId, ...(session.turn !== undefined ? { turn: session.turn } : {}) })
     },
     providers,

@@ -47,7 +47,8 @@ interface Live {
   turn?: RunningTurn & { stopped: boolean; timedOut: boolean; done?: Promise<unknown> }
   /** Sandbox operations of this session run one after the other, in the order they were asked. */
   ops: Promise<unknown>
-  logBytes: number
+  /** Stored log bytes by who wrote them: the CLI's stderr cannot crowd out agentd's own lines. */
+  logBytes: Record<'cli' | 'agentd', number>
 }
 
 /** A machine action as `transition()` returns it. */
@@ -120,7 +121,7 @@ export class SessionRuntime {
   private liveOf(id: string): Live {
     let live = this.live.get(id)
     if (!live) {
-      live = { parked: false, ops: Promise.resolve(), logBytes: 0 }
+      live = { parked: false, ops: Promise.resolve(), logBytes: { cli: 0, agentd: 0 } }
       this.live.set(id, live)
     }
     return live
@@ -315,13 +316,13 @@ export class SessionRuntime {
     }
   }
 
-  /** A line for the session's stored log (the harness's stderr, the gateway's requests), within the log cap. */
-  log(id: string, turn: number, text: string): void {
-    const live = this.liveOf(id)
-    if (live.logBytes >= LOG_CAP_BYTES) return
-    live.logBytes += text.length
-    const data = live.logBytes >= LOG_CAP_BYTES ? { truncated: true } : { text }
-    this.deps.store.events.append(id, [{ turn, kind: 'log', type: 'stderr', data }])
+  /** A line for the session's stored log (the CLI's stderr, or agentd's own: the gateway's requests), each within the log cap. */
+  log(id: string, turn: number, text: string, from: 'cli' | 'agentd' = 'cli'): void {
+    const bytes = this.liveOf(id).logBytes
+    if (bytes[from] >= LOG_CAP_BYTES) return
+    bytes[from] += text.length
+    const data = bytes[from] >= LOG_CAP_BYTES ? { truncated: true } : { text }
+    this.deps.store.events.append(id, [{ turn, kind: 'log', type: from === 'cli' ? 'stderr' : 'agentd', data }])
     if ('text' in data) this.deps.onLog?.(id, text)
   }
 
