@@ -206,7 +206,7 @@ export class BwrapDriver extends HostDriver {
     return {
       argv: bwrap.argv,
       // In its network namespace, below agentd in CPU priority whatever it runs (see priority.ts).
-      place: { netPid: net!.netPid, niced: true },
+      place: { netPid: net!.netPid, netns: net!.netns, niced: true },
       fd3: bwrap.fd,
       env: { PATH: '/usr/bin:/bin:/usr/sbin:/sbin' },
       cwd: spec.hostWorkspace,

@@ -1,4 +1,4 @@
-import { closeSync, constants, openSync } from 'node:fs'
+import { closeSync, constants, fstatSync, openSync } from 'node:fs'
 import { failure, libc } from './libc'
 import { niced, SANDBOX_NICE } from './priority'
 
@@ -14,6 +14,8 @@ import { niced, SANDBOX_NICE } from './priority'
 /** Where a process starts: in the network namespace of process `netPid`, at the sandboxes' niceness. */
 export interface Placement {
   netPid?: number
+  /** That namespace's identity (`net:[inode]`): a pid reused by another process is never entered. */
+  netns?: string
   niced?: boolean
 }
 
@@ -43,6 +45,7 @@ export function spawnPlaced<T>(argv: string[], place: Placement, spawn: (argv: s
     if (place.netPid !== undefined) {
       const net = openSync(`/proc/${place.netPid}/ns/net`, constants.O_RDONLY)
       try {
+        if (place.netns !== undefined && `net:[${fstatSync(net).ino}]` !== place.netns) throw new Error(`process ${place.netPid} is no longer in the sandbox's network namespace`)
         if (libc.setns(net, CLONE_NEWNET) !== 0) throw failure(`could not enter the network namespace of ${place.netPid}`)
         entered = true
       } finally {

@@ -1,9 +1,9 @@
 import { expect, test } from 'bun:test'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { bwrapArgs } from '../../sandbox/bwrap'
-import { nsenterArgs, placedArgs } from '../../sandbox/spawn-in'
+import { nsenterArgs, placedArgs, spawnPlaced } from '../../sandbox/spawn-in'
 import { netHolderArgs } from '../../sandbox/netns'
 import { cgroupName, cgroupWrapArgs } from '../../sandbox/cgroup'
 import { containerId, EXEC_WRAPPER, gvisorExecArgs, gvisorExecProcess, gvisorInit, gvisorKillArgs, gvisorSpec, hostTaskLimit, sandboxNameOf, unsavableSockets } from '../../sandbox/gvisor-spec'
@@ -200,3 +200,16 @@ function scratchDir(prefix: string) {
   const path = mkdtempSync(join(tmpdir(), prefix))
   return { path, [Symbol.asyncDispose]: async () => rmSync(path, { recursive: true, force: true }) }
 }
+
+test('spawnPlaced never enters a network namespace that is not the one named (a holder pid reused), and leaves the thread as it was', () => {
+  const own = readlinkSync(`/proc/${process.pid}/task/${process.pid}/ns/net`)
+  let spawned = false
+  const start = () => {
+    spawned = true
+  }
+  // The pid is this process's own, whose namespace is not the one the sandbox was made with.
+  expect(() => spawnPlaced(['true'], { netPid: process.pid, netns: 'net:[1]', niced: true }, start)).toThrow(/no longer in the sandbox's network namespace/)
+  expect(spawned).toBe(false)
+  expect(readlinkSync(`/proc/${process.pid}/task/${process.pid}/ns/net`)).toBe(own)
+  expect(readFileSync(`/proc/${process.pid}/task/${process.pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[16]).toBe('0') // niceness
+})
