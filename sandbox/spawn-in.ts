@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, openSync } from 'node:fs'
+import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs'
 import { failure, libc } from './libc'
 import { niced, SANDBOX_NICE } from './priority'
 
@@ -8,7 +8,7 @@ import { niced, SANDBOX_NICE } from './priority'
  * and a new process takes those of the thread that forks it. The thread takes them on for the
  * spawn (a synchronous fork and exec) and drops them right after; nsenter(1) and nice(1) were
  * 2 ms of every bwrap exec. Dropping them again needs CAP_SYS_ADMIN and CAP_SYS_NICE, so without
- * root the programs are used as before.
+ * both (not root, or root in a container that lacks them) the programs are used as before.
  */
 
 /** Where a process starts: in the network namespace of process `netPid`, at the sandboxes' niceness. */
@@ -33,9 +33,22 @@ export function placedArgs(argv: string[], place: Placement): string[] {
   return place.niced ? niced(entered) : entered
 }
 
+const CAP_SYS_ADMIN = 21n
+const CAP_SYS_NICE = 23n
+
+/** Whether the effective capabilities in a `/proc/<pid>/status` text hold CAP_SYS_ADMIN and CAP_SYS_NICE. */
+export function canPlaceThread(status: string): boolean {
+  const hex = /^CapEff:\s*([0-9a-f]+)$/m.exec(status)?.[1]
+  if (!hex) return false
+  const caps = BigInt(`0x${hex}`)
+  return ((caps >> CAP_SYS_ADMIN) & 1n) === 1n && ((caps >> CAP_SYS_NICE) & 1n) === 1n
+}
+
+const threadPlaceable = canPlaceThread(readFileSync('/proc/self/status', 'utf8'))
+
 /** Runs `spawn` with the process placed (see above); `spawn` gets the argv to start. */
 export function spawnPlaced<T>(argv: string[], place: Placement, spawn: (argv: string[]) => T): T {
-  if (process.getuid?.() !== 0) return spawn(placedArgs(argv, place))
+  if (!threadPlaceable) return spawn(placedArgs(argv, place))
   const tid = libc.gettid()
   const ownNice = libc.getpriority(PRIO_PROCESS, tid) // -20..19; -1 is also an error: then nice(1)
   const ownNet = place.netPid === undefined ? -1 : openSync('/proc/thread-self/ns/net', constants.O_RDONLY)

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { bwrapArgs } from '../../sandbox/bwrap'
-import { nsenterArgs, placedArgs, spawnPlaced } from '../../sandbox/spawn-in'
+import { canPlaceThread, nsenterArgs, placedArgs, spawnPlaced } from '../../sandbox/spawn-in'
 import { netHolderArgs } from '../../sandbox/netns'
 import { cgroupName, cgroupWrapArgs } from '../../sandbox/cgroup'
 import { containerId, EXEC_WRAPPER, gvisorExecArgs, gvisorExecProcess, gvisorInit, gvisorKillArgs, gvisorSpec, hostTaskLimit, sandboxNameOf, unsavableSockets } from '../../sandbox/gvisor-spec'
@@ -212,4 +212,13 @@ test('spawnPlaced never enters a network namespace that is not the one named (a 
   expect(spawned).toBe(false)
   expect(readlinkSync(`/proc/${process.pid}/task/${process.pid}/ns/net`)).toBe(own)
   expect(readFileSync(`/proc/${process.pid}/task/${process.pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[16]).toBe('0') // niceness
+})
+
+test('canPlaceThread: only with both CAP_SYS_ADMIN and CAP_SYS_NICE (root in a default container has neither)', () => {
+  const status = (capEff: string) => `Name:\tagentd\nCapInh:\t0000000000000000\nCapEff:\t${capEff}\nCapBnd:\t000001ffffffffff\n`
+  expect(canPlaceThread(status('000001ffffffffff'))).toBe(true) // root with every capability
+  expect(canPlaceThread(status('00000000a80425fb'))).toBe(false) // Docker's default set
+  expect(canPlaceThread(status('0000000000200000'))).toBe(false) // CAP_SYS_ADMIN alone
+  expect(canPlaceThread(status('0000000000a00000'))).toBe(true) // CAP_SYS_ADMIN and CAP_SYS_NICE
+  expect(canPlaceThread('Name:\tagentd\n')).toBe(false)
 })
