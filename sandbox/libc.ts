@@ -1,9 +1,9 @@
 import { dlopen, FFIType, read } from 'bun:ffi'
 
 /**
- * The few system calls agentd makes itself, through libc (mount.ts, loop.ts): each a few
- * microseconds where the tool that wraps it (mount(8), umount(8), losetup(8)) costs a process
- * start, several ms, on every sandbox create and remove.
+ * The few system calls agentd makes itself, through libc (mount.ts, loop.ts, sparse-file.ts,
+ * spawn-in.ts): each a few microseconds where the tool that wraps it (mount(8), losetup(8),
+ * nsenter(1), nice(1)) costs a process start, several ms, on every sandbox create or exec.
  */
 export const libc = dlopen('libc.so.6', {
   mount: { args: [FFIType.cstring, FFIType.cstring, FFIType.cstring, FFIType.u64, FFIType.ptr], returns: FFIType.i32 },

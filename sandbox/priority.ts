@@ -10,4 +10,3 @@ export const SANDBOX_NICE = 10
 export function niced(argv: string[]): string[] {
   return ['nice', '-n', String(SANDBOX_NICE), ...argv]
 }
-

@@ -25,8 +25,13 @@ export function writtenBlocks(path: string): Blocks {
       const hole = Number(libc.lseek(fd, data, SEEK_HOLE))
       if (hole < 0) throw failure(`could not read the blocks of ${path}`)
       const bytes = Buffer.alloc(hole - data)
-      for (let done = 0; done < bytes.length; ) done += readSync(fd, bytes, done, bytes.length - done, data + done)
-      blocks.push({ at: data, bytes })
+      let done = 0
+      while (done < bytes.length) {
+        const n = readSync(fd, bytes, done, bytes.length - done, data + done)
+        if (n <= 0) break // the file shrank meanwhile: what was there is all there is
+        done += n
+      }
+      blocks.push({ at: data, bytes: bytes.subarray(0, done) })
       at = hole
     }
   } finally {
@@ -49,7 +54,6 @@ export function writeBlocks(path: string, size: number, blocks: Blocks): void {
     closeSync(fd)
   }
 }
-
 
 /** fdatasync(2) on the I/O threads: 0.7 ms of waiting, none of it on agentd's own thread. */
 export async function syncFile(path: string): Promise<void> {
