@@ -106,6 +106,11 @@ export interface SandboxProcess {
   readonly exited: Promise<number>
   /** Signals the process and everything it started (its process group); SIGKILL by default. */
   kill(signal?: NodeJS.Signals): void
+  /**
+   * What a later agentd takes this process over by (`reattach`), on drivers whose processes
+   * outlive agentd (gvisor: the exec's name); absent elsewhere.
+   */
+  readonly ref?: string
 }
 
 export interface ParkOptions {
@@ -115,6 +120,15 @@ export interface ParkOptions {
    * connection, and one that fails ends the processes.
    */
   keepProcesses?: boolean
+}
+
+export interface RecoverOptions {
+  /**
+   * Processes of the earlier server to keep (their `SandboxProcess.ref`), to `reattach` to: a
+   * sandbox frozen with them stays frozen (`wake` thaws it) and they are not ended as orphans.
+   * Drivers that cannot keep processes ignore it.
+   */
+  keep?: string[]
 }
 
 export interface SandboxDriver {
@@ -155,7 +169,13 @@ export interface SandboxDriver {
    * the sandbox is fresh. gvisor keeps them: a running container is taken over as it is, a
    * checkpoint is restored by the next `wake`. Either way, `wake` before the next exec.
    */
-  recover(spec: SandboxSpec): Promise<SandboxHandle | null>
+  recover(spec: SandboxSpec, options?: RecoverOptions): Promise<SandboxHandle | null>
+  /**
+   * After a restart, on a sandbox `recover` kept `ref` in: the process an earlier server started
+   * (its `SandboxProcess.ref`), its output streamed again from its first byte. Null when it is not
+   * there. Only drivers whose processes outlive agentd have it.
+   */
+  reattach?(handle: SandboxHandle, ref: string): SandboxProcess | null
   stats(handle: SandboxHandle): Promise<SandboxStats>
   /**
    * After a restart, before `recover`: kills and removes what this driver left running for

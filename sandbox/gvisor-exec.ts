@@ -50,6 +50,28 @@ export class GvisorExecs {
     return proc
   }
 
+  /**
+   * The exec `ref` an earlier server started and handed over (RecoverOptions.keep): its output
+   * files are read again from their start. Null when it left no pid file (it never started).
+   */
+  reattach(sandbox: Gsandbox, ref: string): SandboxProcess | null {
+    // A name this driver made (see exec): never a path.
+    if (!/^[a-z0-9]+-[a-z0-9]+$/.test(ref) || !sandbox.kept.has(ref) || [...sandbox.procs].some((p) => p.ref === ref)) return null
+    const proc: TailedProcess = new TailedProcess(join(sandbox.io, ref), (signal) => this.signal(sandbox, proc, signal))
+    if (proc.groupId() === null && proc.exitCode() === null) {
+      proc.finish(1)
+      sandbox.kept.delete(ref)
+      return null
+    }
+    // Kept (out of endOrphans' reach, which runs at the thaw) for as long as it runs.
+    sandbox.procs.add(proc)
+    void proc.exited.then(() => {
+      sandbox.procs.delete(proc)
+      sandbox.kept.delete(ref)
+    })
+    return proc
+  }
+
   private start(sandbox: Gsandbox, proc: TailedProcess, name: string, argv: string[], options: ExecOptions): void {
     if (proc.finished) return
     // The process (its environment holds the turn's gateway token) goes to runsc in a file only
@@ -96,7 +118,10 @@ export class GvisorExecs {
     })()
   }
 
-  /** Kills the process groups of execs an earlier server started and never saw end; removes their files. */
+  /**
+   * Kills the process groups of execs an earlier server started and never saw end; removes their
+   * files. Execs kept for a `reattach` (Gsandbox.kept) are left alone.
+   */
   async endOrphans(sandbox: Gsandbox): Promise<void> {
     // The io folder is the sandbox's to write: its entries are read without following links or
     // blocking on a FIFO, and unlinked (a folder planted there stays, harmlessly).
@@ -105,11 +130,13 @@ export class GvisorExecs {
     try {
       for (const entry of io.entries()) {
         const prefix = entry.name.replace(/\.[a-z]+$/, '')
-        if (!entry.name.endsWith('.pid') || io.read(`${prefix}.exit`, 0) !== null) continue
+        if (!entry.name.endsWith('.pid') || sandbox.kept.has(prefix) || io.read(`${prefix}.exit`, 0) !== null) continue
         const group = Number.parseInt(new TextDecoder().decode(io.read(entry.name, 64) ?? new Uint8Array()), 10)
         if (group > 0) await runHelper(gvisorKillArgs(this.runsc.root, sandbox.cid, group, 'SIGKILL'))
       }
-      for (const entry of io.entries()) if (entry.name !== READY_FILE) io.remove(entry.name)
+      for (const entry of io.entries()) {
+        if (entry.name !== READY_FILE && !sandbox.kept.has(entry.name.replace(/\.[a-z]+$/, ''))) io.remove(entry.name)
+      }
     } finally {
       io.close()
     }

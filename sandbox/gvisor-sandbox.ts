@@ -33,8 +33,10 @@ export interface Gsandbox {
   sandboxPid: number | null
   procs: Set<TailedProcess>
   pendingSignals: { proc: TailedProcess; signal: NodeJS.Signals }[]
-  /** Taken over from an earlier server as a checkpoint: the execs it left in it are ended right after the restore. */
+  /** Taken over from an earlier server as a checkpoint or frozen: the execs it left in it are ended once it runs again. */
   orphans: boolean
+  /** Execs of the earlier server that are not orphans: a later `reattach` takes them over. */
+  kept: Set<string>
   /** Execs waiting for the sandbox to run (asked for while it was parked). */
   waiting: { proc: TailedProcess; start: () => void }[]
   oomKills: number
@@ -77,6 +79,7 @@ export function newGsandbox(relayRoot: string, spec: SandboxSpec, innerPort: num
     pendingSignals: [],
     waiting: [],
     orphans: false,
+    kept: new Set(),
     oomKills: 0,
     frozenProcesses: 0,
     lock: Promise.resolve(),

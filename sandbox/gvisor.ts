@@ -2,15 +2,16 @@ import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, watch, writeF
 import { join } from 'node:path'
 import { buildSandboxEtc, detectHostRoot, findSocat } from './bwrap'
 import { cgroupName, delegateControllers, listSandboxCgroups, SandboxCgroup } from './cgroup'
-import { fullLimits, type ExecOptions, type ParkOptions, type SandboxDriver, type SandboxHandle, type SandboxProcess, type SandboxSpec, type SandboxStats } from './driver'
+import { fullLimits, type ExecOptions, type ParkOptions, type RecoverOptions, type SandboxDriver, type SandboxHandle, type SandboxProcess, type SandboxSpec, type SandboxStats } from './driver'
 import { containerId, gvisorSpec, READY_FILE, sandboxNameOf, type GvisorLayout } from './gvisor-spec'
 import type { HostDriverOptions } from './host-driver'
-import { defaultRunRoot, relayDir } from './relay'
+import { defaultRunRoot } from './relay'
 import { alive, firstLine, Runsc } from './runsc'
 import { GvisorExecs } from './gvisor-exec'
 import { newGsandbox, type Gsandbox } from './gvisor-sandbox'
 import { checkpoint, restore, type ParkingHost } from './gvisor-park'
 import { SandboxVolume, volumeDiskUsage, VolumeRegistry } from './volume'
+import { sweepGvisor } from './gvisor-sweep'
 
 export { gvisorWorks } from './runsc'
 
@@ -236,6 +237,10 @@ export class GvisorDriver implements SandboxDriver {
     return this.execs.exec(this.sandbox(handle), argv, options)
   }
 
+  reattach(handle: SandboxHandle, ref: string): SandboxProcess | null {
+    return this.execs.reattach(this.sandbox(handle), ref)
+  }
+
   park(handle: SandboxHandle, options: ParkOptions = {}): Promise<void> {
     const sandbox = this.sandbox(handle)
     return this.serial(sandbox, async () => {
@@ -263,6 +268,9 @@ export class GvisorDriver implements SandboxDriver {
           this.cgroupOf(sandbox.cid).thaw()
           sandbox.status = 'running'
           sandbox.relay.release()
+          // Frozen by an earlier server: what it left running that is not kept ends now.
+          if (sandbox.orphans) await this.execs.endOrphans(sandbox)
+          sandbox.orphans = false
         } else {
           const restored = sandbox.status === 'parked' && (await restore(this.parking, sandbox))
           if (!restored) await this.boot(sandbox)
@@ -299,8 +307,13 @@ export class GvisorDriver implements SandboxDriver {
     rmSync(sandbox.spec.stateDir, { recursive: true, force: true })
   }
 
-  /** After a restart: a container still running is taken over as it is (the old server's execs ended); a checkpoint image makes a parked sandbox; otherwise (a frozen one too) a stopped one that `wake` boots afresh. Null when the workspace is gone. */
-  async recover(spec: SandboxSpec): Promise<SandboxHandle | null> {
+  /**
+   * After a restart: a container still running is taken over as it is (the old server's execs
+   * ended, but for `keep`); a checkpoint image makes a parked sandbox; a frozen one is kept frozen
+   * when it holds execs to keep (a turn handed over at shutdown), otherwise killed; whatever else is
+   * a stopped one that `wake` boots afresh. Null when the workspace is gone.
+   */
+  async recover(spec: SandboxSpec, options: RecoverOptions = {}): Promise<SandboxHandle | null> {
     const existing = this.sandboxes.get(spec.id)
     if (existing) return existing.handle
     const name = cgroupName(spec.id)
@@ -323,10 +336,21 @@ export class GvisorDriver implements SandboxDriver {
     const generations = containers.map((cid) => Number(cid.slice(name.length + 1)))
     const sandbox = newGsandbox(this.relayRoot, spec, saved.innerPort ?? spec.gateway.port, Math.max(saved.generation ?? 0, ...generations), 'stopped')
     this.sandboxes.set(spec.id, sandbox)
-    // A frozen one (a turn paused when the server stopped) is killed where it stands (a frozen sentry
-    // answers no runsc command): that turn is lost, nothing of it runs on; the next wake boots afresh.
+    sandbox.kept = new Set(options.keep)
     const cgroup = this.cgroupOf(sandbox.cid)
     const held = cgroup.frozen()
+    if (held && sandbox.kept.size > 0) {
+      // Frozen at shutdown with the turn it hands over: it stays so until `wake` thaws it, and
+      // only then can the execs that are not kept be ended (a frozen sentry answers no runsc command).
+      for (const cid of containers) if (cid !== sandbox.cid) this.retire(cid)
+      this.running(sandbox, join(spec.stateDir, 'sandbox.pid'))
+      sandbox.status = 'paused'
+      sandbox.orphans = true
+      await sandbox.relay.start()
+      return sandbox.handle
+    }
+    // Any other frozen one (a turn paused when the server stopped) is killed where it stands: that
+    // turn is lost, nothing of it runs on; the next wake boots afresh.
     if (held) await cgroup.killAll()
     const current = await this.runsc.state(sandbox.cid)
     const frozen = held || current?.status === 'paused'
@@ -362,30 +386,9 @@ export class GvisorDriver implements SandboxDriver {
     }
   }
 
-  async sweep(liveIds: string[]): Promise<string[]> {
-    const keep = new Set([...liveIds, ...this.sandboxes.keys()].map(cgroupName))
-    const removed = new Set<string>()
-    for (const cid of await this.runsc.list()) {
-      const name = sandboxNameOf(cid)
-      if (name === null || keep.has(name)) continue
-      await this.runsc.delete(cid)
-      removed.add(name)
-    }
-    for (const cgroup of listSandboxCgroups(`agentd/${this.scope}`)) {
-      const name = sandboxNameOf(cgroup)
-      if (name === null || keep.has(name)) continue
-      await new SandboxCgroup(`agentd/${this.scope}/${cgroup}`).remove()
-      removed.add(name)
-    }
-    if (existsSync(this.relayRoot)) {
-      const keepDirs = new Set([...liveIds, ...this.sandboxes.keys()].map((id) => relayDir(this.relayRoot, id)))
-      for (const dir of new Bun.Glob('*').scanSync({ cwd: this.relayRoot, onlyFiles: false, absolute: true })) {
-        if (!keepDirs.has(dir)) rmSync(dir, { recursive: true, force: true })
-      }
-    }
-    // Disks of sandboxes no longer live, once their processes are gone.
-    for (const name of await this.volumes.sweep(keep)) removed.add(name)
-    return [...removed]
+  sweep(liveIds: string[]): Promise<string[]> {
+    const keep = [...liveIds, ...this.sandboxes.keys()]
+    return sweepGvisor({ runsc: this.runsc, scope: this.scope, relayRoot: this.relayRoot, volumes: this.volumes }, keep)
   }
 
   /** Kills every process of every container of sandbox `name` (its sentry, gofer and all). */

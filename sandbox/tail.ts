@@ -54,6 +54,11 @@ export class TailedProcess implements SandboxProcess {
     })
   }
 
+  /** The exec's name: the prefix of its files in the io folder. */
+  get ref(): string {
+    return this.name
+  }
+
   get finished(): boolean {
     return this.done
   }

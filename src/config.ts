@@ -26,6 +26,8 @@ export interface Config {
   /** CPU cores one sandbox may use: AGENTD_SANDBOX_CPUS, default 2. */
   sandboxCpus: number
   turnTimeoutMs: number
+  /** How long a graceful stop (SIGTERM) waits for turns' model requests before freezing them for the next start. */
+  shutdownMs: number
   /** Raw stdout a turn may store in its transcript; past it the capture is `partial` (256 MB). */
   transcriptMaxBytes: number
   /** A resumable session parked longer than this expires (7 days, scaled by AGENTD_TIME_SCALE). */
@@ -162,6 +164,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     sandboxDiskBytes: positiveNumber('AGENTD_SANDBOX_DISK_MB', env.AGENTD_SANDBOX_DISK_MB, 10240) * 1024 * 1024,
     sandboxCpus: positiveNumber('AGENTD_SANDBOX_CPUS', env.AGENTD_SANDBOX_CPUS, 2),
     turnTimeoutMs: positiveNumber('AGENTD_TURN_TIMEOUT_S', env.AGENTD_TURN_TIMEOUT_S, 3600) * 1000,
+    shutdownMs: positiveNumber('AGENTD_SHUTDOWN_S', env.AGENTD_SHUTDOWN_S, 20) * 1000,
     transcriptMaxBytes: positiveNumber('AGENTD_TRANSCRIPT_MAX_MB', env.AGENTD_TRANSCRIPT_MAX_MB, 256) * 1024 * 1024,
     idleMs: 7 * 24 * 3600 * 1000 * timeScale,
     idempotencyMs: 24 * 3600 * 1000 * timeScale,

@@ -34,10 +34,16 @@ try {
   )
   // Continuous replication, for as long as this server writes the database (src/db/litestream.ts).
   const replication = config.litestreamUrl ? startReplication(config.dbPath, config.litestreamUrl, (line) => log(line)) : null
+  let stopping = false
   const stop = async () => {
+    if (stopping) return
+    stopping = true
     try {
-      await server.stop()
+      // No new connection from here. Event streams stay open while turns are handed over (they
+      // would hold a graceful stop for as long as their run lasts), then every connection is closed.
+      void server.stop()
       await services.close()
+      await server.stop(true)
     } finally {
       await replication?.stop()
       process.exit(0)

@@ -184,6 +184,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     log,
     apply: (id, event, patch) => sessions.apply(id, event, patch),
     admit: () => sessions.admit(),
+    quiesce: (id, deadline) => gateway.quiesce(id, deadline),
   })
   const sessions: SessionService = new SessionService({
     db,
@@ -265,10 +266,15 @@ export async function startServices(config: Config, options: ServerOptions = {})
     metrics,
     gateway,
     driver,
+    /**
+     * Stops everything and closes the database. Turns that can be (gVisor) are handed over to the
+     * next start, each let finish its model request first for at most AGENTD_SHUTDOWN_S.
+     */
     async close() {
+      const deadline = Date.now() + config.shutdownMs
       await ready.catch(() => {})
       clearInterval(sweeper)
-      await sessions.shutdown()
+      await sessions.shutdown(deadline)
       await loki?.close()
       await webhooks.stop()
       await gateway.stop()

@@ -28,7 +28,7 @@ export const anthropicProtocol: ProtocolHandler = {
   matches: (method, pathname) => method === 'POST' && (pathname === '/v1/messages' || pathname === '/v1/messages/count_tokens'),
   credential: (req) => req.headers.get('x-api-key') ?? bearer(req.headers.get('authorization')),
   unauthorized: () => errorResponse(401, 'authentication_error', 'invalid x-api-key'),
-  refuse: (status, message) => errorResponse(status, status === 403 ? 'permission_error' : 'billing_error', message),
+  refuse: (status, message) => errorResponse(status, status === 403 ? 'permission_error' : status === 503 ? 'overloaded_error' : 'billing_error', message),
   modelOf: (_url, body) => (isObject(body) && typeof body.model === 'string' ? body.model : null),
   handle: handleMessages,
   upstream: {

@@ -41,6 +41,44 @@ export interface Gateway {
   url: string
   port: number
   stop(): Promise<void>
+  /**
+   * Readies a session's turn for a freeze (a graceful restart): from now on its new model
+   * requests are answered 503 with `Retry-After` (every CLI retries those), and this resolves once
+   * none of its requests is being answered (a streamed reply counts to its last byte) with how
+   * long that took in ms (0: none was), or with null at `deadline` (ms since the epoch), some still open.
+   */
+  quiesce(sessionId: string, deadline: number): Promise<number | null>
+}
+
+/** The requests being answered per session, and the sessions whose new requests wait for a restart. */
+class InFlight {
+  private readonly open = new Map<string, number>()
+  readonly quiescing = new Set<string>()
+
+  enter(sessionId: string): () => void {
+    this.open.set(sessionId, (this.open.get(sessionId) ?? 0) + 1)
+    let left = false
+    return () => {
+      if (left) return
+      left = true
+      const n = (this.open.get(sessionId) ?? 1) - 1
+      if (n > 0) this.open.set(sessionId, n)
+      else this.open.delete(sessionId)
+    }
+  }
+
+  async quiesce(sessionId: string, deadline: number): Promise<number | null> {
+    this.quiescing.add(sessionId)
+    const started = performance.now()
+    while (this.open.has(sessionId)) {
+      if (Date.now() >= deadline) return null
+      await Bun.sleep(20)
+    }
+    const waited = Math.round(performance.now() - started)
+    // The reply's last bytes are written; the relay (this process too) passes them on in a loop turn or two.
+    await Bun.sleep(50)
+    return waited
+  }
 }
 
 const PROTOCOLS: readonly ProtocolHandler[] = [anthropicProtocol, openaiProtocol, geminiProtocol]
@@ -53,6 +91,7 @@ const PROTOCOLS: readonly ProtocolHandler[] = [anthropicProtocol, openaiProtocol
 export const GATEWAY_MAX_BODY_BYTES = 32 * 1024 * 1024
 
 export function startGateway(opts: GatewayOptions): Gateway {
+  const inFlight = new InFlight()
   const server = Bun.serve({
     hostname: opts.hostname ?? '127.0.0.1',
     port: opts.port ?? 0,
@@ -60,17 +99,18 @@ export function startGateway(opts: GatewayOptions): Gateway {
     // timeout governs, not the socket's.
     idleTimeout: 0,
     maxRequestBodySize: GATEWAY_MAX_BODY_BYTES,
-    fetch: (req) => route(req, opts),
+    fetch: (req) => route(req, opts, inFlight),
   })
   const port = server.port ?? 0
   return {
     url: `http://${server.hostname}:${port}`,
     port,
     stop: () => server.stop(true),
+    quiesce: (sessionId, deadline) => inFlight.quiesce(sessionId, deadline),
   }
 }
 
-async function route(req: Request, opts: GatewayOptions): Promise<Response> {
+async function route(req: Request, opts: GatewayOptions, inFlight: InFlight): Promise<Response> {
   const { pathname } = new URL(req.url)
   // Claude Code probes connectivity with `HEAD /` before its first request.
   if (req.method === 'HEAD' && pathname === '/') return new Response(null, { status: 200 })
@@ -89,9 +129,50 @@ async function route(req: Request, opts: GatewayOptions): Promise<Response> {
   const started = performance.now()
   const line = (text: string) => opts.onLog?.(session, `${new Date().toISOString()} gateway: ${req.method} ${pathname}${text}\n`)
   line('')
-  const answer = await answerFor(req, protocol, session, opts)
+  if (inFlight.quiescing.has(session.sessionId)) {
+    const wait = protocol.refuse(503, 'agentd is restarting; retry in a moment')
+    wait.headers.set('retry-after', '2')
+    line(' answered 503 (agentd is restarting)')
+    return wait
+  }
+  const leave = inFlight.enter(session.sessionId)
+  let answer: Response
+  try {
+    answer = await answerFor(req, protocol, session, opts)
+  } catch (err) {
+    leave()
+    throw err
+  }
   line(` answered ${answer.status} in ${Math.round(performance.now() - started)} ms`)
-  return answer
+  return untilLastByte(answer, leave)
+}
+
+/** `answer`, with `done` called once its body was read to its end or given up (at once without a body). */
+function untilLastByte(answer: Response, done: () => void): Response {
+  if (!answer.body) {
+    done()
+    return answer
+  }
+  const reader = answer.body.getReader()
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const next = await reader.read()
+        if (next.done) {
+          done()
+          controller.close()
+        } else controller.enqueue(next.value)
+      } catch (err) {
+        done()
+        controller.error(err)
+      }
+    },
+    cancel(reason) {
+      done()
+      return reader.cancel(reason)
+    },
+  })
+  return new Response(body, { status: answer.status, statusText: answer.statusText, headers: answer.headers })
 }
 
 async function answerFor(req: Request, protocol: ProtocolHandler, session: GatewaySession, opts: GatewayOptions): Promise<Response> {

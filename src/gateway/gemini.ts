@@ -35,7 +35,7 @@ export const geminiProtocol: ProtocolHandler = {
   // The SDK sends the key as a header; the REST docs also allow `?key=`.
   credential: (req) => req.headers.get('x-goog-api-key') ?? new URL(req.url).searchParams.get('key'),
   unauthorized: () => errorResponse(401, 'UNAUTHENTICATED', 'API key not valid. Please pass a valid API key.'),
-  refuse: (status, message) => errorResponse(status, status === 403 ? 'PERMISSION_DENIED' : 'FAILED_PRECONDITION', message),
+  refuse: (status, message) => errorResponse(status, status === 403 ? 'PERMISSION_DENIED' : status === 503 ? 'UNAVAILABLE' : 'FAILED_PRECONDITION', message),
   modelOf: (url) => ROUTE.exec(url.pathname)?.[2] ?? null,
   handle: handleGenerate,
   upstream: {

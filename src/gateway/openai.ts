@@ -44,7 +44,7 @@ export const openaiProtocol: ProtocolHandler = {
   matches: (method, pathname) => method === 'POST' && pathname === '/v1/responses',
   credential: (req) => bearer(req.headers.get('authorization')),
   unauthorized: () => errorResponse(401, 'invalid_api_key', 'Incorrect API key provided.'),
-  refuse: (status, message) => errorResponse(status, status === 403 ? 'model_not_found' : 'insufficient_quota', message),
+  refuse: (status, message) => errorResponse(status, status === 403 ? 'model_not_found' : status === 503 ? 'server_error' : 'insufficient_quota', message),
   modelOf: (_url, body) => (isObject(body) && typeof body.model === 'string' ? body.model : null),
   handle: handleResponses,
   upstream: {

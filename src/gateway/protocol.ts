@@ -62,8 +62,11 @@ export interface ProtocolHandler {
   credential(req: Request): string | null
   /** A 401 in this protocol's error shape, so the CLI reports it legibly. */
   unauthorized(): Response
-  /** Any other refusal (403 a model the session may not use, 402 a plan limit) in this protocol's error shape. */
-  refuse(status: 402 | 403, message: string): Response
+  /**
+   * Any other refusal in this protocol's error shape: 403 a model the session may not use, 402 a
+   * plan limit, 503 a request to try again shortly (agentd is restarting).
+   */
+  refuse(status: 402 | 403 | 503, message: string): Response
   /** The model a request asks for (from its body or its path), or null when it names none. */
   modelOf(url: URL, body: unknown): string | null
   /** Answers with the scripted model. */

@@ -65,12 +65,16 @@ export class GatewaySessions {
   /** Turns whose key is closed and whose end is not committed yet, by their (dead) key. */
   private readonly closed = new Map<string, OpenTurn>()
 
-  open(opening: TurnOpening): string {
-    const token = `gw_${randomBytes(24).toString('base64url')}`
+  /**
+   * Mints the turn's key, or takes `resumed` up again: a turn an earlier server handed over, whose
+   * CLI still holds that key, with what it had used.
+   */
+  open(opening: TurnOpening, resumed?: { token: string; meter: TurnMeter }): string {
+    const token = resumed?.token ?? `gw_${randomBytes(24).toString('base64url')}`
     const open: OpenTurn = {
       opening,
       prices: new Map(opening.models.map((m) => [m.id, m.pricing])),
-      meter: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, reasoning: 0, calls: 0, costUsd: 0 },
+      meter: resumed ? { ...resumed.meter } : { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, reasoning: 0, calls: 0, costUsd: 0 },
       limit: null,
       binding: {
         sessionId: opening.sessionId,
@@ -105,6 +109,12 @@ export class GatewaySessions {
     const open = this.closed.get(token)
     this.closed.delete(token)
     if (open && this.bySession.get(open.opening.sessionId) === open) this.bySession.delete(open.opening.sessionId)
+  }
+
+  /** What the open turn of this key used so far (a copy), or null. */
+  meterOf(token: string): TurnMeter | null {
+    const open = this.byToken.get(token)
+    return open ? { ...open.meter } : null
   }
 
   resolve(token: string): GatewayBinding | null {

@@ -9,8 +9,10 @@ import type { GatewaySessions, TurnTerms } from './gateway-bindings'
 import type { SessionPatch, SessionRow } from '../sessions/store'
 import type { StartSlots } from './start-slots'
 import { LOG_CAP_BYTES } from '../transcript/logs'
-import { turnPatch } from './turn-patch'
-import { failedOutcome, startTurn, type RunningTurn } from './turn-runner'
+import { dropHandover, handOver, loggedOf, reclaim, StoredPrefix } from './handover'
+import { endedTurn, turnOpening, type LiveTurn, type TurnRun } from './turn-end'
+import { turnOutput } from './turn-output'
+import { failedOutcome, followTurn, startTurn, type RunningTurn } from './turn-runner'
 import { firstTurnPrompt, turnSpec, type TurnSpecDeps } from './turn-spec'
 import { sandboxDir, sandboxSpec } from './sandbox-spec'
 
@@ -39,12 +41,14 @@ export interface RuntimeDeps extends TurnSpecDeps {
   onLog?: (id: string, text: string) => void
   apply: (id: string, event: SessionMachineEvent, patch?: SessionPatch) => boolean
   admit: () => void
+  /** Readies a session's turn for a freeze at shutdown: its model requests end, new ones wait (Gateway.quiesce). */
+  quiesce: (sessionId: string, deadline: number) => Promise<number | null>
 }
 
 interface Live {
   handle?: SandboxHandle
   parked: boolean
-  turn?: RunningTurn & { stopped: boolean; timedOut: boolean; done?: Promise<unknown> }
+  turn?: LiveTurn
   /** Sandbox operations of this session run one after the other, in the order they were asked. */
   ops: Promise<unknown>
   /** Stored log bytes by who wrote them: the CLI's stderr cannot crowd out agentd's own lines. */
@@ -204,7 +208,6 @@ export class SessionRuntime {
   /** Starts the session's next turn; its end comes back as `turn.ended`, without holding the queue. */
   private async runTurn(id: string): Promise<void> {
     const row = this.deps.store.get(id)
-    const live = this.liveOf(id)
     if (!row) return
     const turn = row.turnsCount + 1
     const adapter = this.deps.adapters[row.harness as Harness]
@@ -226,93 +229,92 @@ export class SessionRuntime {
       return
     }
     // The key serves this turn only, the harness's catalog models only, within the org's plan.
-    const token = this.deps.gatewaySessions.open({
-      sessionId: id,
-      orgId: row.orgId,
-      turn,
-      workspace: handle.workspace,
-      models: this.deps.catalog.models.filter((m) => m.harnesses.includes(row.harness as Harness)),
-      ...(await this.deps.turnTerms(row)),
-    })
+    const token = this.deps.gatewaySessions.open(turnOpening(this.deps.catalog, row, turn, handle, await this.deps.turnTerms(row)))
+    const run: TurnRun = { turn, token, handle, oomBefore, startedAt: this.deps.now(), prompt: '' }
     const summary = { last: null as string | null }
-    const events = this.deps.store.events
-    const finish = async (running: Promise<TurnOutcome>) => {
-      let outcome: TurnOutcome
-      try {
-        outcome = await running
-      } catch (err) {
-        outcome = failedOutcome(`the turn could not run: ${(err as Error).message}`)
-      }
-      const current = live.turn
-      live.turn = undefined
-      const { usage: metered, limit } = this.deps.gatewaySessions.close(token)
-      try {
-        // A turn killed by shutdown is left as it was; the next start ends it as "restarted".
-        if (this.closing) return
-        const fresh = this.deps.store.get(id)
-        if (!fresh) return
-        const stopped = current?.stopped === true
-        // The gateway refused this turn's calls past a plan limit: the turn fails naming it.
-        if (limit !== null && !stopped) outcome = { ...outcome, error: limit }
-        if (current?.timedOut) outcome = { ...outcome, error: `the turn ran longer than ${Math.round(this.deps.turnTimeoutMs / 1000)} s and was stopped` }
-        else if (!stopped && (await this.outOfMemory(handle, oomBefore))) {
-          // A process of the turn went over the sandbox's memory limit: the turn fails, saying so,
-          // even when the agent carried on after its tool call was killed.
-          outcome = { ...outcome, error: `the sandbox ran out of memory (limit ${Math.round(this.deps.limits.memoryBytes / 1024 / 1024)} MB): a process of this turn was killed` }
-        }
-        let artifactCount = fresh.artifactCount
-        try {
-          artifactCount = this.deps.artifacts.collect(id, handle.hostWorkspace, turn)
-        } catch (err) {
-          this.deps.log(`artifacts not collected: ${(err as Error).message}`, { session: id, turn })
-        }
-        // Tokens as the gateway metered them; reasoning only the CLI reports.
-        const usage = metered ? { ...metered, reasoning: outcome.usage?.reasoning ?? 0 } : outcome.usage
-        const patch = turnPatch(this.deps.catalog, fresh, turn, outcome, usage, summary.last, stopped, this.deps.now())
-        this.deps.apply(id, { type: 'turn.ended', error: stopped ? null : outcome.error, schemaValid: patch.schemaValid ?? null, stopped }, { ...patch, artifactCount })
-      } finally {
-        this.deps.gatewaySessions.settle(token)
-      }
-    }
     try {
       if (!adapter) throw new Error(`${row.harness} has no runner on this server`)
       // The first turn's skills and attachments land before the CLI starts; its prompt names the files.
       const prompt = turn === 1 ? firstTurnPrompt(row, this.deps.prepareFirstTurn(row, handle)) : this.deps.store.messageForTurn(id, turn)?.content
       if (prompt === undefined) throw new Error(`no prompt is stored for turn ${turn}`)
-      const running = await startTurn(
-        this.deps.driver,
-        handle,
-        adapter,
-        await turnSpec(this.deps, row, turn, prompt, handle, token),
-        {
-          onOutput: (normalized, rawLines) => {
-            for (const event of normalized) {
-              if (event.type === 'message' && event.role === 'assistant' && event.content?.trim()) summary.last = event.content
-            }
-            events.append(
-              id,
-              normalized.map((data) => ({ turn, kind: 'harness' as const, type: data.type, data: data as Record<string, unknown> })),
-              rawLines.map((line) => ({ turn, line })),
-            )
-          },
-          onStderr: (text) => this.log(id, turn, text),
-        },
-        { transcriptMaxBytes: this.deps.transcriptMaxBytes },
-      )
-      live.turn = { ...running, stopped: false, timedOut: false }
-      // Shutdown began while the CLI was starting: it must not outlive the server.
-      if (this.closing) running.process.kill('SIGKILL')
-      const timer = setTimeout(() => {
+      run.prompt = prompt
+      const spec = await turnSpec(this.deps, row, turn, prompt, handle, token)
+      this.follow(id, run, summary, await startTurn(this.deps.driver, handle, adapter, spec, turnOutput(this.deps.store, (text) => this.log(id, turn, text), id, turn, summary, new StoredPrefix(null)), this.turnOptions))
+    } catch (err) {
+      await this.finish(id, run, summary, Promise.reject(err))
+    }
+  }
+
+  /**
+   * After a restart: the turn an earlier server handed over at shutdown (handover.ts) goes on, its
+   * sandbox thawed if the session is running (a paused one stays frozen until resumed). False when
+   * there is none, or it cannot be taken over (then the turn is lost, as after a crash).
+   */
+  async takeOver(row: SessionRow): Promise<boolean> {
+    const adapter = this.deps.adapters[row.harness as Harness]
+    const found = adapter ? await reclaim(this.deps.driver, this.spec(row.id), row.turnsCount + 1, (line) => this.deps.log(line, { session: row.id })) : null
+    if (!adapter || !found) return false
+    const { handover, handle, proc } = found
+    const { turn, token, meter } = handover
+    const live = this.liveOf(row.id)
+    Object.assign(live, { handle, parked: true })
+    this.deps.gatewaySessions.open(turnOpening(this.deps.catalog, row, turn, handle, await this.deps.turnTerms(row)), { token, meter })
+    const stored = this.deps.store.events.storedOfTurn(row.id, turn)
+    live.logBytes = loggedOf(stored, LOG_CAP_BYTES)
+    const run: TurnRun = { ...handover, handle, oomBefore: (await this.deps.driver.stats(handle).catch(() => null))?.oomKills ?? 0 }
+    const summary = { last: null as string | null }
+    const spec = await turnSpec(this.deps, row, turn, handover.prompt, handle, token)
+    this.follow(row.id, run, summary, followTurn(proc, adapter, spec, turnOutput(this.deps.store, (text) => this.log(row.id, turn, text), row.id, turn, summary, new StoredPrefix(stored)), this.turnOptions))
+    if (row.status === 'running') this.serial(row.id, () => this.wake(row.id))
+    return true
+  }
+
+  private get turnOptions() {
+    return { transcriptMaxBytes: this.deps.transcriptMaxBytes }
+  }
+
+  /** Watches a started turn: its timeout, and its end, which comes back as `turn.ended`. */
+  private follow(id: string, run: TurnRun, summary: { last: string | null }, running: RunningTurn): void {
+    const live = this.liveOf(id)
+    live.turn = { ...running, run, stopped: false, timedOut: false }
+    // Shutdown began while the CLI was starting: it must not outlive the server.
+    if (this.closing) running.process.kill('SIGKILL')
+    const timer = setTimeout(
+      () => {
         if (live.turn?.process !== running.process) return
         live.turn.timedOut = true
         running.process.kill('SIGKILL')
-      }, this.deps.turnTimeoutMs)
-      const done = finish(running.outcome).finally(() => clearTimeout(timer))
-      if (live.turn?.process === running.process) live.turn.done = done
-      this.pending.add(done)
-      void done.finally(() => this.pending.delete(done))
+      },
+      Math.max(0, run.startedAt + this.deps.turnTimeoutMs - this.deps.now()),
+    )
+    const done = this.finish(id, run, summary, running.outcome).finally(() => clearTimeout(timer))
+    if (live.turn?.process === running.process) live.turn.done = done
+    this.pending.add(done)
+    void done.finally(() => this.pending.delete(done))
+  }
+
+  private async finish(id: string, run: TurnRun, summary: { last: string | null }, running: Promise<TurnOutcome>): Promise<void> {
+    const live = this.liveOf(id)
+    let outcome: TurnOutcome
+    try {
+      outcome = await running
     } catch (err) {
-      await finish(Promise.reject(err))
+      outcome = failedOutcome(`the turn could not run: ${(err as Error).message}`)
+    }
+    const current = live.turn
+    live.turn = undefined
+    const { usage: metered, limit } = this.deps.gatewaySessions.close(run.token)
+    try {
+      // A turn killed by shutdown is left as it was; the next start ends it as "restarted". One
+      // that ended by itself meanwhile is told as always (a handover of it is void).
+      if (current?.abandoned) return
+      if (current?.handedOver) dropHandover(this.spec(id).stateDir)
+      const fresh = this.deps.store.get(id)
+      if (!fresh) return
+      const ended = await endedTurn(this.deps, { row: fresh, run, outcome, metered, limit, last: summary.last, stopped: current?.stopped === true, timedOut: current?.timedOut === true })
+      this.deps.apply(id, ended.event, ended.patch)
+    } finally {
+      this.deps.gatewaySessions.settle(run.token)
     }
   }
 
@@ -324,14 +326,6 @@ export class SessionRuntime {
     const data = bytes[from] >= LOG_CAP_BYTES ? { truncated: true } : { text }
     this.deps.store.events.append(id, [{ turn, kind: 'log', type: from === 'cli' ? 'stderr' : 'agentd', data }])
     if ('text' in data) this.deps.onLog?.(id, text)
-  }
-
-  private async outOfMemory(handle: SandboxHandle, before: number): Promise<boolean> {
-    try {
-      return (await this.deps.driver.stats(handle)).oomKills > before
-    } catch {
-      return false
-    }
   }
 
   /** Interrupts the running turn: SIGINT first, as a user at the terminal would, then SIGKILL. */
@@ -372,28 +366,34 @@ export class SessionRuntime {
     if (handle) Object.assign(live, { handle, parked: true })
   }
 
-  /** Stops every turn and waits until no effect is in flight (the database can close); the next start treats the sessions as after a crash. */
-  async shutdown(): Promise<void> {
+  /**
+   * Stops the runtime: nothing new starts, every turn is stopped or handed over (`deadline`, ms since
+   * the epoch, bounds the wait for their model requests), and this resolves once no effect is in
+   * flight (the database can close). The next start takes handed-over turns over and treats the
+   * others as after a crash.
+   */
+  async shutdown(deadline = Date.now() + 30_000): Promise<void> {
     this.closing = true
+    // A driver whose sandboxes outlive agentd keeps each turn's processes, frozen, for the next server.
+    if (this.deps.driver.reattach) await Promise.all([...this.live].map(([id, live]) => handOver(this.deps, id, live, this.spec(id).stateDir, deadline)))
     // A frozen process only dies once thawed; a checkpoint holds no process to kill.
     const thaw = !this.deps.driver.canCheckpoint
     // A turn paused in a sandbox that outlives the server (gVisor: checkpointed or frozen) is left as
-    // it is: a kill would only be queued for its wake. The next start ends it as lost.
-    const kept = new Set([...this.live.values()].flatMap((live) => (!thaw && live.parked && live.turn?.done ? [live.turn.done] : [])))
+    // it is: a kill would only be queued for its wake.
+    const kept = new Set([...this.live.values()].flatMap((live) => (live.turn?.done && (live.turn.handedOver || (!thaw && live.parked)) ? [live.turn.done] : [])))
     const waited = () => [...this.pending].filter((p) => !kept.has(p))
     while (waited().length > 0) {
       for (const live of this.live.values()) {
         if (!live.turn || (live.turn.done && kept.has(live.turn.done))) continue
+        live.turn.abandoned = true
         live.turn.process.kill('SIGKILL')
         if (thaw && live.handle) await this.deps.driver.wake(live.handle).catch(() => {})
       }
       await Promise.race([Promise.allSettled(waited()), Bun.sleep(100)])
     }
-    // Whatever still runs is parked (gVisor: checkpointed, no process while the server is down).
-    for (const [id, live] of this.live) {
-      if (!live.handle || live.parked) continue
-      await this.deps.driver.park(live.handle).catch((err) => this.deps.log(`not parked at shutdown: ${(err as Error).message}`, { session: id }))
-    }
+    // Whatever still runs is parked (gVisor: checkpointed, no process while the server is down), all at once.
+    const running = [...this.live].filter(([, live]) => live.handle && !live.parked && !live.turn?.handedOver)
+    await Promise.all(running.map(([id, live]) => this.deps.driver.park(live.handle!).catch((err) => this.deps.log(`not parked at shutdown: ${(err as Error).message}`, { session: id }))))
     this.deps.store.events.flush()
   }
 }

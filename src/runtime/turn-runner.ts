@@ -97,7 +97,14 @@ export async function startTurn(
   const command = adapter.buildTurn(spec)
   // The home is the sandbox's: a link planted there by an earlier turn is replaced, never followed.
   for (const [path, content] of Object.entries(command.files ?? {})) writeInTree(handle.hostHome, path, content)
-  const proc = driver.exec(handle, command.argv, { env: command.env })
+  return followTurn(driver.exec(handle, command.argv, { env: command.env }), adapter, spec, callbacks, options)
+}
+
+/**
+ * Reads a turn's CLI to its end: its stdout parsed into events and raw lines, its stderr, its
+ * outcome. Also a turn an earlier server handed over, whose output is read again from its start.
+ */
+export function followTurn(proc: SandboxProcess, adapter: HarnessAdapter, spec: TurnSpec, callbacks: TurnCallbacks, options: TurnOptions = {}): RunningTurn {
   const parser = adapter.createParser(spec)
   const maxStored = options.transcriptMaxBytes ?? TRANSCRIPT_MAX_BYTES
   let stored = 0

@@ -32,7 +32,7 @@ export async function turnSpec(deps: TurnSpecDeps, row: SessionRow, turn: number
     ...(row.outputSchema ? { outputSchema: row.outputSchema } : {}),
     ...(row.harnessSessionId ? { resumeId: row.harnessSessionId } : {}),
     ...(cliRoot ? { cliRoot } : {}),
-    ...(turn > 1 ? { priorUsage: priorUsage(deps.store, row.id) } : {}),
+    ...(turn > 1 ? { priorUsage: priorUsage(deps.store, row.id, turn) } : {}),
     ...(servers.length > 0 ? { mcpServers: servers } : {}),
   }
 }
@@ -54,11 +54,14 @@ async function pinnedCli(deps: TurnSpecDeps, row: SessionRow): Promise<string | 
   return deps.installer.modulesFor(pkg, row.harnessVersionResolved)
 }
 
-/** What earlier turns reported in their `usage` events: Codex reports thread totals, not the turn's. */
-function priorUsage(store: SessionStore, id: string): TokenUsage {
+/**
+ * What turns before `turn` reported in their `usage` events: Codex reports thread totals, not the
+ * turn's. (A turn taken over after a restart has some of its own stored already.)
+ */
+function priorUsage(store: SessionStore, id: string, turn: number): TokenUsage {
   const sum: TokenUsage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, reasoning: 0 }
   for (const row of store.allEvents(id)) {
-    if (row.kind !== 'harness' || row.type !== 'usage') continue
+    if (row.kind !== 'harness' || row.type !== 'usage' || row.turn >= turn) continue
     const n = (key: string) => (typeof row.data[key] === 'number' ? (row.data[key] as number) : 0)
     sum.input += n('inputTokens')
     sum.output += n('outputTokens')

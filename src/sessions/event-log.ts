@@ -14,6 +14,14 @@ export interface StoredEvent {
 
 export type NewEvent = Omit<StoredEvent, 'seq' | 'createdAt' | 'json'>
 
+/** What is stored of one turn's output (EventLog.storedOfTurn). */
+export interface StoredTurn {
+  harness: number
+  raw: number
+  /** Log text by writer: the CLI's stderr, agentd's own lines. */
+  log: Record<'stderr' | 'agentd', { chars: number; truncated: boolean }>
+}
+
 /** A live reader of one session's events. Returns false when it cannot keep up (it is dropped). */
 export type Listener = (events: StoredEvent[]) => boolean
 
@@ -176,6 +184,30 @@ export class EventLog {
       json: row.data,
       createdAt: row.created_at,
     }))
+  }
+
+  /**
+   * What is stored of one turn's output, buffered appends included: its harness events, its raw
+   * lines and the characters of each log writer (and whether it reached its cap). A turn taken
+   * over after a restart reads its output again from the start and skips this much.
+   */
+  storedOfTurn(sessionId: string, turn: number): StoredTurn {
+    if (this.pending.has(sessionId)) this.flush()
+    const count = (sql: string) => this.sqlite.query<{ n: number }, [string, number]>(sql).get(sessionId, turn)?.n ?? 0
+    const stored: StoredTurn = {
+      harness: count("SELECT count(*) AS n FROM session_events WHERE session_id = ? AND turn = ? AND kind = 'harness'"),
+      raw: count('SELECT count(*) AS n FROM session_transcript_lines WHERE session_id = ? AND turn = ?'),
+      log: { stderr: { chars: 0, truncated: false }, agentd: { chars: 0, truncated: false } },
+    }
+    const logs = this.sqlite.query<{ type: string; data: string }, [string, number]>("SELECT type, data FROM session_events WHERE session_id = ? AND turn = ? AND kind = 'log'")
+    for (const row of logs.all(sessionId, turn)) {
+      const writer = stored.log[row.type as keyof StoredTurn['log']]
+      if (!writer) continue
+      const data = JSON.parse(row.data) as { text?: unknown; truncated?: unknown }
+      if (typeof data.text === 'string') writer.chars += data.text.length
+      if (data.truncated === true) writer.truncated = true
+    }
+    return stored
   }
 
   /** Live events of a session from now on; call the returned function to stop. */

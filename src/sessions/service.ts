@@ -229,9 +229,10 @@ export class SessionService {
   }
 
   /**
-   * At start: sandboxes no live session owns are removed; sessions that were mid-turn when the
-   * service died get their sandbox back (the driver kills what the lost turn left running) and are
-   * told so; queued ones are admitted.
+   * At start: sandboxes no live session owns are removed; a turn the last process handed over at a
+   * graceful stop is taken over; sessions that were mid-turn otherwise (the service died) get their
+   * sandbox back (the driver kills what the lost turn left running) and are told so; queued ones
+   * are admitted.
    */
   async rehydrate(): Promise<void> {
     const owners = this.store.inStatus([...IN_PROGRESS, ...PARKABLE]).map((row) => row.id)
@@ -244,6 +245,8 @@ export class SessionService {
     for (const row of this.store.inStatus(statuses)) {
       orgs.add(row.orgId)
       if (row.status === 'queued') continue
+      // A turn handed over by a graceful stop goes on where it was (gVisor); any other is lost.
+      if ((row.status === 'running' || row.status === 'paused') && (await this.runtime.takeOver(row))) continue
       await this.runtime.adopt(row.id)
       // The lost turn counts as a turn, so the next one takes the next prompt.
       const lostTurn = row.status === 'running' || row.status === 'paused'
@@ -252,9 +255,9 @@ export class SessionService {
     if (orgs.size > 0) this.admit()
   }
 
-  /** Stops every turn this process runs (tests and graceful shutdown). */
-  async shutdown(): Promise<void> {
-    await this.runtime.shutdown()
+  /** Stops or hands over every turn this process runs (tests and graceful shutdown; see SessionRuntime.shutdown). */
+  async shutdown(deadline?: number): Promise<void> {
+    await this.runtime.shutdown(deadline)
   }
 
   /**

@@ -1,0 +1,44 @@
+import { existsSync, rmSync } from 'node:fs'
+import { cgroupName, listSandboxCgroups, SandboxCgroup } from './cgroup'
+import { sandboxNameOf } from './gvisor-spec'
+import { relayDir } from './relay'
+import type { Runsc } from './runsc'
+import type { VolumeRegistry } from './volume'
+
+/** What a sweep reaches of the gVisor driver: its runsc state, cgroups, relay sockets and disks. */
+export interface SweepScope {
+  runsc: Runsc
+  scope: string
+  relayRoot: string
+  volumes: VolumeRegistry
+}
+
+/**
+ * Removes what the driver left for sandboxes not in `keepIds` (containers, cgroups, relay
+ * sockets, disks), within its scope. Returns the sandbox names it removed.
+ */
+export async function sweepGvisor(at: SweepScope, keepIds: string[]): Promise<string[]> {
+  const keep = new Set(keepIds.map(cgroupName))
+  const removed = new Set<string>()
+  for (const cid of await at.runsc.list()) {
+    const name = sandboxNameOf(cid)
+    if (name === null || keep.has(name)) continue
+    await at.runsc.delete(cid)
+    removed.add(name)
+  }
+  for (const cgroup of listSandboxCgroups(`agentd/${at.scope}`)) {
+    const name = sandboxNameOf(cgroup)
+    if (name === null || keep.has(name)) continue
+    await new SandboxCgroup(`agentd/${at.scope}/${cgroup}`).remove()
+    removed.add(name)
+  }
+  if (existsSync(at.relayRoot)) {
+    const keepDirs = new Set(keepIds.map((id) => relayDir(at.relayRoot, id)))
+    for (const dir of new Bun.Glob('*').scanSync({ cwd: at.relayRoot, onlyFiles: false, absolute: true })) {
+      if (!keepDirs.has(dir)) rmSync(dir, { recursive: true, force: true })
+    }
+  }
+  // Disks of sandboxes no longer live, once their processes are gone.
+  for (const name of await at.volumes.sweep(keep)) removed.add(name)
+  return [...removed]
+}

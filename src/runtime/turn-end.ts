@@ -1,0 +1,100 @@
+import type { SessionMachineEvent } from '../../machines/session.machine'
+import type { SandboxDriver, SandboxHandle } from '../../sandbox/driver'
+import type { Catalog } from '../catalog/catalog'
+import type { LogFields } from '../domain/log'
+import type { TurnOutcome } from '../harness/harness'
+import type { SessionPatch, SessionRow } from '../sessions/store'
+import type { ArtifactStore } from './artifacts'
+import type { TurnMeter, TurnOpening, TurnTerms } from './gateway-bindings'
+import type { RunningTurn } from './turn-runner'
+import type { Harness } from '../domain/harness'
+import { turnPatch } from './turn-patch'
+
+/** One turn of a session as the runtime runs it (and, on gVisor, hands it over at shutdown). */
+export interface TurnRun {
+  turn: number
+  /** Its gateway key. */
+  token: string
+  handle: SandboxHandle
+  /** The sandbox's out-of-memory kills before the turn: more at its end mean one of its processes was. */
+  oomBefore: number
+  /** When it started, ms since the epoch: its timeout runs from there. */
+  startedAt: number
+  prompt: string
+}
+
+/** A turn whose CLI runs, as the runtime holds it. */
+export type LiveTurn = RunningTurn & {
+  run: TurnRun
+  stopped: boolean
+  timedOut: boolean
+  done?: Promise<unknown>
+  /** Killed by shutdown: its end is not told (the next start does, as "restarted"). */
+  abandoned?: boolean
+  /** Left frozen for the next server (handover.ts). */
+  handedOver?: boolean
+}
+
+/** What the gateway is told of a turn it opens a key for: the harness's catalog models, the session's terms. */
+export function turnOpening(catalog: Catalog, row: SessionRow, turn: number, handle: SandboxHandle, terms: TurnTerms): TurnOpening {
+  const models = catalog.models.filter((m) => m.harnesses.includes(row.harness as Harness))
+  return { sessionId: row.id, orgId: row.orgId, turn, workspace: handle.workspace, models, ...terms }
+}
+
+export interface TurnEndDeps {
+  driver: SandboxDriver
+  artifacts: ArtifactStore
+  catalog: Catalog
+  turnTimeoutMs: number
+  limits: { memoryBytes: number }
+  now: () => number
+  log: (line: string, fields?: LogFields) => void
+}
+
+export interface TurnEnd {
+  row: SessionRow
+  run: TurnRun
+  outcome: TurnOutcome
+  /** What the gateway metered, and the plan limit the turn crossed. */
+  metered: TurnMeter | null
+  limit: string | null
+  /** The last thing the assistant said (the run's summary). */
+  last: string | null
+  stopped: boolean
+  timedOut: boolean
+}
+
+/** The `turn.ended` event of a turn whose CLI exited, and its patch: what went wrong, its artifacts, its usage. */
+export async function endedTurn(deps: TurnEndDeps, end: TurnEnd): Promise<{ event: SessionMachineEvent; patch: SessionPatch }> {
+  const { row, run, metered, limit, stopped } = end
+  let outcome = end.outcome
+  // The gateway refused this turn's calls past a plan limit: the turn fails naming it.
+  if (limit !== null && !stopped) outcome = { ...outcome, error: limit }
+  if (end.timedOut) outcome = { ...outcome, error: `the turn ran longer than ${Math.round(deps.turnTimeoutMs / 1000)} s and was stopped` }
+  else if (!stopped && (await outOfMemory(deps.driver, run.handle, run.oomBefore))) {
+    // A process of the turn went over the sandbox's memory limit: the turn fails, saying so,
+    // even when the agent carried on after its tool call was killed.
+    outcome = { ...outcome, error: `the sandbox ran out of memory (limit ${Math.round(deps.limits.memoryBytes / 1024 / 1024)} MB): a process of this turn was killed` }
+  }
+  let artifactCount = row.artifactCount
+  try {
+    artifactCount = deps.artifacts.collect(row.id, run.handle.hostWorkspace, run.turn)
+  } catch (err) {
+    deps.log(`artifacts not collected: ${(err as Error).message}`, { session: row.id, turn: run.turn })
+  }
+  // Tokens as the gateway metered them; reasoning only the CLI reports.
+  const usage = metered ? { ...metered, reasoning: outcome.usage?.reasoning ?? 0 } : outcome.usage
+  const patch = turnPatch(deps.catalog, row, run.turn, outcome, usage, end.last, stopped, deps.now())
+  return {
+    event: { type: 'turn.ended', error: stopped ? null : outcome.error, schemaValid: patch.schemaValid ?? null, stopped },
+    patch: { ...patch, artifactCount },
+  }
+}
+
+async function outOfMemory(driver: SandboxDriver, handle: SandboxHandle, before: number): Promise<boolean> {
+  try {
+    return (await driver.stats(handle)).oomKills > before
+  } catch {
+    return false
+  }
+}

@@ -1,0 +1,93 @@
+import { afterAll, expect, test } from 'bun:test'
+import { Database } from 'bun:sqlite'
+import { join } from 'node:path'
+import { removeDataDir } from '../helpers/cleanup'
+import { script, waitFor } from '../helpers/http'
+import { client, seededDataDir, startServer } from '../helpers/server'
+import { openSse, type SseFrame } from '../helpers/sse'
+
+const dirs: string[] = []
+afterAll(async () => {
+  for (const dir of dirs) await removeDataDir(dir)
+})
+
+/** Requests the gateway logged for a session (its `…/logs`). */
+const modelRequests = (logs: string) => logs.split('\n').filter((line) => / gateway: POST \S+$/.test(line)).length
+
+/** The same, read from the database file while no server runs. */
+async function storedRequests(dir: string, id: string): Promise<number> {
+  const db = new Database(join(dir, 'agentd.db'), { readonly: true })
+  const rows = db.query("SELECT data FROM session_events WHERE session_id = ? AND kind = 'log' AND type = 'agentd'").all(id) as { data: string }[]
+  db.close()
+  return modelRequests(rows.map((row) => (JSON.parse(row.data) as { text?: string }).text ?? '').join(''))
+}
+
+/**
+ * A graceful restart (SIGTERM) in the middle of a gVisor turn: the stopping server lets the model
+ * request under way (a scripted `sleep`) finish, freezes the sandbox and hands the turn over; the
+ * next one takes it over, and the turn completes with its answer. A stream that reconnects with
+ * Last-Event-ID sees every event of the run exactly once.
+ */
+for (const agent of ['harness_1', 'harness_2', 'harness_3'] as const) {
+  test(`SIGTERM mid-turn on gVisor (${agent}): the turn goes on after the restart and completes; a reconnected stream misses nothing and repeats nothing`, async () => {
+    const { dir, token } = await seededDataDir('agentd-graceful')
+    dirs.push(dir)
+    const env = { DATA_DIR: dir, AGENTD_SANDBOX: 'gvisor' }
+    let server = await startServer(env)
+    const call = client(() => server, token)
+    try {
+      const steps = [{ bash: 'echo one > one.txt' }, { sleep: 6000 }, { bash: 'cat one.txt > two.txt; echo two >> two.txt' }, { answer: 'finished after the restart' }]
+      const id = (await call('POST', '/o/acme/p/_/sessions', { agent, prompt: script(steps) })).body.execution_id as string
+      const url = (base: string) => `${base}/o/acme/p/_/sessions/${id}/events`
+      const stream = await openSse(url(server.url), token)
+      // The first shell call's result, then the CLI's next model request: the model holds that reply 6 s.
+      const head: SseFrame[] = []
+      while (!head.some((f) => f.data?.type === 'tool_result')) head.push(...(await stream.frames(1)))
+      const logs = async () => String((await call('GET', `/o/acme/p/_/sessions/${id}/logs`)).body.logs ?? '')
+      const asked = modelRequests(await logs())
+      await waitFor(async () => modelRequests(await logs()), (n) => n > asked, 30_000)
+      const stopping = performance.now()
+      // Read on until the server drops the stream (a reset, as a client sees a server that went away).
+      const reading = (async () => {
+        try {
+          for (let more = await stream.frames(1); more.length > 0; more = await stream.frames(1)) head.push(...more)
+        } catch {}
+      })()
+      await server.stop('SIGTERM')
+      const stopMs = performance.now() - stopping
+      await reading // the stream ended with the server, the turn still under way
+      expect(head.some((f) => f.event === 'done'), JSON.stringify(head.slice(-3))).toBe(false)
+      // The stopping server let that request finish before it froze the sandbox.
+      const handedOver = /turn 1 handed over to the next server once its model request ended \((\d+) ms\)/.exec(server.log())
+      expect(handedOver, server.log().slice(-2000)).not.toBeNull()
+      expect(Number(handedOver![1])).toBeGreaterThan(0)
+      const requestsBefore = await storedRequests(dir, id)
+
+      server = await startServer(env)
+      const tail = await (await openSse(url(server.url), token, { 'last-event-id': String(head.at(-1)!.id) })).frames()
+      const explain = `server: ${server.log().slice(-3000)}\nlogs: ${String((await call('GET', `/o/acme/p/_/sessions/${id}/logs`)).body.logs).slice(-2000)}`
+      const session = (await call('GET', `/o/acme/p/_/sessions/${id}`)).body
+      expect(session.status, explain).toBe('completed')
+      expect(session.turns_count).toBe(1)
+      expect((await call('GET', `/o/acme/p/_/sessions/${id}/result`)).body.result.text).toBe('finished after the restart')
+      // The model was asked again after the restart, through the new server's gateway.
+      expect(modelRequests((await call('GET', `/o/acme/p/_/sessions/${id}/logs`)).body.logs)).toBeGreaterThan(requestsBefore)
+      const seen = [...head, ...tail].filter((f) => f.id !== undefined)
+      const ids = seen.map((f) => f.id!)
+      // Exactly what the database holds for the run, in order: nothing missed, nothing twice.
+      const db = new Database(join(dir, 'agentd.db'), { readonly: true })
+      const visible = db.query("SELECT seq FROM session_events WHERE session_id = ? AND kind != 'log' ORDER BY seq").all(id) as { seq: number }[]
+      expect(ids).toEqual(visible.map((row) => row.seq))
+      const calls = seen.filter((f) => f.data?.type === 'tool_use').map((f) => JSON.stringify(f.data.input ?? f.data))
+      expect(calls).toHaveLength(2)
+      expect(tail.at(-1)!.event).toBe('done')
+      // The raw transcript holds each line of the CLI once.
+      const lines = db.query('SELECT line FROM session_transcript_lines WHERE session_id = ? ORDER BY line_no').all(id) as { line: string }[]
+      expect(new Set(lines.map((l) => l.line)).size).toBe(lines.length)
+      db.close()
+      console.log(`graceful restart (${agent}): the stop took ${stopMs.toFixed(0)} ms (the model's reply let finish: ${handedOver![1]} ms)`)
+    } finally {
+      await server.stop()
+    }
+  }, 120_000)
+}
