@@ -9,7 +9,9 @@ import type { LogFields } from './domain/log'
  * JSON lines on stderr (pino): what agentd says, as `msg`, and one `request` line per answered
  * request with its id, method, path, status and time, for a log pipeline to index.
  */
-const logger = pino({ base: { service: 'agentd' }, timestamp: pino.stdTimeFunctions.isoTime }, pino.destination(2))
+// Written as they come (sync): with background writes, the lines of a stop (its handovers) were
+// lost at exit under Bun, whose exit does not run the destination's flush.
+const logger = pino({ base: { service: 'agentd' }, timestamp: pino.stdTimeFunctions.isoTime }, pino.destination({ dest: 2, sync: true }))
 const log = (line: string, fields?: LogFields) => logger.info(fields ?? {}, line.replace(/^agentd: /, '').trimEnd())
 
 // Whatever agentd writes under DATA_DIR (database, artifact bytes, workspaces, sandbox bundles) is

@@ -138,9 +138,13 @@ export async function handOver(deps: HandoverDeps, id: string, live: HandedTurn,
     }
   }
   const meter = deps.gatewaySessions.meterOf(turn.run.token)
-  if (!meter) return
+  if (!meter || live.turn !== turn) return deps.log('the turn ended as it was frozen; its end is told as usual', { session: id })
   const { turn: number, token, startedAt, prompt } = turn.run
-  writeHandover(stateDir, { turn: number, ref: turn.process.ref, token, meter, startedAt, prompt })
+  try {
+    writeHandover(stateDir, { turn: number, ref: turn.process.ref, token, meter, startedAt, prompt })
+  } catch (err) {
+    return deps.log(`the turn could not be handed over, so it ends: ${(err as Error).message}`, { session: id })
+  }
   turn.handedOver = true
   const after = waited > 0 ? ` once its model request ended (${waited} ms)` : ''
   deps.log(`turn ${number} handed over to the next server${after}, its sandbox frozen`, { session: id, turn: number })

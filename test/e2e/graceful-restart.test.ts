@@ -1,13 +1,24 @@
 import { afterAll, expect, test } from 'bun:test'
 import { Database } from 'bun:sqlite'
+import { randomBytes } from 'node:crypto'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { startMcpServer } from '../helpers/mcp-server'
 import { removeDataDir } from '../helpers/cleanup'
 import { script, waitFor } from '../helpers/http'
 import { client, seededDataDir, startServer } from '../helpers/server'
 import { openSse, type SseFrame } from '../helpers/sse'
 
 const dirs: string[] = []
+const mcp = startMcpServer()
+// Connections' credentials are sealed with the accounts key of the server's config file.
+const configDir = mkdtempSync(join(tmpdir(), 'agentd-graceful-config-'))
+const config = join(configDir, 'agentd.json')
+writeFileSync(config, JSON.stringify({ accounts: { encryption_key: randomBytes(32).toString('base64') } }))
 afterAll(async () => {
+  mcp.stop()
+  rmSync(configDir, { recursive: true, force: true })
   for (const dir of dirs) await removeDataDir(dir)
 })
 
@@ -32,15 +43,25 @@ for (const agent of ['harness_1', 'harness_2', 'harness_3'] as const) {
   test(`SIGTERM mid-turn on gVisor (${agent}): the turn goes on after the restart and completes; a reconnected stream misses nothing and repeats nothing`, async () => {
     const { dir, token } = await seededDataDir('agentd-graceful')
     dirs.push(dir)
-    const env = { DATA_DIR: dir, AGENTD_SANDBOX: 'gvisor' }
+    // The tool server listens on 127.0.0.1: AGENTD_WEBHOOK_ALLOW_PRIVATE lets runs name it (tests only).
+    const env = { DATA_DIR: dir, AGENTD_SANDBOX: 'gvisor', AGENTD_CONFIG: config, AGENTD_WEBHOOK_ALLOW_PRIVATE: '1' }
     let server = await startServer(env)
     const call = client(() => server, token)
     try {
-      const steps = [{ bash: 'echo one > one.txt' }, { sleep: 6000 }, { bash: 'cat one.txt > two.txt; echo two >> two.txt' }, { answer: 'finished after the restart' }]
-      const id = (await call('POST', '/o/acme/p/_/sessions', { agent, prompt: script(steps) })).body.execution_id as string
+      // Codex's tool calls on gVisor are to a tool server, not a shell: on gVisor 2022 under load it
+      // can hang beside a shell it never reaps, restart or not (docs/decisions.md), so no gVisor
+      // test has it run one. Its calls go through the gateway's egress proxy, to the new server's after the restart.
+      const lookup = (id: string) => ({ mcp: { server: 'tickets', tool: 'lookup', input: { id } } })
+      const [first, second] =
+        agent === 'harness_2' ? [lookup('T-1'), lookup('T-2')] : [{ bash: 'echo one > one.txt' }, { bash: 'cat one.txt > two.txt; echo two >> two.txt' }]
+      const steps = [first, { sleep: 6000 }, second, { answer: 'finished after the restart' }]
+      const connections = [{ url: mcp.url, name: 'tickets', auth: { mode: 'bearer', token: 'tickets-secret' } }]
+      const created = await call('POST', '/o/acme/p/_/sessions', { harness: agent, input: script(steps), ...(agent === 'harness_2' ? { connections } : {}) })
+      expect(created.status, JSON.stringify(created.body)).toBe(202)
+      const id = created.body.execution_id as string
       const url = (base: string) => `${base}/o/acme/p/_/sessions/${id}/events`
       const stream = await openSse(url(server.url), token)
-      // The first shell call's result, then the CLI's next model request: the model holds that reply 6 s.
+      // The first tool call's result, then the CLI's next model request: the model holds that reply 6 s.
       const head: SseFrame[] = []
       while (!head.some((f) => f.data?.type === 'tool_result')) head.push(...(await stream.frames(1)))
       const logs = async () => String((await call('GET', `/o/acme/p/_/sessions/${id}/logs`)).body.logs ?? '')
@@ -59,7 +80,7 @@ for (const agent of ['harness_1', 'harness_2', 'harness_3'] as const) {
       expect(head.some((f) => f.event === 'done'), JSON.stringify(head.slice(-3))).toBe(false)
       // The stopping server let that request finish before it froze the sandbox.
       const handedOver = /turn 1 handed over to the next server once its model request ended \((\d+) ms\)/.exec(server.log())
-      expect(handedOver, server.log().slice(-2000)).not.toBeNull()
+      expect(handedOver, `exit ${server.proc.exitCode} handover ${existsSync(join(dir, "sandboxes", id, "sandbox", "exec", "handover.json"))}: ${server.log().slice(-600)}`).not.toBeNull()
       expect(Number(handedOver![1])).toBeGreaterThan(0)
       const requestsBefore = await storedRequests(dir, id)
 
@@ -80,6 +101,7 @@ for (const agent of ['harness_1', 'harness_2', 'harness_3'] as const) {
       expect(ids).toEqual(visible.map((row) => row.seq))
       const calls = seen.filter((f) => f.data?.type === 'tool_use').map((f) => JSON.stringify(f.data.input ?? f.data))
       expect(calls).toHaveLength(2)
+      if (agent === 'harness_2') expect(mcp.lookups.filter((id) => id.startsWith('T-'))).toEqual(['T-1', 'T-2'])
       expect(tail.at(-1)!.event).toBe('done')
       // The raw transcript holds each line of the CLI once.
       const lines = db.query('SELECT line FROM session_transcript_lines WHERE session_id = ? ORDER BY line_no').all(id) as { line: string }[]

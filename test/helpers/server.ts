@@ -25,9 +25,10 @@ export async function startServer(env: Record<string, string>): Promise<RunningS
   })
   let logged = ''
   const decoder = new TextDecoder()
+  let drained: Promise<void> = Promise.resolve()
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${logged}`)), 20_000)
-    void (async () => {
+    drained = (async () => {
       for await (const chunk of proc.stderr) {
         logged += decoder.decode(chunk, { stream: true })
         const match = /listening on (http:\/\/\S+)/.exec(logged)
@@ -47,6 +48,9 @@ export async function startServer(env: Record<string, string>): Promise<RunningS
     async stop(signal = 'SIGTERM') {
       proc.kill(signal)
       await proc.exited
+      // Its last lines may still be in the pipe when it has exited: read to the end (bounded, in
+      // case a process it started kept the pipe open).
+      await Promise.race([drained.catch(() => {}), Bun.sleep(10_000)])
     },
   }
 }
