@@ -61,9 +61,11 @@ for (const agent of ['harness_1', 'harness_2', 'harness_3'] as const) {
       const id = created.body.execution_id as string
       const url = (base: string) => `${base}/o/acme/p/_/sessions/${id}/events`
       const stream = await openSse(url(server.url), token)
-      // The first tool call's result, then the CLI's next model request: the model holds that reply 6 s.
+      // The first tool call (the model's first reply is in: the requests so far are counted), then
+      // the CLI's next model request, after the call's result (some CLIs print it only after sending
+      // that request): the model holds that reply 6 s.
       const head: SseFrame[] = []
-      while (!head.some((f) => f.data?.type === 'tool_result')) head.push(...(await stream.frames(1)))
+      while (!head.some((f) => f.data?.type === 'tool_use')) head.push(...(await stream.frames(1)))
       const logs = async () => String((await call('GET', `/o/acme/p/_/sessions/${id}/logs`)).body.logs ?? '')
       const asked = modelRequests(await logs())
       await waitFor(async () => modelRequests(await logs()), (n) => n > asked, 30_000)
