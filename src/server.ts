@@ -70,6 +70,9 @@ export interface ServerOptions {
  * rehydrating the previous run's sessions and returns at once: `ready` settles when that is done,
  * and until then the app answers only /healthz (other requests wait, then get a 503).
  */
+/** At a graceful stop, the least time the webhooks due (the last turns' ends) get to go out, even past AGENTD_SHUTDOWN_S. */
+const WEBHOOK_FLUSH_MS = 2_000
+
 /** Tool server exchanges one session may have open at once through the egress proxy. */
 const MCP_IN_FLIGHT = 16
 
@@ -276,7 +279,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
       clearInterval(sweeper)
       await sessions.shutdown(deadline)
       await loki?.close()
-      await webhooks.stop()
+      await webhooks.stop(Math.max(deadline, Date.now() + WEBHOOK_FLUSH_MS))
       await gateway.stop()
       database.close()
     },

@@ -187,8 +187,16 @@ export class WebhookService {
     this.schedule(0)
   }
 
-  /** Stops the worker and waits for attempts in flight; an aborted attempt is redone after a restart. */
-  async stop(): Promise<void> {
+  /**
+   * Stops the worker. Until `deadline` (ms since the epoch; none by default) what is due goes out
+   * first, the ends of the last turns among them, and attempts in flight are let finish; whatever
+   * is still in flight then is aborted, not recorded, and redone by the next process.
+   */
+  async stop(deadline = 0): Promise<void> {
+    while (this.started && Date.now() < deadline && (this.inFlight.size > 0 || this.dueNow())) {
+      this.pump()
+      await Promise.race([...[...this.inFlight.values()].map((a) => a.done), Bun.sleep(Math.max(0, Math.min(100, deadline - Date.now())))])
+    }
     this.started = false
     if (this.timer) clearTimeout(this.timer)
     this.timer = null
@@ -196,6 +204,17 @@ export class WebhookService {
     await Promise.allSettled([...this.inFlight.values()].map((a) => a.done))
     this.agents.http.destroy()
     this.agents.https.destroy()
+  }
+
+  /** Whether a delivery not in flight is due now. */
+  private dueNow(): boolean {
+    const due = this.deps.db
+      .select({ id: webhookDeliveries.id })
+      .from(webhookDeliveries)
+      .where(and(eq(webhookDeliveries.state, 'pending'), lte(webhookDeliveries.nextAttemptAt, this.now())))
+      .limit(CONCURRENCY + 1)
+      .all()
+    return due.some((d) => !this.inFlight.has(d.id))
   }
 
   /** Looks for due deliveries now (a new outbox row, a finished attempt). */

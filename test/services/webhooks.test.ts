@@ -443,3 +443,32 @@ describe('SSRF', () => {
     await w.close()
   })
 })
+
+describe('a graceful stop', () => {
+  test('sends what is due and lets attempts in flight finish before its deadline; a stop without one aborts them, and they stay pending', async () => {
+    const rx = startReceiver(() => 'hang', 400)
+    const w = world()
+    const key = await w.keyWithHook(rx.url)
+    w.endTurn(w.startRun(key.id), 'completed')
+    await waitFor(async () => rx.requests.length, (n) => n === 1)
+    // A second turn ends just before the stop: due, not yet sent.
+    w.endTurn(w.startRun(key.id), 'failed', { error: 'boom' })
+    await w.webhooks.stop(Date.now() + 10_000)
+    expect(rx.requests).toHaveLength(2)
+    const states = w.keys.deliveries(w.access, key.id, 5).data.map((d) => [d.state, d.attempts.length])
+    expect(states).toEqual([['delivered', 1], ['delivered', 1]])
+
+    // Without a deadline: the attempt under way is cut and left for the next process.
+    const slow = startReceiver(() => 'hang', 2_000)
+    const v = world()
+    const other = await v.keyWithHook(slow.url)
+    v.endTurn(v.startRun(other.id), 'completed')
+    await waitFor(async () => slow.requests.length, (n) => n === 1)
+    await v.webhooks.stop() // had it waited for the answer (200, in 2 s), the delivery would be delivered
+    expect(v.keys.deliveries(v.access, other.id, 5).data.map((d) => [d.state, d.attempts.length])).toEqual([['pending', 0]])
+    await w.close()
+    await v.close()
+    rx.stop()
+    slow.stop()
+  })
+})
