@@ -116,9 +116,11 @@ function configToml(spec: TurnSpec, codexHome: string): string {
     `base_url = ${q(`${spec.gatewayUrl}/v1`)}`,
     'env_key = "AGENTD_GATEWAY_KEY"',
     'wire_api = "responses"',
-    // The gateway answers at once or fails for good; retries would only repeat a scripted failure.
-    'request_max_retries = 0',
-    'stream_max_retries = 0',
+    // Codex's own retries, as against OpenAI: a 503 from a gateway handing the turn over to the
+    // next start (or a provider's 5xx, or a cut stream) is tried again. A scripted failure is a
+    // 400, which no retry repeats.
+    'request_max_retries = 4',
+    'stream_max_retries = 5',
     '',
     '[analytics]',
     'enabled = false',
