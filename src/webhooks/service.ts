@@ -208,13 +208,8 @@ export class WebhookService {
 
   /** Whether a delivery not in flight is due now. */
   private dueNow(): boolean {
-    const due = this.deps.db
-      .select({ id: webhookDeliveries.id })
-      .from(webhookDeliveries)
-      .where(and(eq(webhookDeliveries.state, 'pending'), lte(webhookDeliveries.nextAttemptAt, this.now())))
-      .limit(CONCURRENCY + 1)
-      .all()
-    return due.some((d) => !this.inFlight.has(d.id))
+    const due = and(eq(webhookDeliveries.state, 'pending'), lte(webhookDeliveries.nextAttemptAt, this.now()))
+    return this.deps.db.select({ id: webhookDeliveries.id }).from(webhookDeliveries).where(due).limit(CONCURRENCY + 1).all().some((d) => !this.inFlight.has(d.id))
   }
 
   /** Looks for due deliveries now (a new outbox row, a finished attempt). */
