@@ -10,7 +10,7 @@ import type { SessionPatch, SessionRow } from '../sessions/store'
 import type { StartSlots } from './start-slots'
 import { LOG_CAP_BYTES } from '../transcript/logs'
 import { dropHandover, handOver, loggedOf, reclaim, StoredPrefix } from './handover'
-import { endedTurn, turnOpening, type LiveTurn, type TurnRun } from './turn-end'
+import { endedTurn, interrupt, turnOpening, type LiveTurn, type TurnRun } from './turn-end'
 import { turnOutput } from './turn-output'
 import { failedOutcome, followTurn, startTurn, type RunningTurn } from './turn-runner'
 import { firstTurnPrompt, turnSpec, type TurnSpecDeps } from './turn-spec'
@@ -63,7 +63,6 @@ interface ActionObject {
 
 // Actions the service carries out inside the transition's transaction, not here.
 const TRANSACTIONAL = new Set(['enqueueMessage', 'deliverMessage', 'dequeueMessage', 'dropQueue', 'refuse'])
-const STOP_GRACE_MS = 3000
 
 /**
  * Carries out the machine's actions after their transition is committed: sandboxes, turns, and
@@ -89,7 +88,7 @@ export class SessionRuntime {
           this.serial(id, () => this.runTurn(id))
           break
         case 'stopTurn':
-          this.stop(id)
+          interrupt(this.live.get(id)?.turn)
           break
         case 'killTurn':
           this.liveOf(id).turn?.process.kill('SIGKILL')
@@ -256,14 +255,23 @@ export class SessionRuntime {
     if (!adapter || !found) return false
     const { handover, handle, proc } = found
     const { turn, token, meter } = handover
+    let opening, spec
+    try {
+      opening = turnOpening(this.deps.catalog, row, turn, handle, await this.deps.turnTerms(row))
+      spec = await turnSpec(this.deps, row, turn, handover.prompt, handle, token)
+    } catch (err) {
+      // Lost after all: its CLI is killed as it thaws, the turn ends as after a crash.
+      proc.kill('SIGKILL')
+      this.deps.log(`the turn handed over could not be taken over: ${(err as Error).message}`, { session: row.id })
+      return false
+    }
     const live = this.liveOf(row.id)
     Object.assign(live, { handle, parked: true })
-    this.deps.gatewaySessions.open(turnOpening(this.deps.catalog, row, turn, handle, await this.deps.turnTerms(row)), { token, meter })
+    this.deps.gatewaySessions.open(opening, { token, meter })
     const stored = this.deps.store.events.storedOfTurn(row.id, turn)
     live.logBytes = loggedOf(stored, LOG_CAP_BYTES)
     const run: TurnRun = { ...handover, handle, oomBefore: (await this.deps.driver.stats(handle).catch(() => null))?.oomKills ?? 0 }
     const summary = { last: null as string | null }
-    const spec = await turnSpec(this.deps, row, turn, handover.prompt, handle, token)
     this.follow(row.id, run, summary, followTurn(proc, adapter, spec, turnOutput(this.deps.store, (text) => this.log(row.id, turn, text), row.id, turn, summary, new StoredPrefix(stored)), this.turnOptions))
     if (row.status === 'running') this.serial(row.id, () => this.wake(row.id))
     return true
@@ -326,16 +334,6 @@ export class SessionRuntime {
     const data = bytes[from] >= LOG_CAP_BYTES ? { truncated: true } : { text }
     this.deps.store.events.append(id, [{ turn, kind: 'log', type: from === 'cli' ? 'stderr' : 'agentd', data }])
     if ('text' in data) this.deps.onLog?.(id, text)
-  }
-
-  /** Interrupts the running turn: SIGINT first, as a user at the terminal would, then SIGKILL. */
-  private stop(id: string): void {
-    const turn = this.live.get(id)?.turn
-    if (!turn) return
-    turn.stopped = true
-    turn.process.kill('SIGINT')
-    const kill = setTimeout(() => turn.process.kill('SIGKILL'), STOP_GRACE_MS)
-    void turn.process.exited.finally(() => clearTimeout(kill))
   }
 
   private async destroy(id: string): Promise<void> {

@@ -35,6 +35,17 @@ export type LiveTurn = RunningTurn & {
   handedOver?: boolean
 }
 
+const STOP_GRACE_MS = 3000
+
+/** Interrupts a running turn: SIGINT first, as a user at the terminal would, then SIGKILL. */
+export function interrupt(turn: LiveTurn | undefined): void {
+  if (!turn) return
+  turn.stopped = true
+  turn.process.kill('SIGINT')
+  const kill = setTimeout(() => turn.process.kill('SIGKILL'), STOP_GRACE_MS)
+  void turn.process.exited.finally(() => clearTimeout(kill))
+}
+
 /** What the gateway is told of a turn it opens a key for: the harness's catalog models, the session's terms. */
 export function turnOpening(catalog: Catalog, row: SessionRow, turn: number, handle: SandboxHandle, terms: TurnTerms): TurnOpening {
   const models = catalog.models.filter((m) => m.harnesses.includes(row.harness as Harness))

@@ -246,7 +246,11 @@ export class SessionService {
       orgs.add(row.orgId)
       if (row.status === 'queued') continue
       // A turn handed over by a graceful stop goes on where it was (gVisor); any other is lost.
-      if ((row.status === 'running' || row.status === 'paused') && (await this.runtime.takeOver(row))) continue
+      const takenOver = (row.status === 'running' || row.status === 'paused') && (await this.runtime.takeOver(row).catch((err) => {
+          this.deps.log(`agentd: session ${row.id}: the turn handed over was lost: ${(err as Error).message}`)
+          return false
+        }))
+      if (takenOver) continue
       await this.runtime.adopt(row.id)
       // The lost turn counts as a turn, so the next one takes the next prompt.
       const lostTurn = row.status === 'running' || row.status === 'paused'

@@ -54,7 +54,7 @@ for (const agent of ['harness_1', 'harness_2', 'harness_3'] as const) {
       const lookup = (id: string) => ({ mcp: { server: 'tickets', tool: 'lookup', input: { id } } })
       const [first, second] =
         agent === 'harness_2' ? [lookup('T-1'), lookup('T-2')] : [{ bash: 'echo one > one.txt' }, { bash: 'cat one.txt > two.txt; echo two >> two.txt' }]
-      const steps = [first, { sleep: 4000 }, second, { answer: 'finished after the restart' }]
+      const steps = [first, { sleep: 3000 }, second, { answer: 'finished after the restart' }]
       const connections = [{ url: mcp.url, name: 'tickets', auth: { mode: 'bearer', token: 'tickets-secret' } }]
       const created = await call('POST', '/o/acme/p/_/sessions', { harness: agent, input: script(steps), ...(agent === 'harness_2' ? { connections } : {}) })
       expect(created.status, JSON.stringify(created.body)).toBe(202)
@@ -63,7 +63,7 @@ for (const agent of ['harness_1', 'harness_2', 'harness_3'] as const) {
       const stream = await openSse(url(server.url), token)
       // The first tool call (the model's first reply is in: the requests so far are counted), then
       // the CLI's next model request, after the call's result (some CLIs print it only after sending
-      // that request): the model holds that reply 4 s.
+      // that request): the model holds that reply 3 s.
       const head: SseFrame[] = []
       while (!head.some((f) => f.data?.type === 'tool_use')) head.push(...(await stream.frames(1)))
       const logs = async () => String((await call('GET', `/o/acme/p/_/sessions/${id}/logs`)).body.logs ?? '')

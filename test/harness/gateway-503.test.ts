@@ -15,8 +15,8 @@ test('each CLI retries the gateway\'s 503 and its turn goes on waiting', async (
   const lines = (text: string, pattern: RegExp) => text.split('\n').filter((line) => pattern.test(line)).length
   await Promise.all(
     (['harness_1', 'harness_2', 'harness_3'] as const).map(async (agent) => {
-      const id = (await call('POST', '/o/acme/p/_/sessions', { agent, prompt: script([{ sleep: 1000 }, { bash: 'echo hi' }, { answer: 'never' }]) })).execution_id as string
-      // The first request is under way (its reply held 1 s): from now on the session's requests are 503.
+      const id = (await call('POST', '/o/acme/p/_/sessions', { agent, prompt: script([{ sleep: 300 }, { bash: 'echo hi' }, { answer: 'never' }]) })).execution_id as string
+      // The first request is under way (its reply held 300 ms): from now on the session's requests are 503.
       await waitFor(() => logs(id), (text) => lines(text, / gateway: POST \S+$/) >= 1, 60_000)
       void t.gateway.quiesce(id, Date.now() + 120_000)
       const text = await waitFor(() => logs(id), (text) => lines(text, /answered 503/) >= 2, 60_000)
