@@ -1337,6 +1337,13 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
+            /** @description A resumed stream (Last-Event-ID or cursor) of a session at rest with no event after it: nothing more to send; an EventSource stops reconnecting */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description Response for status 400 */
             400: {
                 headers: {

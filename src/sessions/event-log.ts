@@ -173,6 +173,11 @@ export class EventLog {
     for (const listener of listeners) if (!listener(visible)) listeners.delete(listener)
   }
 
+  /** Whether a durable event (logs excluded) follows `afterSeq`. */
+  hasAfter(sessionId: string, afterSeq: number): boolean {
+    return this.sqlite.query("SELECT 1 FROM session_events WHERE session_id = ? AND seq > ? AND kind != 'log' LIMIT 1").get(sessionId, afterSeq) !== null
+  }
+
   /** Durable events after `afterSeq`, logs excluded. */
   replay(sessionId: string, afterSeq: number): StoredEvent[] {
     return this.selectAfter.all(sessionId, afterSeq, 'log').map((row) => ({

@@ -26,6 +26,8 @@ export const liveRoutes = (auth: AuthService, sessions: SessionService, queries:
         if (!/^\d+$/.test(cursor)) throw badRequest(`not an event id: "${cursor}"`)
         const recheck = { everyMs: CREDENTIAL_RECHECK_MS, allowed: stillAllowed(auth, request.headers.get('authorization') ?? undefined, params.org) }
         const follow = queries.eventStream(access, params.project, params.session, Number(cursor), keepaliveMs, recheck)
+        // Nothing after the cursor of a session at rest: 204 tells an EventSource to stop reconnecting.
+        if (!follow) return new Response(null, { status: 204 })
         return new Response(sseStream(follow), {
           headers: {
             'content-type': 'text/event-stream; charset=utf-8',
@@ -39,7 +41,11 @@ export const liveRoutes = (auth: AuthService, sessions: SessionService, queries:
         params: SessionParams,
         query: EventsQuery,
         headers: t.Object({ 'last-event-id': t.Optional(t.String()) }),
-        response: { 200: t.String({ description: 'text/event-stream: `status`, unnamed harness events, then `done` or `error`' }), ...errorResponses(400, 401, 403, 404) },
+        response: {
+          200: t.String({ description: 'text/event-stream: `status`, unnamed harness events, then `done` or `error`' }),
+          204: t.Void({ description: 'A resumed stream (Last-Event-ID or cursor) of a session at rest with no event after it: nothing more to send; an EventSource stops reconnecting' }),
+          ...errorResponses(400, 401, 403, 404),
+        },
         detail: { operationId: 'sessions.events', tags, summary: 'Follow a session live (server-sent events)' },
       },
     )

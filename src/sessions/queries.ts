@@ -1,3 +1,4 @@
+import { statusIn } from '../domain/status'
 import { eq, sql } from 'drizzle-orm'
 import type { Db } from '../db/client'
 import { DataCache, DataVersion } from '../db/data-version'
@@ -97,8 +98,14 @@ export class SessionQueries {
   }
 
   /** Follows a session's events live (spec 6.1); the route frames them (src/http/sse.ts). */
+  /**
+   * The session's event stream after `afterSeq`, or null when a resumed stream (a cursor given) is
+   * already past its end: the session rests and no event follows the cursor. A standard
+   * EventSource reconnects after every `done`; the route answers it 204, which stops it.
+   */
   eventStream(access: OrgAccess, projectRef: string, id: string, afterSeq: number, keepaliveMs: number, recheck?: StreamRecheck) {
     const row = this.find(access, projectRef, id)
+    if (afterSeq > 0 && statusIn('resting', row.status) && !this.deps.store.events.hasAfter(row.id, afterSeq)) return null
     return followSession(this.deps.store, row.id, { afterSeq, keepaliveMs, recheck })
   }
 
