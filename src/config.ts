@@ -42,6 +42,8 @@ export interface Config {
   githubApiUrl: string
   /** AGENTD_GITHUB_TOKEN: a token for that API (rate limits, private skill repositories); null: anonymous. */
   githubToken: string | null
+  /** Where the code host serves git (`<base>/<owner>/<name>.git`): https://github.com, or an Enterprise host. */
+  githubGitUrl: string
   /** AGENTD_FETCH_CA_FILE's PEM: a CA trusted for caller URLs besides the system's (tests only). */
   fetchCa: string | null
   /** What this host runs at once, whatever the orgs' plans allow (see hostCapacity). */
@@ -172,6 +174,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     fileQuotaBytes: positiveNumber('AGENTD_FILE_QUOTA_MB', env.AGENTD_FILE_QUOTA_MB, 1024) * 1024 * 1024,
     githubApiUrl: env.AGENTD_GITHUB_API_URL || 'https://api.github.com',
     githubToken: env.AGENTD_GITHUB_TOKEN || null,
+    githubGitUrl: (env.AGENTD_GITHUB_GIT_URL || 'https://github.com').replace(/\/+$/, ''),
     fetchCa: env.AGENTD_FETCH_CA_FILE ? readFileSync(env.AGENTD_FETCH_CA_FILE, 'utf8') : null,
     capacity: hostCapacity(env, sandboxMemoryBytes),
     metricsToken: env.AGENTD_METRICS_TOKEN || null,

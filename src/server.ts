@@ -43,6 +43,8 @@ import { ConnectionService } from './connections/service'
 import { proxyToolRequest } from './connections/proxy'
 import { publicGet } from './files/public-get'
 import { WebhookService } from './webhooks/service'
+import { cloneInSandbox, writeGitConfig } from './repositories/clone'
+import { proxyGitRequest } from './repositories/git-proxy'
 
 /** A short stable name for this DATA_DIR, used to scope cgroups and runtime files. */
 export function sandboxScope(dataDir: string): string {
@@ -119,7 +121,15 @@ export async function startServices(config: Config, options: ServerOptions = {})
       }
       return proxyToolRequest(req, target, { resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, ca: config.fetchCa, onDone })
     },
+    // git from the sandbox: to the session's own repository only, with the code host's credential.
+    git: (session, target, req) => {
+      const row = store.get(session.sessionId)
+      return proxyGitRequest(req, target, row ? repositoryOf(row) : null, { baseUrl: config.githubGitUrl, token: () => config.githubToken })
+    },
   })
+  // A Project's repository is checked out, and reachable from its runs, once agentd has a code host credential.
+  const repositoryOf = (row: { repoOwner: string | null; repoName: string | null }) =>
+    config.githubToken && row.repoOwner && row.repoName ? { owner: row.repoOwner, name: row.repoName } : null
   const { maxSandboxes, maxStarting, basis } = config.capacity
   log(`agentd: host capacity: ${maxSandboxes} sandboxes at once, ${maxStarting} starting at once (${basis}); more wait queued`)
   // Sandboxes on this host are scoped to this DATA_DIR, so a sweep never touches another agentd's.
@@ -174,7 +184,13 @@ export async function startServices(config: Config, options: ServerOptions = {})
     artifacts,
     mcpServers: (id) => connections.names(id),
     ...(loki ? { onLog: (id: string, text: string) => loki.push(id, store.get(id)?.orgId ?? '', text) } : {}),
-    prepareFirstTurn: (row, handle) => {
+    beforeTurn: (row, handle, token) => {
+      if (repositoryOf(row)) writeGitConfig(handle, token, config.githubGitUrl)
+    },
+    prepareFirstTurn: async (row, handle) => {
+      // The repository first: a checkout needs the workspace empty of what the session brings.
+      const repository = repositoryOf(row)
+      if (repository) await cloneInSandbox(driver, handle, repository, config.githubGitUrl)
       const adapter = adapters[row.harness as keyof typeof adapters]
       if (adapter) skills.install(row.id, handle.hostHome, adapter.skillsDir)
       return files.place(row.id, handle.hostWorkspace, handle.workspace)

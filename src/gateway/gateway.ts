@@ -31,6 +31,11 @@ export interface GatewayOptions {
    * session has no server of that name.
    */
   mcp?(session: GatewaySession, name: string, req: Request): Promise<Response | null>
+  /**
+   * `/git/<owner>/<name>.git/<rest>`: git's smart HTTP from the sandbox to the session's
+   * repository, sent on to the code host with its own credential (src/repositories/git-proxy.ts).
+   */
+  git?(session: GatewaySession, target: { owner: string; name: string; rest: string }, req: Request): Promise<Response>
   /** Default 127.0.0.1: sandboxes reach the gateway through loopback or a forwarded socket. */
   hostname?: string
   /** Default 0: any free port. */
@@ -118,6 +123,8 @@ async function route(req: Request, opts: GatewayOptions, inFlight: InFlight): Pr
   const server = MCP_PATH.exec(pathname)
   // Names are slugs: no escape is ever needed, so none is decoded (a malformed one cannot throw).
   if (server) return toolServer(req, server[1]!, opts)
+  const repo = GIT_PATH.exec(pathname)
+  if (repo) return gitRequest(req, { owner: repo[1]!, name: repo[2]!, rest: repo[3]! }, opts)
   const protocol = PROTOCOLS.find((p) => p.matches(req.method, pathname))
   if (!protocol) return notFound(req.method, pathname)
 
@@ -214,6 +221,19 @@ async function toolServer(req: Request, name: string, opts: GatewayOptions): Pro
   if (!session) return Response.json({ error: 'unknown or expired gateway key' }, { status: 401 })
   const answer = (await opts.mcp?.(session, name, req)) ?? Response.json({ error: `this session has no tool server named ${name}` }, { status: 404 })
   opts.onLog?.(session, `${new Date().toISOString()} gateway: ${req.method} /mcp/${name} answered ${answer.status}\n`)
+  return answer
+}
+
+/** `/git/<owner>/<name>.git/<rest>`: GitHub's owner and repository name characters only. */
+const GIT_PATH = /^\/git\/([A-Za-z0-9][A-Za-z0-9-]{0,38})\/([A-Za-z0-9._-]{1,100}?)\.git\/([a-z/-]{1,40})$/
+
+/** git in the sandbox sends the turn's gateway key as a bearer token (its home's git config adds it). */
+async function gitRequest(req: Request, target: { owner: string; name: string; rest: string }, opts: GatewayOptions): Promise<Response> {
+  const bearer = /^Bearer\s+(\S+)$/i.exec(req.headers.get('authorization') ?? '')?.[1]
+  const session = bearer ? await opts.resolve(bearer) : null
+  if (!session) return new Response('unknown or expired gateway key\n', { status: 401 })
+  const answer = opts.git ? await opts.git(session, target, req) : new Response('Repository not found\n', { status: 404 })
+  opts.onLog?.(session, `${new Date().toISOString()} gateway: ${req.method} /git/${target.owner}/${target.name}.git/${target.rest} answered ${answer.status}\n`)
   return answer
 }
 

@@ -27,8 +27,10 @@ export interface RuntimeDeps extends TurnSpecDeps {
   /** What the gateway holds a turn of this session to: the plan's limits mid-turn, or the caller's own provider account. */
   turnTerms: (row: SessionRow) => Promise<TurnTerms>
   artifacts: ArtifactStore
-  /** Before the first turn: installs the session's skills and writes its attachments; the prompt's lines naming them, or null. */
-  prepareFirstTurn: (row: SessionRow, handle: SandboxHandle) => string | null
+  /** Before the first turn: checks out its repository, installs its skills, writes its attachments; the prompt's lines naming them, or null. */
+  prepareFirstTurn: (row: SessionRow, handle: SandboxHandle) => Promise<string | null>
+  /** Before every turn's CLI, with the turn's gateway key (its repository's git config). */
+  beforeTurn: (row: SessionRow, handle: SandboxHandle, token: string) => void
   dataDir: string
   limits: SandboxLimits
   /** A turn running longer than this is killed and fails. */
@@ -233,8 +235,9 @@ export class SessionRuntime {
     const summary = { last: null as string | null }
     try {
       if (!adapter) throw new Error(`${row.harness} has no runner on this server`)
+      this.deps.beforeTurn(row, handle, token)
       // The first turn's skills and attachments land before the CLI starts; its prompt names the files.
-      const prompt = turn === 1 ? firstTurnPrompt(row, this.deps.prepareFirstTurn(row, handle)) : this.deps.store.messageForTurn(id, turn)?.content
+      const prompt = turn === 1 ? firstTurnPrompt(row, await this.deps.prepareFirstTurn(row, handle)) : this.deps.store.messageForTurn(id, turn)?.content
       if (prompt === undefined) throw new Error(`no prompt is stored for turn ${turn}`)
       run.prompt = prompt
       const spec = await turnSpec(this.deps, row, turn, prompt, handle, token)

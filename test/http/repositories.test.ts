@@ -1,0 +1,78 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { randomBytes } from 'node:crypto'
+import { join } from 'node:path'
+import { makeTestApp, type TestApp } from '../helpers/app'
+import { startGitServer, type GitServer } from '../helpers/git-server'
+import { json, req, script, waitFor } from '../helpers/http'
+
+/**
+ * A Project's run starts in a checkout of the Project's repository. git runs inside the sandbox and
+ * reaches the code host only through agentd's gateway (`/git/<owner>/<name>.git`), with the turn's
+ * gateway key; agentd sends it on with the code host's own token, for that repository only. The
+ * code host here is Debian's `git http-backend` (smart HTTP), which takes only that token.
+ */
+const TOKEN = `ghs_${randomBytes(12).toString('hex')}`
+let git: GitServer
+beforeAll(() => {
+  git = startGitServer(TOKEN)
+  git.repo('acme', 'app', { 'README.md': 'hello from the repository\n', 'src/main.txt': 'main\n' })
+  git.repo('acme', 'other', { 'SECRET.md': 'not this session\'s\n' })
+})
+afterAll(() => git.stop())
+
+for (const driver of ['bwrap', 'gvisor'] as const) {
+  describe(`a Project run on ${driver}`, () => {
+    let t: TestApp
+    beforeAll(async () => {
+      t = await makeTestApp({ AGENTD_SANDBOX: driver, AGENTD_GITHUB_GIT_URL: git.url, AGENTD_GITHUB_TOKEN: TOKEN })
+      t.identity.createProject('acme', 'app', 'acme/app')
+    })
+    afterAll(() => t?.[Symbol.asyncDispose]())
+
+    const run = async (project: string, steps: unknown[]) => {
+      const res = await t.app.handle(req('POST', `/o/acme/p/${project}/sessions`, { token: t.admin.token, body: { agent: 'harness_1', prompt: script(steps) } }))
+      expect(res.status).toBe(202)
+      const id = (await json(res)).execution_id as string
+      const done = await waitFor(async () => t.store.get(id)!, (row) => !['queued', 'allocating', 'running'].includes(row.status), 90_000)
+      const outputs = t.store.allEvents(id).filter((e) => e.type === 'tool_result').map((e) => String(e.data.output ?? ''))
+      return { id, row: done, outputs }
+    }
+
+    test('the workspace is a checkout of the repository\'s default branch; the code host\'s token is nowhere in the sandbox or the run', async () => {
+      const before = git.authorizations.length
+      const { id, row, outputs } = await run('app', [{ bash: 'cat README.md; git log --oneline | head -1; git rev-parse --abbrev-ref HEAD; git status --short | wc -l' }, { answer: 'read it' }])
+      expect(row.status, `${row.error}`).toBe('completed')
+      expect(outputs[0]).toContain('hello from the repository')
+      expect(outputs[0]).toMatch(/first\nmain\n0/)
+      // Every request reached the code host with its token, which agentd put on.
+      const seen = git.authorizations.slice(before)
+      expect(seen.length).toBeGreaterThan(0)
+      expect(new Set(seen)).toEqual(new Set([`Basic ${Buffer.from(`x-access-token:${TOKEN}`).toString('base64')}`]))
+      const events = JSON.stringify(t.store.allEvents(id))
+      const raw = t.store.transcriptLines(id).map((l) => l.line).join('\n')
+      const files = Bun.spawnSync(['sh', '-c', 'grep -rI -l . "$1" 2>/dev/null | xargs -r cat 2>/dev/null', 'sh', join(t.dir, 'sandboxes', id)]).stdout.toString()
+      expect(files).toContain('hello from the repository') // the search did read the checkout
+      for (const where of [events, raw, files]) expect(where).not.toContain(TOKEN)
+    }, 120_000)
+
+    test('from inside, the gateway serves git for the session\'s own repository only: another is 404, without the turn\'s key 401', async () => {
+      const other = `${git.url}/acme/other.git`
+      const { row, outputs } = await run('app', [
+        { bash: `git ls-remote ${other} 2>&1 | tail -1; echo "exit=$?"` },
+        { bash: `curl -s -o /dev/null -w '%{http_code}' "$(git config --get-regexp 'url\\..*insteadof' | cut -d' ' -f1 | sed 's/^url\\.//; s/\\.insteadof$//')acme/app.git/info/refs?service=git-upload-pack"` },
+        { answer: 'tried' },
+      ])
+      expect(row.status).toBe('completed')
+      expect(outputs[0]).toMatch(/not found|404/i)
+      expect(outputs[1]).toBe('401')
+      expect(outputs.join('\n')).not.toContain('not this session')
+    }, 120_000)
+
+    test('a run of no Project has no checkout and no git config', async () => {
+      const { row, outputs } = await run('_', [{ bash: 'ls -A; test -e ~/.gitconfig && echo config || echo none' }, { answer: 'looked' }])
+      expect(row.status).toBe('completed')
+      expect(outputs[0]).not.toContain('.git')
+      expect(outputs[0]).toContain('none')
+    }, 120_000)
+  })
+}
