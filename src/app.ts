@@ -1,3 +1,5 @@
+import { repositoryRoutes } from './repositories/routes'
+import type { ChangesService } from './repositories/changes'
 import { Elysia, t } from 'elysia'
 import { openapi } from '@elysiajs/openapi'
 import { accountRoutes } from './accounts/routes'
@@ -46,6 +48,7 @@ export interface AppDeps {
   transcripts: TranscriptService
   toolCalls: ToolCallService
   charts: StatechartService
+  changes: ChangesService
   apiKeys: ApiKeyService
   plans: PlanService
   accounts: AccountService
@@ -178,6 +181,7 @@ export function createApp(deps: AppDeps) {
     .use(searchRoutes(deps.auth, deps.search))
     .use(transcriptRoutes(deps.auth, deps.transcripts, deps.toolCalls))
     .use(statechartRoutes(deps.auth, deps.charts))
+    .use(repositoryRoutes(deps.auth, deps.changes))
     .use(agentRoutes(deps.auth, deps.catalog, deps.runnable, deps.now))
     .use(apiKeyRoutes(deps.auth, deps.apiKeys))
     .use(planRoutes(deps.auth, deps.plans))

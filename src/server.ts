@@ -43,7 +43,11 @@ import { ConnectionService } from './connections/service'
 import { proxyToolRequest } from './connections/proxy'
 import { publicGet } from './files/public-get'
 import { WebhookService } from './webhooks/service'
-import { cloneInSandbox, writeGitConfig } from './repositories/clone'
+import { cloneInSandbox, pushChanges, writeGitConfig } from './repositories/clone'
+import { GithubPulls } from './repositories/github'
+import { ChangesService } from './repositories/changes'
+import type { SessionRow } from './sessions/store'
+import type { SandboxHandle } from '../sandbox/driver'
 import { proxyGitRequest } from './repositories/git-proxy'
 
 /** A short stable name for this DATA_DIR, used to scope cgroups and runtime files. */
@@ -130,6 +134,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
   // A Project's repository is checked out, and reachable from its runs, once agentd has a code host credential.
   const repositoryOf = (row: { repoOwner: string | null; repoName: string | null }) =>
     config.githubToken && row.repoOwner && row.repoName ? { owner: row.repoOwner, name: row.repoName } : null
+  const pulls = config.githubToken ? new GithubPulls(config.githubApiUrl, config.githubToken) : null
   const { maxSandboxes, maxStarting, basis } = config.capacity
   log(`agentd: host capacity: ${maxSandboxes} sandboxes at once, ${maxStarting} starting at once (${basis}); more wait queued`)
   // Sandboxes on this host are scoped to this DATA_DIR, so a sweep never touches another agentd's.
@@ -184,6 +189,20 @@ export async function startServices(config: Config, options: ServerOptions = {})
     artifacts,
     mcpServers: (id) => connections.names(id),
     ...(loki ? { onLog: (id: string, text: string) => loki.push(id, store.get(id)?.orgId ?? '', text) } : {}),
+    // A turn's changes to the Project's repository: a branch of the session's, and a pull request.
+    ...(pulls
+      ? {
+          publish: async (row: SessionRow, handle: SandboxHandle) => {
+            const repository = repositoryOf(row)
+            if (!repository) return null
+            const branch = row.branch ?? `agentd/${row.id.slice(0, 8)}`
+            const base = await pushChanges(driver, handle, branch, `agentd: ${row.title}`)
+            if (base === null) return null
+            const pull = await pulls.openFor(repository, { head: branch, base, title: row.title, body: `Changes of agentd run ${row.id}.` })
+            return { branch, prUrl: pull.url }
+          },
+        }
+      : {}),
     beforeTurn: (row, handle, token) => {
       if (repositoryOf(row)) writeGitConfig(handle, token, config.githubGitUrl)
     },
@@ -251,6 +270,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     transcripts: new TranscriptService(queries, store),
     toolCalls: new ToolCallService(queries, store),
     charts: new StatechartService(auth, store),
+    changes: new ChangesService(queries, pulls),
     apiKeys,
     plans,
     accounts,

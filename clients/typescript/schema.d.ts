@@ -227,6 +227,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/o/{org}/p/{project}/sessions/{session}/changes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The files the session’s pull request changed, from the code host */
+        get: operations["sessions.changes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/o/{org}/agents/available": {
         parameters: {
             query?: never;
@@ -2211,6 +2228,79 @@ export interface operations {
             };
             /** @description Response for status 401 */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 404 */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "sessions.changes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org: string;
+                project: string;
+                session: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Response for status 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        pr_url: string | null;
+                        pr_number: (string | number) | null;
+                        files: {
+                            filename: string;
+                            /** @description The code host’s file status: added, modified, removed, renamed, … */
+                            status: string;
+                            additions: string | number;
+                            deletions: string | number;
+                            changes: string | number;
+                            /** @description The unified diff, when the code host gives one */
+                            patch?: string;
+                        }[];
+                        totals: {
+                            files: string | number;
+                            additions: string | number;
+                            deletions: string | number;
+                            changes: string | number;
+                        };
+                        error?: string;
+                        /** @enum {string} */
+                        error_code?: "CHANGES_NO_INSTALLATION" | "CHANGES_LIST_FAILED";
+                    };
+                };
+            };
+            /** @description Response for status 401 */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 403 */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -18,6 +18,8 @@ export async function cloneInSandbox(driver: SandboxDriver, handle: SandboxHandl
     'git fetch -q origin "$branch"',
     'git checkout -q -B "$branch" FETCH_HEAD',
     'git branch -q -u "origin/$branch"',
+    // What agentd itself keeps in the workspace (artifacts) is never committed.
+    "printf '.agentd/\\n' >> .git/info/exclude",
     'printf %s "$branch"',
   ].join('\n')
   const proc = driver.exec(handle, ['/bin/sh', '-c', script, 'clone', url], { env: { PATH: '/usr/bin:/bin', HOME: handle.home, GIT_TERMINAL_PROMPT: '0' } })
@@ -32,4 +34,25 @@ export async function cloneInSandbox(driver: SandboxDriver, handle: SandboxHandl
  */
 export function writeGitConfig(handle: SandboxHandle, token: string, base: string): void {
   writeInTree(handle.hostHome, '.gitconfig', gitConfig(handle.gatewayUrl, token, base))
+}
+
+/**
+ * Commits what the turn changed (unless the CLI committed it already) and pushes it to `branch`,
+ * by git inside the sandbox. Resolves to the branch the checkout tracks (the pull request's base),
+ * or null when there was nothing to push; throws with git's own words.
+ */
+export async function pushChanges(driver: SandboxDriver, handle: SandboxHandle, branch: string, message: string): Promise<string | null> {
+  const script = [
+    'set -e',
+    "base=$(git rev-parse --abbrev-ref --symbolic-full-name '@{upstream}')",
+    'git add -A',
+    'git diff --cached --quiet || git commit -q -m "$1"',
+    "test \"$(git rev-list --count '@{upstream}..HEAD')\" != 0 || exit 0",
+    'git push -q origin "HEAD:refs/heads/$2"',
+    'printf %s "${base#origin/}"',
+  ].join('\n')
+  const proc = driver.exec(handle, ['/bin/sh', '-c', script, 'push', message, branch], { env: { PATH: '/usr/bin:/bin', HOME: handle.home, GIT_TERMINAL_PROMPT: '0' } })
+  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
+  if (code !== 0) throw new Error(`the changes could not be pushed: ${err.trim().split('\n').slice(-3).join('; ') || `git exited ${code}`}`)
+  return out.trim() || null
 }

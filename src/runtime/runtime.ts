@@ -10,14 +10,14 @@ import type { SessionPatch, SessionRow } from '../sessions/store'
 import type { StartSlots } from './start-slots'
 import { LOG_CAP_BYTES } from '../transcript/logs'
 import { dropHandover, handOver, loggedOf, reclaim, StoredPrefix } from './handover'
-import { endedTurn, interrupt, turnOpening, type LiveTurn, type TurnRun } from './turn-end'
+import { endedTurn, interrupt, turnOpening, type LiveTurn, type TurnEndDeps, type TurnRun } from './turn-end'
 import { turnOutput } from './turn-output'
 import { failedOutcome, followTurn, startTurn, type RunningTurn } from './turn-runner'
 import { firstTurnPrompt, turnSpec, type TurnSpecDeps } from './turn-spec'
 import { sandboxDir, sandboxSpec } from './sandbox-spec'
 
 /** Besides what a turn's spec is made from (the store, the catalog, the installer, tool servers): */
-export interface RuntimeDeps extends TurnSpecDeps {
+export interface RuntimeDeps extends TurnSpecDeps, Pick<TurnEndDeps, 'publish'> {
   adapters: Partial<Record<Harness, HarnessAdapter>>
   driver: SandboxDriver
   gateway: { host: string; port: number }
@@ -280,9 +280,7 @@ export class SessionRuntime {
     return true
   }
 
-  private get turnOptions() {
-    return { transcriptMaxBytes: this.deps.transcriptMaxBytes }
-  }
+  private get turnOptions() { return { transcriptMaxBytes: this.deps.transcriptMaxBytes } }
 
   /** Watches a started turn: its timeout, and its end, which comes back as `turn.ended`. */
   private follow(id: string, run: TurnRun, summary: { last: string | null }, running: RunningTurn): void {
@@ -314,7 +312,8 @@ export class SessionRuntime {
     }
     const current = live.turn
     live.turn = undefined
-    const { usage: metered, limit } = this.deps.gatewaySessions.close(run.token)
+    let closed: ReturnType<GatewaySessions['close']> | null = null // once its changes are published (git pushes with the key)
+    const close = () => (closed ??= this.deps.gatewaySessions.close(run.token))
     try {
       // A turn killed by shutdown is left as it was; the next start ends it as "restarted". One
       // that ended by itself meanwhile is told as always (a handover of it is void).
@@ -322,9 +321,10 @@ export class SessionRuntime {
       if (current?.handedOver) dropHandover(this.spec(id).stateDir)
       const fresh = this.deps.store.get(id)
       if (!fresh) return
-      const ended = await endedTurn(this.deps, { row: fresh, run, outcome, metered, limit, last: summary.last, stopped: current?.stopped === true, timedOut: current?.timedOut === true })
+      const ended = await endedTurn(this.deps, { row: fresh, run, outcome, close, last: summary.last, stopped: current?.stopped === true, timedOut: current?.timedOut === true })
       this.deps.apply(id, ended.event, ended.patch)
     } finally {
+      close()
       this.deps.gatewaySessions.settle(run.token)
     }
   }

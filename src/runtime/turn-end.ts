@@ -53,6 +53,11 @@ export function turnOpening(catalog: Catalog, row: SessionRow, turn: number, han
 }
 
 export interface TurnEndDeps {
+  /**
+   * After a turn that ended well: its changes to the session's repository pushed and a pull
+   * request opened (or found); null when the session has no repository or nothing changed.
+   */
+  publish?: (row: SessionRow, handle: SandboxHandle) => Promise<{ branch: string; prUrl: string } | null>
   driver: SandboxDriver
   artifacts: ArtifactStore
   catalog: Catalog
@@ -66,9 +71,8 @@ export interface TurnEnd {
   row: SessionRow
   run: TurnRun
   outcome: TurnOutcome
-  /** What the gateway metered, and the plan limit the turn crossed. */
-  metered: TurnMeter | null
-  limit: string | null
+  /** Closes the turn's gateway key: what it metered, and the plan limit the turn crossed. */
+  close: () => { usage: TurnMeter | null; limit: string | null }
   /** The last thing the assistant said (the run's summary). */
   last: string | null
   stopped: boolean
@@ -77,8 +81,18 @@ export interface TurnEnd {
 
 /** The `turn.ended` event of a turn whose CLI exited, and its patch: what went wrong, its artifacts, its usage. */
 export async function endedTurn(deps: TurnEndDeps, end: TurnEnd): Promise<{ event: SessionMachineEvent; patch: SessionPatch }> {
-  const { row, run, metered, limit, stopped } = end
+  const { row, run, stopped } = end
   let outcome = end.outcome
+  // Published first: git in the sandbox pushes with the turn's key, which closing ends.
+  let published: { branch: string; prUrl: string } | null = null
+  if (!stopped && !outcome.error && deps.publish) {
+    try {
+      published = await deps.publish(row, run.handle)
+    } catch (err) {
+      deps.log(`changes not published: ${(err as Error).message}`, { session: row.id, turn: run.turn })
+    }
+  }
+  const { usage: metered, limit } = end.close()
   // The gateway refused this turn's calls past a plan limit: the turn fails naming it.
   if (limit !== null && !stopped) outcome = { ...outcome, error: limit }
   if (end.timedOut) outcome = { ...outcome, error: `the turn ran longer than ${Math.round(deps.turnTimeoutMs / 1000)} s and was stopped` }
@@ -98,7 +112,7 @@ export async function endedTurn(deps: TurnEndDeps, end: TurnEnd): Promise<{ even
   const patch = turnPatch(deps.catalog, row, run.turn, outcome, usage, end.last, stopped, deps.now())
   return {
     event: { type: 'turn.ended', error: stopped ? null : outcome.error, schemaValid: patch.schemaValid ?? null, stopped },
-    patch: { ...patch, artifactCount },
+    patch: { ...patch, artifactCount, ...(published ? { branch: published.branch, prUrl: published.prUrl } : {}) },
   }
 }
 

@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { startGitServer, type GitServer } from '../helpers/git-server'
+import { startGithubStandin, type GithubStandin } from '../helpers/github-standin'
 import { json, req, script, waitFor } from '../helpers/http'
 
 /**
@@ -13,30 +14,71 @@ import { json, req, script, waitFor } from '../helpers/http'
  */
 const TOKEN = `ghs_${randomBytes(12).toString('hex')}`
 let git: GitServer
-beforeAll(() => {
+let github: GithubStandin
+beforeAll(async () => {
   git = startGitServer(TOKEN)
+  github = await startGithubStandin(git, TOKEN)
   git.repo('acme', 'app', { 'README.md': 'hello from the repository\n', 'src/main.txt': 'main\n' })
   git.repo('acme', 'other', { 'SECRET.md': 'not this session\'s\n' })
 })
-afterAll(() => git.stop())
+afterAll(() => {
+  github.stop()
+  git.stop()
+})
 
 for (const driver of ['bwrap', 'gvisor'] as const) {
   describe(`a Project run on ${driver}`, () => {
     let t: TestApp
     beforeAll(async () => {
-      t = await makeTestApp({ AGENTD_SANDBOX: driver, AGENTD_GITHUB_GIT_URL: git.url, AGENTD_GITHUB_TOKEN: TOKEN })
+      t = await makeTestApp({ AGENTD_SANDBOX: driver, AGENTD_GITHUB_GIT_URL: git.url, AGENTD_GITHUB_API_URL: github.url, AGENTD_GITHUB_TOKEN: TOKEN })
       t.identity.createProject('acme', 'app', 'acme/app')
     })
     afterAll(() => t?.[Symbol.asyncDispose]())
 
+    const settled = (id: string, turns = 1) => waitFor(async () => t.store.get(id)!, (row) => row.turnsCount >= turns && !['queued', 'allocating', 'running'].includes(row.status), 90_000)
     const run = async (project: string, steps: unknown[]) => {
       const res = await t.app.handle(req('POST', `/o/acme/p/${project}/sessions`, { token: t.admin.token, body: { agent: 'harness_1', prompt: script(steps) } }))
       expect(res.status).toBe(202)
       const id = (await json(res)).execution_id as string
-      const done = await waitFor(async () => t.store.get(id)!, (row) => !['queued', 'allocating', 'running'].includes(row.status), 90_000)
+      const done = await settled(id)
       const outputs = t.store.allEvents(id).filter((e) => e.type === 'tool_result').map((e) => String(e.data.output ?? ''))
       return { id, row: done, outputs }
     }
+    const changes = async (id: string, project = 'app') => json(await t.app.handle(req('GET', `/o/acme/p/${project}/sessions/${id}/changes`, { token: t.admin.token })))
+
+    test('a turn that edits the checkout ends with a branch pushed and a pull request opened; changes lists its files; the next turn adds to the same pull request', async () => {
+      const { id, row } = await run('app', [{ write: { path: 'NOTES.md', content: 'a note\n' } }, { bash: "printf 'changed\\n' >> README.md" }, { answer: 'edited' }])
+      expect(row.status, `${row.error}`).toBe('completed')
+      expect(row.branch).toBe(`agentd/${id.slice(0, 8)}`)
+      const pull = github.pulls.get('acme/app')!.find((p) => p.head === row.branch)!
+      expect(pull).toMatchObject({ base: 'main', state: 'open' })
+      expect(row.prUrl).toBe(`https://github.example/acme/app/pull/${pull.number}`)
+      const first = await changes(id)
+      expect(first).toMatchObject({ pr_url: row.prUrl, pr_number: pull.number, totals: { files: 2, additions: 2, deletions: 0, changes: 2 } })
+      expect(first.files.map((f: { filename: string; status: string }) => [f.filename, f.status])).toEqual([['NOTES.md', 'added'], ['README.md', 'modified']])
+      expect(first.files[1].patch).toContain('+changed')
+      // A follow-up's changes go to the same branch and pull request.
+      const followUp = await t.app.handle(req('POST', `/o/acme/p/app/sessions/${id}/messages`, { token: t.admin.token, body: { content: script([{ bash: 'rm NOTES.md' }, { answer: 'removed' }]) } }))
+      expect(followUp.status).toBe(200)
+      expect((await settled(id, 2)).status).toBe('completed')
+      expect(github.pulls.get('acme/app')!.filter((p) => p.head === row.branch)).toHaveLength(1)
+      const second = await changes(id)
+      expect(second.files.map((f: { filename: string }) => f.filename)).toEqual(['README.md'])
+      // The code host down: still 200, with the link and the reason.
+      github.down = true
+      try {
+        expect(await changes(id)).toMatchObject({ pr_url: row.prUrl, files: [], error_code: 'CHANGES_LIST_FAILED' })
+      } finally {
+        github.down = false
+      }
+    }, 180_000)
+
+    test('a run that changes nothing opens no pull request: changes is an empty list', async () => {
+      const { id, row } = await run('app', [{ bash: 'cat README.md' }, { answer: 'only read' }])
+      expect(row.status).toBe('completed')
+      expect(row.prUrl).toBeNull()
+      expect(await changes(id)).toEqual({ pr_url: null, pr_number: null, files: [], totals: { files: 0, additions: 0, deletions: 0, changes: 0 } })
+    }, 120_000)
 
     test('the workspace is a checkout of the repository\'s default branch; the code host\'s token is nowhere in the sandbox or the run', async () => {
       const before = git.authorizations.length

@@ -1,0 +1,40 @@
+import type { OrgAccess } from '../identity/service'
+import type { SessionQueries } from '../sessions/queries'
+import type { ChangedFile, GithubPulls } from './github'
+
+/** `GET …/changes` (spec 4.4): the session's pull request's files, read from the code host. */
+export interface Changes {
+  pr_url: string | null
+  pr_number: number | null
+  files: ChangedFile[]
+  totals: { files: number; additions: number; deletions: number; changes: number }
+  error?: string
+  error_code?: 'CHANGES_NO_INSTALLATION' | 'CHANGES_LIST_FAILED'
+}
+
+/**
+ * What a session's pull request changed, from the code host, so it works after the sandbox is gone.
+ * A run with no pull request has none; a code host agentd cannot read is said in the answer, not by
+ * an error status.
+ */
+export class ChangesService {
+  constructor(
+    private readonly queries: SessionQueries,
+    private readonly pulls: GithubPulls | null,
+  ) {}
+
+  async of(access: OrgAccess, projectRef: string, id: string): Promise<Changes> {
+    const row = this.queries.find(access, projectRef, id)
+    const number = row.prUrl ? Number(/\/pull\/(\d+)$/.exec(row.prUrl)?.[1] ?? Number.NaN) : Number.NaN
+    const empty: Changes = { pr_url: row.prUrl, pr_number: Number.isInteger(number) ? number : null, files: [], totals: { files: 0, additions: 0, deletions: 0, changes: 0 } }
+    if (!row.prUrl || !row.repoOwner || !row.repoName || empty.pr_number === null) return empty
+    if (!this.pulls) return { ...empty, error: 'agentd has no credential for the code host (AGENTD_GITHUB_TOKEN)', error_code: 'CHANGES_NO_INSTALLATION' }
+    try {
+      const files = await this.pulls.files({ owner: row.repoOwner, name: row.repoName }, empty.pr_number)
+      const sum = (key: 'additions' | 'deletions' | 'changes') => files.reduce((n, f) => n + f[key], 0)
+      return { ...empty, files, totals: { files: files.length, additions: sum('additions'), deletions: sum('deletions'), changes: sum('changes') } }
+    } catch (err) {
+      return { ...empty, error: `the code host could not be read: ${(err as Error).message}`, error_code: 'CHANGES_LIST_FAILED' }
+    }
+  }
+}

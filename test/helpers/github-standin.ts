@@ -1,0 +1,189 @@
+import Ajv, { type ValidateFunction } from 'ajv'
+import { join } from 'node:path'
+import type { GitServer } from './git-server'
+
+/**
+ * A local, stateful stand-in for the part of GitHub's REST API agentd uses: pull requests (list by
+ * head, create, update) and a pull request's files, computed with git from the bare repositories of
+ * a `GitServer`. Every answer is checked against GitHub's own OpenAPI description
+ * (`@octokit/openapi`) before it is sent: an answer that does not match it throws, so the stand-in
+ * cannot drift from the real API. Answers are made from the description's own schemas: the
+ * required fields a test does not care about get placeholder values of their declared types.
+ */
+
+const DESCRIPTION = join(import.meta.dir, '../../node_modules/@octokit/openapi/generated/api.github.com.json')
+
+interface Schema {
+  $ref?: string
+  type?: string
+  nullable?: boolean
+  enum?: unknown[]
+  properties?: Record<string, Schema>
+  required?: string[]
+  items?: Schema
+  allOf?: Schema[]
+  anyOf?: Schema[]
+  oneOf?: Schema[]
+  format?: string
+}
+
+export interface PullRecord {
+  number: number
+  title: string
+  body: string | null
+  head: string
+  base: string
+  state: 'open' | 'closed'
+}
+
+export interface GithubStandin {
+  url: string
+  pulls: Map<string, PullRecord[]>
+  /** Requests as `METHOD path`, and their Authorization headers. */
+  requests: { route: string; authorization: string }[]
+  /** While true every request is a 503 (the code host is down). */
+  down: boolean
+  stop(): void
+}
+
+export async function startGithubStandin(git: GitServer, token: string): Promise<GithubStandin> {
+  const doc = (await Bun.file(DESCRIPTION).json()) as { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: Schema }> }> }>>; components: { schemas: Record<string, Schema> } }
+  const ajv = new Ajv({ strict: false, validateFormats: false, allErrors: true })
+  ajv.addSchema({ $id: 'github', components: doc.components })
+  const validators = new Map<string, ValidateFunction>()
+  const schemaOf = (path: string, method: string, status: string): Schema => doc.paths[path]![method]!.responses[status]!.content!['application/json']!.schema
+  const check = (path: string, method: string, status: string, body: unknown) => {
+    const key = `${method} ${path} ${status}`
+    let validate = validators.get(key)
+    if (!validate) {
+      validate = ajv.compile(JSON.parse(JSON.stringify(schemaOf(path, method, status)).replaceAll('"#/components/', '"github#/components/')))
+      validators.set(key, validate)
+    }
+    if (!validate(body)) throw new Error(`the stand-in's answer to ${key} is not GitHub's: ${ajv.errorsText(validate.errors)}`)
+    return body
+  }
+  const resolve = (schema: Schema): Schema => (schema.$ref ? resolve(doc.components.schemas[schema.$ref.split('/').pop()!]!) : schema)
+  /** A value of `schema` with every required field, placeholders of their types. */
+  const sample = (schema: Schema, depth = 0): unknown => {
+    const s = resolve(schema)
+    if (s.allOf) return Object.assign({}, ...s.allOf.map((part) => sample(part, depth)))
+    if (s.anyOf || s.oneOf) return sample((s.anyOf ?? s.oneOf)![0]!, depth)
+    if (s.nullable && depth > 0) return null
+    if (s.enum) return s.enum[0]
+    switch (s.type) {
+      case 'object': {
+        const out: Record<string, unknown> = {}
+        for (const name of s.required ?? []) out[name] = sample(s.properties?.[name] ?? {}, depth + 1)
+        return out
+      }
+      case 'array':
+        return []
+      case 'integer':
+      case 'number':
+        return 1
+      case 'boolean':
+        return false
+      case 'string':
+        return s.format === 'date-time' ? new Date(0).toISOString() : s.format === 'uri' ? 'https://github.example/x' : 'x'
+      default:
+        return {}
+    }
+  }
+  const pulls = new Map<string, PullRecord[]>()
+  const requests: GithubStandin['requests'] = []
+  const state = { down: false }
+
+  const pullJson = (base: string, owner: string, repo: string, pull: PullRecord, simple: boolean) => {
+    const body = sample(doc.components.schemas[simple ? 'pull-request-simple' : 'pull-request']!) as Record<string, any>
+    return {
+      ...body,
+      number: pull.number,
+      title: pull.title,
+      body: pull.body,
+      state: pull.state,
+      url: `${base}/repos/${owner}/${repo}/pulls/${pull.number}`,
+      html_url: `https://github.example/${owner}/${repo}/pull/${pull.number}`,
+      head: { ...body.head, ref: pull.head, label: `${owner}:${pull.head}` },
+      base: { ...body.base, ref: pull.base, label: `${owner}:${pull.base}` },
+    }
+  }
+  const gitIn = async (owner: string, repo: string, ...args: string[]) => {
+    const run = Bun.spawn(['git', '--git-dir', join(git.root, owner, `${repo}.git`), ...args], { stdout: 'pipe', stderr: 'pipe' })
+    const [out, code] = await Promise.all([new Response(run.stdout).text(), run.exited])
+    if (code !== 0) throw new Error(`git ${args.join(' ')} failed`)
+    return out
+  }
+
+  const server = Bun.serve({
+    hostname: '127.0.0.1',
+    port: 0,
+    async fetch(request) {
+      const url = new URL(request.url)
+      const base = `${url.origin}`
+      requests.push({ route: `${request.method} ${url.pathname}`, authorization: request.headers.get('authorization') ?? '' })
+      if (state.down) return Response.json({ message: 'Service Unavailable' }, { status: 503 })
+      if (request.headers.get('authorization') !== `token ${token}` && request.headers.get('authorization') !== `Bearer ${token}`) {
+        return Response.json({ message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest' }, { status: 401 })
+      }
+      let m = /^\/repos\/([^/]+)\/([^/]+)\/pulls$/.exec(url.pathname)
+      if (m) {
+        const [owner, repo] = [m[1]!, m[2]!]
+        const list = pulls.get(`${owner}/${repo}`) ?? []
+        pulls.set(`${owner}/${repo}`, list)
+        if (request.method === 'GET') {
+          const head = url.searchParams.get('head')
+          const wanted = url.searchParams.get('state') ?? 'open'
+          const found = list.filter((p) => (head === null || `${owner}:${p.head}` === head) && (wanted === 'all' || p.state === wanted))
+          return Response.json(check('/repos/{owner}/{repo}/pulls', 'get', '200', found.map((p) => pullJson(base, owner, repo, p, true))))
+        }
+        if (request.method === 'POST') {
+          const input = (await request.json()) as { title: string; body?: string; head: string; base: string }
+          const pull: PullRecord = { number: list.length + 1, title: input.title, body: input.body ?? null, head: input.head, base: input.base, state: 'open' }
+          list.push(pull)
+          return Response.json(check('/repos/{owner}/{repo}/pulls', 'post', '201', pullJson(base, owner, repo, pull, false)), { status: 201 })
+        }
+      }
+      m = /^\/repos\/([^/]+)\/([^/]+)\/pulls\/(\d+)(\/files)?$/.exec(url.pathname)
+      if (m) {
+        const [owner, repo, number, files] = [m[1]!, m[2]!, Number(m[3]), m[4]]
+        const pull = pulls.get(`${owner}/${repo}`)?.find((p) => p.number === number)
+        if (!pull) return Response.json({ message: 'Not Found', documentation_url: 'https://docs.github.com/rest' }, { status: 404 })
+        if (files && request.method === 'GET') {
+          // What GitHub computes: the head's changes against the merge base with the base branch.
+          const numstat = await gitIn(owner, repo, 'diff', '--numstat', `${pull.base}...${pull.head}`)
+          const statuses = await gitIn(owner, repo, 'diff', '--name-status', `${pull.base}...${pull.head}`)
+          const entries = await Promise.all(
+            numstat.trim().split('\n').filter(Boolean).map(async (line, i) => {
+              const [add, del, filename] = line.split('\t') as [string, string, string]
+              const letter = statuses.trim().split('\n')[i]!.split('\t')[0]!
+              const diff = (await gitIn(owner, repo, 'diff', `${pull.base}...${pull.head}`, '--', filename)).split('\n')
+              const patch = diff.slice(diff.findIndex((l) => l.startsWith('@@'))).join('\n').trimEnd()
+              const entry = sample(doc.components.schemas['diff-entry']!) as Record<string, unknown>
+              return { ...entry, filename, status: letter === 'A' ? 'added' : letter === 'D' ? 'removed' : 'modified', additions: Number(add), deletions: Number(del), changes: Number(add) + Number(del), patch }
+            }),
+          )
+          return Response.json(check('/repos/{owner}/{repo}/pulls/{pull_number}/files', 'get', '200', entries))
+        }
+        if (request.method === 'PATCH') {
+          const input = (await request.json()) as { title?: string; body?: string }
+          if (input.title !== undefined) pull.title = input.title
+          if (input.body !== undefined) pull.body = input.body
+          return Response.json(check('/repos/{owner}/{repo}/pulls/{pull_number}', 'patch', '200', pullJson(base, owner, repo, pull, false)))
+        }
+      }
+      return Response.json({ message: 'Not Found', documentation_url: 'https://docs.github.com/rest' }, { status: 404 })
+    },
+  })
+  return {
+    url: `http://127.0.0.1:${server.port}`,
+    pulls,
+    requests,
+    get down() {
+      return state.down
+    },
+    set down(value: boolean) {
+      state.down = value
+    },
+    stop: () => server.stop(true),
+  }
+}
