@@ -73,14 +73,7 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       }
     }, 180_000)
 
-    test('a run that changes nothing opens no pull request: changes is an empty list', async () => {
-      const { id, row } = await run('app', [{ bash: 'cat README.md' }, { answer: 'only read' }])
-      expect(row.status).toBe('completed')
-      expect(row.prUrl).toBeNull()
-      expect(await changes(id)).toEqual({ pr_url: null, pr_number: null, files: [], totals: { files: 0, additions: 0, deletions: 0, changes: 0 } })
-    }, 120_000)
-
-    test('the workspace is a checkout of the repository\'s default branch; the code host\'s token is nowhere in the sandbox or the run', async () => {
+    test('the workspace is a checkout of the repository\'s default branch; the code host\'s token is nowhere in the sandbox or the run; a run that changes nothing opens no pull request', async () => {
       const before = git.authorizations.length
       const { id, row, outputs } = await run('app', [{ bash: 'cat README.md; git log --oneline | head -1; git rev-parse --abbrev-ref HEAD; git status --short | wc -l' }, { answer: 'read it' }])
       expect(row.status, `${row.error}`).toBe('completed')
@@ -95,6 +88,9 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       const files = Bun.spawnSync(['sh', '-c', 'grep -rI -l . "$1" 2>/dev/null | xargs -r cat 2>/dev/null', 'sh', join(t.dir, 'sandboxes', id)]).stdout.toString()
       expect(files).toContain('hello from the repository') // the search did read the checkout
       for (const where of [events, raw, files]) expect(where).not.toContain(TOKEN)
+      // Nothing changed: no branch, no pull request, an empty list of changes.
+      expect(row.prUrl).toBeNull()
+      expect(await changes(id)).toEqual({ pr_url: null, pr_number: null, files: [], totals: { files: 0, additions: 0, deletions: 0, changes: 0 } })
     }, 120_000)
 
     test('from inside, the gateway serves git for the session\'s own repository only: another is 404, without the turn\'s key 401', async () => {
@@ -110,7 +106,8 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       expect(outputs.join('\n')).not.toContain('not this session')
     }, 120_000)
 
-    test('a run of no Project has no checkout and no git config', async () => {
+    // Decided before any sandbox is involved: shown on bubblewrap alone.
+    if (driver === 'bwrap') test('a run of no Project has no checkout and no git config', async () => {
       const { row, outputs } = await run('_', [{ bash: 'ls -A; test -e ~/.gitconfig && echo config || echo none' }, { answer: 'looked' }])
       expect(row.status).toBe('completed')
       expect(outputs[0]).not.toContain('.git')

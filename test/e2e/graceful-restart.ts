@@ -1,4 +1,4 @@
-import { afterAll, expect, test } from 'bun:test'
+import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { Database } from 'bun:sqlite'
 import { randomBytes } from 'node:crypto'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -10,17 +10,6 @@ import { script, waitFor } from '../helpers/http'
 import { client, seededDataDir, startServer } from '../helpers/server'
 import { openSse, type SseFrame } from '../helpers/sse'
 
-const dirs: string[] = []
-const mcp = startMcpServer()
-// Connections' credentials are sealed with the accounts key of the server's config file.
-const configDir = mkdtempSync(join(tmpdir(), 'agentd-graceful-config-'))
-const config = join(configDir, 'agentd.json')
-writeFileSync(config, JSON.stringify({ accounts: { encryption_key: randomBytes(32).toString('base64') } }))
-afterAll(async () => {
-  mcp.stop()
-  rmSync(configDir, { recursive: true, force: true })
-  for (const dir of dirs) await removeDataDir(dir)
-})
 
 /** Requests the gateway logged for a session (its `…/logs`). */
 const modelRequests = (logs: string) => logs.split('\n').filter((line) => / gateway: POST \S+$/.test(line)).length
@@ -39,7 +28,25 @@ async function storedRequests(dir: string, id: string): Promise<number> {
  * next one takes it over, and the turn completes with its answer. A stream that reconnects with
  * Last-Event-ID sees every event of the run exactly once.
  */
-for (const agent of ['harness_1', 'harness_2', 'harness_3'] as const) {
+/** Registers the test for one harness: each harness has its own file, so the suite's workers share them out. */
+export function gracefulRestartTest(agent: 'harness_1' | 'harness_2' | 'harness_3'): void {
+  // Per file (the module is shared): a tool server for Codex's calls, and a config whose accounts
+  // key seals the connection's credential.
+  const dirs: string[] = []
+  let mcp: ReturnType<typeof startMcpServer>
+  let configDir: string
+  let config: string
+  beforeAll(() => {
+    mcp = startMcpServer()
+    configDir = mkdtempSync(join(tmpdir(), 'agentd-graceful-config-'))
+    config = join(configDir, 'agentd.json')
+    writeFileSync(config, JSON.stringify({ accounts: { encryption_key: randomBytes(32).toString('base64') } }))
+  })
+  afterAll(async () => {
+    mcp.stop()
+    rmSync(configDir, { recursive: true, force: true })
+    for (const dir of dirs) await removeDataDir(dir)
+  })
   test(`SIGTERM mid-turn on gVisor (${agent}): the turn goes on after the restart and completes; a reconnected stream misses nothing and repeats nothing`, async () => {
     const { dir, token } = await seededDataDir('agentd-graceful')
     dirs.push(dir)

@@ -1,0 +1,3 @@
+import { gracefulRestartTest } from './graceful-restart'
+
+gracefulRestartTest('harness_3')
