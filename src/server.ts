@@ -135,6 +135,12 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const repositoryOf = (row: { repoOwner: string | null; repoName: string | null }) =>
     config.githubToken && row.repoOwner && row.repoName ? { owner: row.repoOwner, name: row.repoName } : null
   const pulls = config.githubToken ? new GithubPulls(config.githubApiUrl, config.githubToken) : null
+  /** The branch of an open pull request of the repository; throws when it is not open (any more). */
+  const openPullHead = async (repository: { owner: string; name: string }, number: number) => {
+    const head = await pulls?.openHead(repository, number)
+    if (!head) throw new Error(`pull request #${number} of ${repository.owner}/${repository.name} is not open`)
+    return head
+  }
   const { maxSandboxes, maxStarting, basis } = config.capacity
   log(`agentd: host capacity: ${maxSandboxes} sandboxes at once, ${maxStarting} starting at once (${basis}); more wait queued`)
   // Sandboxes on this host are scoped to this DATA_DIR, so a sweep never touches another agentd's.
@@ -195,7 +201,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
           publish: async (row: SessionRow, handle: SandboxHandle) => {
             const repository = repositoryOf(row)
             if (!repository) return null
-            const branch = row.branch ?? `agentd/${row.id.slice(0, 8)}`
+            // On a pull request (on_pr), its own branch; otherwise the session's.
+            const branch = row.onPr !== null ? await openPullHead(repository, row.onPr) : `agentd/${row.id.slice(0, 8)}`
             const base = await pushChanges(driver, handle, branch, `agentd: ${row.title}`)
             if (base === null) return null
             const pull = await pulls.openFor(repository, { head: branch, base, title: row.title, body: `Changes of agentd run ${row.id}.` })
@@ -209,7 +216,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     prepareFirstTurn: async (row, handle) => {
       // The repository first: a checkout needs the workspace empty of what the session brings.
       const repository = repositoryOf(row)
-      if (repository) await cloneInSandbox(driver, handle, repository, config.githubGitUrl)
+      if (repository) await cloneInSandbox(driver, handle, repository, config.githubGitUrl, row.onPr !== null ? await openPullHead(repository, row.onPr) : row.baseBranch)
       const adapter = adapters[row.harness as keyof typeof adapters]
       if (adapter) skills.install(row.id, handle.hostHome, adapter.skillsDir)
       return files.place(row.id, handle.hostWorkspace, handle.workspace)
@@ -239,6 +246,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     agents,
     // Under the webhook rules: public https only, the address checked as the connection is made.
     fetchImage: get,
+    ...(pulls ? { openPullHead: (repository: { owner: string; name: string }, number: number) => pulls.openHead(repository, number) } : {}),
     skills,
     connections,
     metrics,

@@ -4,16 +4,16 @@ import { gitConfig } from './git-proxy'
 
 /**
  * The repository checked out in the workspace, by git inside the sandbox (never on the host: a
- * workspace is the sandbox's to plant hooks and links in): its default branch, fetched through the
+ * workspace is the sandbox's to plant hooks and links in): branch `ref`, or its default branch, fetched through the
  * gateway with the turn's key. Resolves to the branch; throws with git's own words when it fails.
  */
-export async function cloneInSandbox(driver: SandboxDriver, handle: SandboxHandle, repository: { owner: string; name: string }, base: string): Promise<string> {
+export async function cloneInSandbox(driver: SandboxDriver, handle: SandboxHandle, repository: { owner: string; name: string }, base: string, ref: string | null = null): Promise<string> {
   const url = `${base}/${repository.owner}/${repository.name}.git`
   const script = [
     'set -e',
     'git init -q',
     'git remote add origin "$1"',
-    "branch=$(git ls-remote --symref origin HEAD | sed -n 's|^ref: refs/heads/\\(.*\\)\\tHEAD$|\\1|p')",
+    "branch=${2:-$(git ls-remote --symref origin HEAD | sed -n 's|^ref: refs/heads/\\(.*\\)\\tHEAD$|\\1|p')}",
     'test -n "$branch" || { echo "the repository has no default branch" >&2; exit 1; }',
     'git fetch -q origin "$branch"',
     'git checkout -q -B "$branch" FETCH_HEAD',
@@ -22,7 +22,7 @@ export async function cloneInSandbox(driver: SandboxDriver, handle: SandboxHandl
     "printf '.agentd/\\n' >> .git/info/exclude",
     'printf %s "$branch"',
   ].join('\n')
-  const proc = driver.exec(handle, ['/bin/sh', '-c', script, 'clone', url], { env: { PATH: '/usr/bin:/bin', HOME: handle.home, GIT_TERMINAL_PROMPT: '0' } })
+  const proc = driver.exec(handle, ['/bin/sh', '-c', script, 'clone', url, ref ?? ''], { env: { PATH: '/usr/bin:/bin', HOME: handle.home, GIT_TERMINAL_PROMPT: '0' } })
   const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
   if (code !== 0) throw new Error(`${repository.owner}/${repository.name} could not be cloned: ${err.trim().split('\n').slice(-3).join('; ') || `git exited ${code}`}`)
   return out.trim()

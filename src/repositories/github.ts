@@ -29,6 +29,18 @@ export class GithubPulls {
     return { url: found.html_url, number: found.number }
   }
 
+  /** The pull request's branch if it is open (in the repository itself, not a fork), else null. */
+  async openHead(repository: { owner: string; name: string }, number: number): Promise<string | null> {
+    try {
+      const pull = (await this.octokit.rest.pulls.get({ owner: repository.owner, repo: repository.name, pull_number: number })).data
+      const own = pull.head.repo?.full_name === undefined || pull.head.repo.full_name.toLowerCase() === `${repository.owner}/${repository.name}`.toLowerCase()
+      return pull.state === 'open' && own ? pull.head.ref : null
+    } catch (err) {
+      if ((err as { status?: number }).status === 404) return null
+      throw err
+    }
+  }
+
   /** Every file the pull request changed (GitHub lists at most 3000). */
   async files(repository: { owner: string; name: string }, number: number): Promise<ChangedFile[]> {
     const files = await this.octokit.paginate(this.octokit.rest.pulls.listFiles, { owner: repository.owner, repo: repository.name, pull_number: number, per_page: 100 })

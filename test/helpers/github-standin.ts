@@ -38,6 +38,7 @@ export interface PullRecord {
 
 export interface GithubStandin {
   url: string
+  /** Pull requests by `owner/name`; a test may close one (`state`). */
   pulls: Map<string, PullRecord[]>
   /** Requests as `METHOD path`, and their Authorization headers. */
   requests: { route: string; authorization: string }[]
@@ -103,8 +104,8 @@ export async function startGithubStandin(git: GitServer, token: string): Promise
       state: pull.state,
       url: `${base}/repos/${owner}/${repo}/pulls/${pull.number}`,
       html_url: `https://github.example/${owner}/${repo}/pull/${pull.number}`,
-      head: { ...body.head, ref: pull.head, label: `${owner}:${pull.head}` },
-      base: { ...body.base, ref: pull.base, label: `${owner}:${pull.base}` },
+      head: { ...body.head, ref: pull.head, label: `${owner}:${pull.head}`, repo: { ...body.head.repo, name: repo, full_name: `${owner}/${repo}` } },
+      base: { ...body.base, ref: pull.base, label: `${owner}:${pull.base}`, repo: { ...body.base.repo, name: repo, full_name: `${owner}/${repo}` } },
     }
   }
   const gitIn = async (owner: string, repo: string, ...args: string[]) => {
@@ -164,6 +165,7 @@ export async function startGithubStandin(git: GitServer, token: string): Promise
           )
           return Response.json(check('/repos/{owner}/{repo}/pulls/{pull_number}/files', 'get', '200', entries))
         }
+        if (!files && request.method === 'GET') return Response.json(check('/repos/{owner}/{repo}/pulls/{pull_number}', 'get', '200', pullJson(base, owner, repo, pull, false)))
         if (request.method === 'PATCH') {
           const input = (await request.json()) as { title?: string; body?: string }
           if (input.title !== undefined) pull.title = input.title

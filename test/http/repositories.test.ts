@@ -36,8 +36,8 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
     afterAll(() => t?.[Symbol.asyncDispose]())
 
     const settled = (id: string, turns = 1) => waitFor(async () => t.store.get(id)!, (row) => row.turnsCount >= turns && !['queued', 'allocating', 'running'].includes(row.status), 90_000)
-    const run = async (project: string, steps: unknown[]) => {
-      const res = await t.app.handle(req('POST', `/o/acme/p/${project}/sessions`, { token: t.admin.token, body: { agent: 'harness_1', prompt: script(steps) } }))
+    const run = async (project: string, steps: unknown[], extra: Record<string, unknown> = {}) => {
+      const res = await t.app.handle(req('POST', `/o/acme/p/${project}/sessions`, { token: t.admin.token, body: { agent: 'harness_1', prompt: script(steps), ...extra } }))
       expect(res.status).toBe(202)
       const id = (await json(res)).execution_id as string
       const done = await settled(id)
@@ -71,6 +71,19 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       } finally {
         github.down = false
       }
+      // Another run on that pull request (on_pr) starts on its branch and adds to it.
+      const onPr = await run('app', [{ bash: 'git rev-parse --abbrev-ref HEAD; cat README.md' }, { write: { path: 'MORE.md', content: 'more\n' } }, { answer: 'added' }], { on_pr: pull.number })
+      expect(onPr.row.status, `${onPr.row.error}`).toBe('completed')
+      expect(onPr.outputs[0]).toMatch(new RegExp(`^${row.branch}\nhello from the repository\nchanged`))
+      expect(onPr.row.prUrl).toBe(row.prUrl)
+      expect(github.pulls.get('acme/app')!.filter((p) => p.head === row.branch)).toHaveLength(1)
+      expect((await changes(onPr.id)).files.map((f: { filename: string }) => f.filename)).toEqual(['MORE.md', 'README.md'])
+      // A pull request that is not open is refused at create.
+      pull.state = 'closed'
+      const refused = await t.app.handle(req('POST', '/o/acme/p/app/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: 'x', on_pr: pull.number } }))
+      expect(refused.status).toBe(409)
+      expect((await json(refused)).error).toContain(`pull request #${pull.number} of acme/app is not open`)
+      expect((await t.app.handle(req('POST', '/o/acme/p/app/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: 'x', on_pr: 999 } }))).status).toBe(409)
     }, 180_000)
 
     test('the workspace is a checkout of the repository\'s default branch; the code host\'s token is nowhere in the sandbox or the run; a run that changes nothing opens no pull request', async () => {
