@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The README's test line runs this: the whole suite, then the 10 slowest tests and one summary line.
-# Test files run in AGENTD_TEST_WORKERS processes at once (default 4 on this 2-core machine): most of
-# a test's time is spent waiting on sandboxes, CLIs and the spec's own timeouts, so more files than
-# cores fill the waits (at stop 30: 224 s with four, 241-247 s with three; 245 s against 210 s for two
-# and three at stop 20).
+# Test files run in AGENTD_TEST_WORKERS processes at once (default 3 on this 2-core machine): most of
+# a test's time is spent waiting on sandboxes, CLIs and the spec's own timeouts, so a third file
+# fills the waits (about 210 s against 245 s with two). Four were tried at stop 30: 224-255 s, and a
+# restart test's 15 s wait for a checkpoint ran out under the added load.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-workers=${AGENTD_TEST_WORKERS:-4}
+workers=${AGENTD_TEST_WORKERS:-3}
 start=$(date +%s)
 if [ "$workers" -gt 1 ]; then
   bun test --timeout 60000 --parallel="$workers" "$@" 2>&1 | tee "$log"

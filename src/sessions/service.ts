@@ -22,6 +22,7 @@ import { readCreate, type FetchImage } from './input'
 import { newSessionRow } from './new-session'
 import { profileFields, withProfile } from './profile'
 import { checkResources } from './resources'
+import { assertPullOpen, type OpenPullHead } from '../repositories/on-pr'
 import type { AgentService } from '../agents/service'
 import { SkillService } from '../skills/service'
 import type { ConnectionService } from '../connections/service'
@@ -48,11 +49,8 @@ export interface SessionServiceDeps {
   connections: ConnectionService
   /** Fetches a shape B image block's URL (files/public-get.ts under the webhook rules). */
   fetchImage: FetchImage
-  /**
-   * The branch of the repository's open pull request `number`, or null when it is not open; absent
-   * when agentd has no code host credential. A Project run `on_pr` asks it at create.
-   */
-  openPullHead?: (repository: { owner: string; name: string }, number: number) => Promise<string | null>
+  /** A Project run `on_pr` asks it at create; absent without a code host credential. */
+  openPullHead?: OpenPullHead
   metrics?: Metrics
   /** Runs at once per org when its plan sets none. */
   defaultMaxConcurrent: number
@@ -144,10 +142,7 @@ export class SessionService {
     const id = newId()
     const servers = run.connections ? await this.deps.connections.forRun(principal, access.orgId, project?.id ?? null, id, run.connections) : []
     if (plan.pinned) await this.resolvePin(plan)
-    if (plan.onPr !== null && project?.repoOwner && project.repoName && this.deps.openPullHead) {
-      const repository = { owner: project.repoOwner, name: project.repoName }
-      if (!(await this.deps.openPullHead(repository, plan.onPr))) throw new ApiError('conflict', `on_pr: pull request #${plan.onPr} of ${repository.owner}/${repository.name} is not open`)
-    }
+    await assertPullOpen(this.deps.openPullHead, project, plan.onPr)
     // Another create with the key may have made its session while this one waited.
     const made = replay()
     if (made) return this.deps.queries.view(this.store.get(made)!)

@@ -78,6 +78,9 @@ export function runFinishedBody(row: SessionRow, to: SessionStatus, orgSlug: str
       result_url: `${base}/result`,
       events_url: `${base}/events`,
       artifacts_url: `${base}/artifacts`,
+      // Beyond spec 6.2's fields: what the turn pushed to its repository (issue 18), null otherwise.
+      branch: row.branch,
+      pr_url: row.prUrl,
     },
   }
 }

@@ -61,7 +61,7 @@ export function gracefulRestartTest(agent: 'harness_1' | 'harness_2' | 'harness_
       const lookup = (id: string) => ({ mcp: { server: 'tickets', tool: 'lookup', input: { id } } })
       const [first, second] =
         agent === 'harness_2' ? [lookup('T-1'), lookup('T-2')] : [{ bash: 'echo one > one.txt' }, { bash: 'cat one.txt > two.txt; echo two >> two.txt' }]
-      const steps = [first, { sleep: 3000 }, second, { answer: 'finished after the restart' }]
+      const steps = [first, { sleep: 2000 }, second, { answer: 'finished after the restart' }]
       const connections = [{ url: mcp.url, name: 'tickets', auth: { mode: 'bearer', token: 'tickets-secret' } }]
       const created = await call('POST', '/o/acme/p/_/sessions', { harness: agent, input: script(steps), ...(agent === 'harness_2' ? { connections } : {}) })
       expect(created.status, JSON.stringify(created.body)).toBe(202)
@@ -69,7 +69,7 @@ export function gracefulRestartTest(agent: 'harness_1' | 'harness_2' | 'harness_
       const url = (base: string) => `${base}/o/acme/p/_/sessions/${id}/events`
       const stream = await openSse(url(server.url), token)
       // The CLI's second model request (each step group is one request: the first tool call, then
-      // the `sleep` and the second, then the answer): the model holds that reply 3 s.
+      // the `sleep` and the second, then the answer): the model holds that reply 2 s.
       const head: SseFrame[] = []
       const logs = async () => String((await call('GET', `/o/acme/p/_/sessions/${id}/logs`)).body.logs ?? '')
       await waitFor(async () => modelRequests(await logs()), (n) => n >= 2, 60_000)

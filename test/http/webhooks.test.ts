@@ -58,6 +58,8 @@ describe('runFinished through real runs', () => {
         result_url: `${PUBLIC}/o/acme/p/_/sessions/${id}/result`,
         events_url: `${PUBLIC}/o/acme/p/_/sessions/${id}/events`,
         artifacts_url: `${PUBLIC}/o/acme/p/_/sessions/${id}/artifacts`,
+        branch: null,
+        pr_url: null,
       },
     })
     expect(body.data.result.text).toBe('forty-two')

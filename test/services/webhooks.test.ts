@@ -121,6 +121,8 @@ describe('runFinished delivery', () => {
         result_url: `https://agentd.example/o/acme/p/_/sessions/${id}/result`,
         events_url: `https://agentd.example/o/acme/p/_/sessions/${id}/events`,
         artifacts_url: `https://agentd.example/o/acme/p/_/sessions/${id}/artifacts`,
+        branch: null,
+        pr_url: null,
       },
     })
     // A wrong secret or a changed body does not verify.
@@ -129,6 +131,15 @@ describe('runFinished delivery', () => {
     await Bun.sleep(300)
     expect(rx.requests).toHaveLength(1)
     expect(w.delivery(hook.headers['webhook-id']!)).toMatchObject({ state: 'delivered', attempts: 1 })
+    rx.stop()
+  })
+
+  test('a turn that pushed its changes carries the branch and the pull request (beyond spec 6.2\'s fields)', async () => {
+    const rx = startReceiver()
+    const key = await w.keyWithHook(rx.url)
+    w.endTurn(w.startRun(key.id), 'completed', { branch: 'agentd/0123abcd', prUrl: 'https://github.com/acme/app/pull/7' })
+    await waitFor(async () => rx.requests.length, (n) => n === 1)
+    expect(JSON.parse(rx.requests[0]!.body).data).toMatchObject({ branch: 'agentd/0123abcd', pr_url: 'https://github.com/acme/app/pull/7' })
     rx.stop()
   })
 
