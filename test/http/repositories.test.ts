@@ -88,12 +88,20 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       expect((await t.app.handle(req('POST', '/o/acme/p/app/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: 'x', on_pr: 999 } }))).status).toBe(409)
     }, 180_000)
 
-    test('the workspace is a checkout of the repository\'s default branch; the code host\'s token is nowhere in the sandbox or the run; a run that changes nothing opens no pull request', async () => {
+    test('the workspace is a checkout of the default branch; from inside, the gateway serves git for the session\'s own repository only (another 404, without the turn\'s key 401); the code host\'s token is nowhere in the sandbox or the run; no change, no pull request', async () => {
       const before = git.authorizations.length
-      const { id, row, outputs } = await run('app', [{ bash: 'cat README.md; git log --oneline | head -1; git rev-parse --abbrev-ref HEAD; git status --short | wc -l' }, { answer: 'read it' }])
+      const { id, row, outputs } = await run('app', [
+        { bash: 'cat README.md; git log --oneline | head -1; git rev-parse --abbrev-ref HEAD; git status --short | wc -l' },
+        { bash: `git ls-remote ${git.url}/acme/other.git 2>&1 | tail -1; echo "exit=$?"` },
+        { bash: `curl -s -o /dev/null -w '%{http_code}' "$(git config --get-regexp 'url\\..*insteadof' | cut -d' ' -f1 | sed 's/^url\\.//; s/\\.insteadof$//')acme/app.git/info/refs?service=git-upload-pack"` },
+        { answer: 'read it' },
+      ])
       expect(row.status, `${row.error}`).toBe('completed')
       expect(outputs[0]).toContain('hello from the repository')
       expect(outputs[0]).toMatch(/first\nmain\n0/)
+      expect(outputs[1]).toMatch(/not found|404/i)
+      expect(outputs[2]).toBe('401')
+      expect(outputs.join('\n')).not.toContain('not this session')
       // Every request reached the code host with its token, which agentd put on.
       const seen = git.authorizations.slice(before)
       expect(seen.length).toBeGreaterThan(0)
@@ -106,19 +114,6 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       // Nothing changed: no branch, no pull request, an empty list of changes.
       expect(row.prUrl).toBeNull()
       expect(await changes(id)).toEqual({ pr_url: null, pr_number: null, files: [], totals: { files: 0, additions: 0, deletions: 0, changes: 0 } })
-    }, 120_000)
-
-    test('from inside, the gateway serves git for the session\'s own repository only: another is 404, without the turn\'s key 401', async () => {
-      const other = `${git.url}/acme/other.git`
-      const { row, outputs } = await run('app', [
-        { bash: `git ls-remote ${other} 2>&1 | tail -1; echo "exit=$?"` },
-        { bash: `curl -s -o /dev/null -w '%{http_code}' "$(git config --get-regexp 'url\\..*insteadof' | cut -d' ' -f1 | sed 's/^url\\.//; s/\\.insteadof$//')acme/app.git/info/refs?service=git-upload-pack"` },
-        { answer: 'tried' },
-      ])
-      expect(row.status).toBe('completed')
-      expect(outputs[0]).toMatch(/not found|404/i)
-      expect(outputs[1]).toBe('401')
-      expect(outputs.join('\n')).not.toContain('not this session')
     }, 120_000)
 
     // Decided before any sandbox is involved: shown on bubblewrap alone.
