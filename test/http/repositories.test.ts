@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { startGitServer, type GitServer } from '../helpers/git-server'
@@ -66,6 +67,18 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       expect(github.pulls.get('acme/app')!.filter((p) => p.head === row.branch)).toHaveLength(1)
       const second = await changes(id)
       expect(second.files.map((f: { filename: string }) => f.filename)).toEqual(['README.md'])
+      // Attack: a turn plants a link where the next turn's git config goes, at a host file. The
+      // next turn's config replaces the link in the sandbox's home; the host file is untouched.
+      const target = join(t.dir, 'host-file-the-sandbox-must-not-write')
+      writeFileSync(target, 'host content\n')
+      const plant = await t.app.handle(req('POST', `/o/acme/p/app/sessions/${id}/messages`, { token: t.admin.token, body: { content: script([{ bash: `ln -sfn ${target} ~/.gitconfig` }, { answer: 'planted' }]) } }))
+      expect(plant.status).toBe(200)
+      await settled(id, 3)
+      const look = await t.app.handle(req('POST', `/o/acme/p/app/sessions/${id}/messages`, { token: t.admin.token, body: { content: script([{ bash: 'test -L ~/.gitconfig && echo link || echo file; git ls-remote origin HEAD | wc -l' }, { answer: 'looked' }]) } }))
+      expect(look.status).toBe(200)
+      expect((await settled(id, 4)).status).toBe('completed')
+      expect(t.store.allEvents(id).filter((e) => e.type === 'tool_result').at(-1)!.data.output).toMatch(/^file\n1/)
+      expect(readFileSync(target, 'utf8')).toBe('host content\n')
       // The code host down: still 200, with the link and the reason.
       github.down = true
       try {
