@@ -11,12 +11,14 @@ export interface NewSession {
   principal: Principal
   accountId: string | null
   plan: SessionPlan
+  /** The repository its `resources` name, when its Project has none. */
+  repository: { owner: string; name: string } | null
   status: SessionStatus
   now: number
 }
 
 /** A new session's row: what its create asked for, on the Project's repository. */
-export function newSessionRow({ id, orgId, project, principal, accountId, plan, status, now }: NewSession): SessionInsert {
+export function newSessionRow({ id, orgId, project, principal, accountId, plan, repository, status, now }: NewSession): SessionInsert {
   return {
     id,
     orgId,
@@ -33,8 +35,8 @@ export function newSessionRow({ id, orgId, project, principal, accountId, plan, 
     persistenceMode: plan.persistence,
     prompt: plan.prompt,
     title: plan.title,
-    repoOwner: project?.repoOwner ?? null,
-    repoName: project?.repoName ?? null,
+    repoOwner: project?.repoOwner ?? repository?.owner ?? null,
+    repoName: project?.repoName ?? repository?.name ?? null,
     baseBranch: plan.baseBranch,
     branch: plan.baseBranch,
     onPr: plan.onPr,

@@ -47,13 +47,16 @@ export function parseResource(raw: string): Resource | null {
   return null
 }
 
+/** The repository a run's `resources` name: checked out for it as a Project's is. */
+export type ResourceRepository = Extract<Resource, { kind: 'repository' }>
+
 /**
  * `resources` of a create (spec 4.1): every URL one of the forms (else 422 RESOURCE_UNSUPPORTED),
  * at most one repository (400), on a Project run only the Project's own. A repository is reached
- * through a code-host app installation and an issue through a tracker connection; this server has
- * neither yet, so each well-formed resource is 422 RESOURCE_NOT_ACCESSIBLE, naming why.
+ * with the code host credential (`codeHost`; without one it is 422 RESOURCE_NOT_ACCESSIBLE) and
+ * returned; an issue needs a tracker connection, which this server has not yet (422).
  */
-export function checkResources(resources: { url: string; connection?: string }[], project: ProjectRow | null): void {
+export function checkResources(resources: { url: string; connection?: string }[], project: ProjectRow | null, codeHost: boolean): ResourceRepository | null {
   const parsed = resources.map((r, i) => {
     const resource = parseResource(r.url)
     if (!resource) {
@@ -72,8 +75,20 @@ export function checkResources(resources: { url: string; connection?: string }[]
       if (project?.repoOwner && `${project.repoOwner}/${project.repoName}`.toLowerCase() !== full.toLowerCase()) {
         throw unprocessable(`resources[${i}]: a run of Project ${project.name} may only name its own repository (${project.repoOwner}/${project.repoName}), not ${full}`, 'RESOURCE_NOT_ACCESSIBLE')
       }
-      throw unprocessable(`resources[${i}]: no code-host app installation of yours covers ${full}`, 'RESOURCE_NOT_ACCESSIBLE')
+      if (!codeHost) throw unprocessable(`resources[${i}]: no code-host app installation of yours covers ${full}`, 'RESOURCE_NOT_ACCESSIBLE')
+      continue
     }
     throw unprocessable(`resources[${i}]: you have no tracker connection that reads ${resource.workspace}/${resource.issue}`, 'RESOURCE_NOT_ACCESSIBLE')
   }
+  return repositories[0] ?? null
+}
+
+/**
+ * The run's repository: its Project's, or the one its `resources` name. That resource's
+ * `/tree/<branch>` or `/pull/<n>` becomes the run's base_branch or on_pr when the body names neither.
+ */
+export function runRepository(project: ProjectRow | null, named: ResourceRepository | null, plan: { baseBranch: string | null; onPr: number | null }): { owner: string; name: string } | null {
+  if (named && plan.baseBranch === null && plan.onPr === null) Object.assign(plan, { baseBranch: named.branch, onPr: named.pull })
+  if (project?.repoOwner && project.repoName) return { owner: project.repoOwner, name: project.repoName }
+  return named && { owner: named.owner, name: named.repo }
 }

@@ -130,6 +130,19 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
     }, 120_000)
 
     // Decided before any sandbox is involved: shown on bubblewrap alone.
+    if (driver === 'bwrap') test('a run of no Project that names a repository in resources starts in its checkout, on the branch its /tree/ names', async () => {
+      const res = await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { harness: 'harness_1', input: script([{ bash: 'git rev-parse --abbrev-ref HEAD; cat README.md' }, { answer: 'read' }]), resources: [{ url: 'https://github.com/acme/app/tree/main' }] } }))
+      expect(res.status, JSON.stringify(await res.clone().json())).toBe(202)
+      const id = (await json(res)).execution_id as string
+      const row = await settled(id)
+      expect(row).toMatchObject({ status: 'completed', repoOwner: 'acme', repoName: 'app', baseBranch: 'main' })
+      expect(String(t.store.allEvents(id).find((e) => e.type === 'tool_result')!.data.output)).toMatch(/^main\nhello from the repository/)
+      // Another repository than a Project's own is still refused on that Project's runs.
+      const other = await t.app.handle(req('POST', '/o/acme/p/app/sessions', { token: t.admin.token, body: { harness: 'harness_1', input: 't', resources: [{ url: 'https://github.com/acme/other' }] } }))
+      expect(other.status).toBe(422)
+    }, 120_000)
+
+
     if (driver === 'bwrap') test('a run of no Project has no checkout and no git config', async () => {
       const { row, outputs } = await run('_', [{ bash: 'ls -A; test -e ~/.gitconfig && echo config || echo none' }, { answer: 'looked' }])
       expect(row.status).toBe('completed')
