@@ -39,7 +39,7 @@ export function writeGitConfig(handle: SandboxHandle, token: string, base: strin
 /**
  * Commits what the turn changed (unless the CLI committed it already) and pushes it to `branch`,
  * by git inside the sandbox. Resolves to the branch the checkout tracks (the pull request's base),
- * or null when there was nothing to push; throws with git's own words.
+ * or null when there was nothing new to push; throws with git's own words.
  */
 export async function pushChanges(driver: SandboxDriver, handle: SandboxHandle, branch: string, message: string): Promise<string | null> {
   const script = [
@@ -47,7 +47,11 @@ export async function pushChanges(driver: SandboxDriver, handle: SandboxHandle, 
     "base=$(git rev-parse --abbrev-ref --symbolic-full-name '@{upstream}')",
     'git add -A',
     'git diff --cached --quiet || git commit -q -m "$1"',
-    "test \"$(git rev-list --count '@{upstream}..HEAD')\" != 0 || exit 0",
+    // Nothing new since the last push (or, before the first, since the checkout): no push, no
+    // code host call. A push updates refs/remotes/origin/<branch>.
+    'pushed="refs/remotes/origin/$2"',
+    "git rev-parse -q --verify \"$pushed\" >/dev/null || pushed='@{upstream}'",
+    'test "$(git rev-list --count "$pushed..HEAD")" != 0 || exit 0',
     'git push -q origin "HEAD:refs/heads/$2"',
     'printf %s "${base#origin/}"',
   ].join('\n')

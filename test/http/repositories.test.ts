@@ -74,11 +74,14 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       const plant = await t.app.handle(req('POST', `/o/acme/p/app/sessions/${id}/messages`, { token: t.admin.token, body: { content: script([{ bash: `ln -sfn ${target} ~/.gitconfig` }, { answer: 'planted' }]) } }))
       expect(plant.status).toBe(200)
       await settled(id, 3)
+      const asked = github.requests.length
       const look = await t.app.handle(req('POST', `/o/acme/p/app/sessions/${id}/messages`, { token: t.admin.token, body: { content: script([{ bash: 'test -L ~/.gitconfig && echo link || echo file; git ls-remote origin HEAD | wc -l' }, { answer: 'looked' }]) } }))
       expect(look.status).toBe(200)
       expect((await settled(id, 4)).status).toBe('completed')
       expect(t.store.allEvents(id).filter((e) => e.type === 'tool_result').at(-1)!.data.output).toMatch(/^file\n1/)
       expect(readFileSync(target, 'utf8')).toBe('host content\n')
+      // That turn changed nothing: nothing pushed, the code host not asked again.
+      expect(github.requests.length).toBe(asked)
       // The code host down: still 200, with the link and the reason.
       github.down = true
       try {
