@@ -1,9 +1,6 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { EventSource } from 'eventsource'
-import { chromium } from 'playwright-core'
+import { launchChromium } from '../helpers/chromium'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { json, req, script, waitFor } from '../helpers/http'
 
@@ -53,12 +50,7 @@ test('the eventsource package: every event once, one done, then its reconnect is
 })
 
 test('a browser\'s own EventSource (headless Chromium) stops after the 204 too', async () => {
-  const profile = mkdtempSync(join(tmpdir(), 'agentd-chromium-'))
-  const browser = await chromium.launchPersistentContext(profile, {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-  })
+  const { browser, close } = await launchChromium()
   try {
     const page = await browser.newPage()
     // Every request of the page carries the token, the stream's too (a page of the console would read it with fetch).
@@ -90,8 +82,7 @@ test('a browser\'s own EventSource (headless Chromium) stops after the 204 too',
       { lastEventId: lastId, status: 204 },
     ])
   } finally {
-    await browser.close()
-    rmSync(profile, { recursive: true, force: true })
+    await close()
   }
 }, 60_000)
 

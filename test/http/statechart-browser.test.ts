@@ -1,36 +1,28 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { chromium, type BrowserContext } from 'playwright-core'
+import type { BrowserContext } from 'playwright-core'
+import { launchChromium } from '../helpers/chromium'
 import { SESSION_STATUSES } from '../../src/domain/status'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { json, req, script, waitFor } from '../helpers/http'
-
-const CHROMIUM = '/usr/bin/chromium'
 
 let t: TestApp
 let base: string
 let browser: BrowserContext
 let artifacts: string
-let profile: string
+let chromium: Awaited<ReturnType<typeof launchChromium>>
 beforeAll(async () => {
   t = await makeTestApp()
   base = t.listen()
   // The screenshot is a test artifact: it stays in the test's temp folder, not in the app's.
   artifacts = mkdtempSync(join(tmpdir(), 'agentd-statechart-'))
-  // A fresh profile per run; playwright takes it as the persistent context's user data dir.
-  profile = mkdtempSync(join(tmpdir(), 'agentd-chromium-'))
-  browser = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1600, height: 1400 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-  })
+  chromium = await launchChromium({ width: 1600, height: 1400 })
+  browser = chromium.browser
 })
 afterAll(async () => {
-  await browser?.close()
-  rmSync(profile, { recursive: true, force: true })
+  await chromium?.close()
   await t[Symbol.asyncDispose]()
 })
 
