@@ -1,5 +1,6 @@
 import { repositoryRoutes } from './repositories/routes'
 import type { ChangesService } from './repositories/changes'
+import type { InstallationService } from './repositories/installations'
 import { Elysia, t } from 'elysia'
 import { openapi } from '@elysiajs/openapi'
 import { accountRoutes } from './accounts/routes'
@@ -49,6 +50,7 @@ export interface AppDeps {
   toolCalls: ToolCallService
   charts: StatechartService
   changes: ChangesService
+  installations: InstallationService
   apiKeys: ApiKeyService
   plans: PlanService
   accounts: AccountService
@@ -181,7 +183,7 @@ export function createApp(deps: AppDeps) {
     .use(searchRoutes(deps.auth, deps.search))
     .use(transcriptRoutes(deps.auth, deps.transcripts, deps.toolCalls))
     .use(statechartRoutes(deps.auth, deps.charts))
-    .use(repositoryRoutes(deps.auth, deps.changes))
+    .use(repositoryRoutes(deps.auth, deps.changes, deps.installations))
     .use(agentRoutes(deps.auth, deps.catalog, deps.runnable, deps.now))
     .use(apiKeyRoutes(deps.auth, deps.apiKeys))
     .use(planRoutes(deps.auth, deps.plans))

@@ -42,6 +42,8 @@ export interface Config {
   githubApiUrl: string
   /** AGENTD_GITHUB_TOKEN: a token for that API (rate limits, private skill repositories); null: anonymous. */
   githubToken: string | null
+  /** AGENTD_GITHUB_APP_ID and AGENTD_GITHUB_APP_KEY_FILE (its private key, PEM): the GitHub App runs reach repositories through; null: none. */
+  githubApp: { appId: string; privateKey: string } | null
   /** Where the code host serves git (`<base>/<owner>/<name>.git`): https://github.com, or an Enterprise host. */
   githubGitUrl: string
   /** AGENTD_FETCH_CA_FILE's PEM: a CA trusted for caller URLs besides the system's (tests only). */
@@ -139,6 +141,16 @@ function oidc(issuer: string | undefined, audience: string | undefined): Config[
   return { issuer, audience }
 }
 
+function githubApp(appId: string | undefined, keyFile: string | undefined): Config['githubApp'] {
+  if (!appId && !keyFile) return null
+  if (!appId || !keyFile) throw new ConfigError('AGENTD_GITHUB_APP_ID and AGENTD_GITHUB_APP_KEY_FILE go together: set both, or neither')
+  try {
+    return { appId, privateKey: readFileSync(keyFile, 'utf8') }
+  } catch (err) {
+    throw new ConfigError(`AGENTD_GITHUB_APP_KEY_FILE: ${(err as Error).message}`)
+  }
+}
+
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const host = env.HOST || '127.0.0.1'
   const dataDir = resolve(env.DATA_DIR || './data')
@@ -174,6 +186,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     fileQuotaBytes: positiveNumber('AGENTD_FILE_QUOTA_MB', env.AGENTD_FILE_QUOTA_MB, 1024) * 1024 * 1024,
     githubApiUrl: env.AGENTD_GITHUB_API_URL || 'https://api.github.com',
     githubToken: env.AGENTD_GITHUB_TOKEN || null,
+    githubApp: githubApp(env.AGENTD_GITHUB_APP_ID, env.AGENTD_GITHUB_APP_KEY_FILE),
     githubGitUrl: (env.AGENTD_GITHUB_GIT_URL || 'https://github.com').replace(/\/+$/, ''),
     fetchCa: env.AGENTD_FETCH_CA_FILE ? readFileSync(env.AGENTD_FETCH_CA_FILE, 'utf8') : null,
     capacity: hostCapacity(env, sandboxMemoryBytes),

@@ -43,8 +43,9 @@ import { ConnectionService } from './connections/service'
 import { proxyToolRequest } from './connections/proxy'
 import { publicGet } from './files/public-get'
 import { WebhookService } from './webhooks/service'
-import { cloneInSandbox, pushChanges, writeGitConfig } from './repositories/clone'
-import { GithubPulls } from './repositories/github'
+import { GithubApp } from './repositories/github'
+import { InstallationService } from './repositories/installations'
+import { RepositoryRuns } from './repositories/runs'
 import { ChangesService } from './repositories/changes'
 import type { SessionRow } from './sessions/store'
 import type { SandboxHandle } from '../sandbox/driver'
@@ -128,19 +129,9 @@ export async function startServices(config: Config, options: ServerOptions = {})
     // git from the sandbox: to the session's own repository only, with the code host's credential.
     git: (session, target, req) => {
       const row = store.get(session.sessionId)
-      return proxyGitRequest(req, target, row ? repositoryOf(row) : null, { baseUrl: config.githubGitUrl, token: () => config.githubToken })
+      return proxyGitRequest(req, target, row && repositories ? RepositoryRuns.repositoryOf(row) : null, { baseUrl: config.githubGitUrl, token: () => (row && repositories ? repositories.token(row) : null) })
     },
   })
-  // A Project's repository is checked out, and reachable from its runs, once agentd has a code host credential.
-  const repositoryOf = (row: { repoOwner: string | null; repoName: string | null }) =>
-    config.githubToken && row.repoOwner && row.repoName ? { owner: row.repoOwner, name: row.repoName } : null
-  const pulls = config.githubToken ? new GithubPulls(config.githubApiUrl, config.githubToken) : null
-  /** The branch of an open pull request of the repository; throws when it is not open (any more). */
-  const openPullHead = async (repository: { owner: string; name: string }, number: number) => {
-    const head = await pulls?.openHead(repository, number)
-    if (!head) throw new Error(`pull request #${number} of ${repository.owner}/${repository.name} is not open`)
-    return head
-  }
   const { maxSandboxes, maxStarting, basis } = config.capacity
   log(`agentd: host capacity: ${maxSandboxes} sandboxes at once, ${maxStarting} starting at once (${basis}); more wait queued`)
   // Sandboxes on this host are scoped to this DATA_DIR, so a sweep never touches another agentd's.
@@ -177,6 +168,10 @@ export async function startServices(config: Config, options: ServerOptions = {})
     publicGet(url, { maxBytes, timeoutMs: 10_000, resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, ca: config.fetchCa })
   const skills = new SkillService(db, new SkillFetcher({ githubApiUrl: config.githubApiUrl, githubToken: config.githubToken, get }))
   const connections = new ConnectionService({ db, sealer: accountsKey && new KeySealer(accountsKey), resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, now })
+  // A run's repository (checkout, git through the gateway, pull requests) needs agentd's GitHub App.
+  const github = config.githubApp ? new GithubApp(config.githubApiUrl, config.githubApp) : null
+  const installations = new InstallationService(db, github, now)
+  const repositories = github ? new RepositoryRuns(github, installations, config.githubGitUrl, driver) : null
   const queries = new SessionQueries({ db, store, search, artifacts, files, loki, queue, now })
   const runtime: SessionRuntime = new SessionRuntime({
     store,
@@ -195,28 +190,12 @@ export async function startServices(config: Config, options: ServerOptions = {})
     artifacts,
     mcpServers: (id) => connections.names(id),
     ...(loki ? { onLog: (id: string, text: string) => loki.push(id, store.get(id)?.orgId ?? '', text) } : {}),
-    // A turn's changes to the Project's repository: a branch of the session's, and a pull request.
-    ...(pulls
-      ? {
-          publish: async (row: SessionRow, handle: SandboxHandle) => {
-            const repository = repositoryOf(row)
-            if (!repository) return null
-            // On a pull request (on_pr), its own branch; otherwise the session's.
-            const branch = row.onPr !== null ? await openPullHead(repository, row.onPr) : `agentd/${row.id.slice(0, 8)}`
-            const base = await pushChanges(driver, handle, branch, `agentd: ${row.title}`)
-            if (base === null) return null
-            const pull = await pulls.openFor(repository, { head: branch, base, title: row.title, body: `Changes of agentd run ${row.id}.` })
-            return { branch, prUrl: pull.url }
-          },
-        }
-      : {}),
-    beforeTurn: (row, handle, token) => {
-      if (repositoryOf(row)) writeGitConfig(handle, token, config.githubGitUrl)
-    },
+    // A turn's changes to the run's repository: a branch of the session's, and a pull request.
+    ...(repositories ? { publish: (row: SessionRow, handle: SandboxHandle) => repositories.publish(row, handle) } : {}),
+    beforeTurn: (row, handle, token) => repositories?.beforeTurn(row, handle, token),
     prepareFirstTurn: async (row, handle) => {
       // The repository first: a checkout needs the workspace empty of what the session brings.
-      const repository = repositoryOf(row)
-      if (repository) await cloneInSandbox(driver, handle, repository, config.githubGitUrl, row.onPr !== null ? await openPullHead(repository, row.onPr) : row.baseBranch)
+      await repositories?.checkout(row, handle)
       const adapter = adapters[row.harness as keyof typeof adapters]
       if (adapter) skills.install(row.id, handle.hostHome, adapter.skillsDir)
       return files.place(row.id, handle.hostWorkspace, handle.workspace)
@@ -246,7 +225,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     agents,
     // Under the webhook rules: public https only, the address checked as the connection is made.
     fetchImage: get,
-    ...(pulls ? { openPullHead: (repository: { owner: string; name: string }, number: number) => pulls.openHead(repository, number) } : {}),
+    ...(repositories ? { repositories } : {}),
     skills,
     connections,
     metrics,
@@ -278,7 +257,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
     transcripts: new TranscriptService(queries, store),
     toolCalls: new ToolCallService(queries, store),
     charts: new StatechartService(auth, store),
-    changes: new ChangesService(queries, pulls),
+    changes: new ChangesService(queries, repositories),
+    installations,
     apiKeys,
     plans,
     accounts,
@@ -310,6 +290,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     apiKeys,
     plans,
     files,
+    installations,
     metrics,
     gateway,
     driver,

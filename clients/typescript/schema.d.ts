@@ -244,6 +244,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/o/{org}/github": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The GitHub App installations linked to the org: the repositories its runs may reach */
+        get: operations["github.installations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/o/{org}/agents/available": {
         parameters: {
             query?: never;
@@ -2287,6 +2304,66 @@ export interface operations {
                         error?: string;
                         /** @enum {string} */
                         error_code?: "CHANGES_NO_INSTALLATION" | "CHANGES_LIST_FAILED";
+                    };
+                };
+            };
+            /** @description Response for status 401 */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 403 */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 404 */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "github.installations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Response for status 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /** @description The link’s id: a `connection` of a run’s resources */
+                            id: string;
+                            /** @description GitHub’s own id of the installation (also taken as a `connection`) */
+                            installation_id: string | number;
+                            /** @description The GitHub account the App is installed on */
+                            account: string;
+                            /** Format: date-time */
+                            created_at: string;
+                        }[];
                     };
                 };
             };

@@ -8,6 +8,8 @@ import { loadDefaultPlan } from '../plans/config'
 import type { PlanTerms } from '../plans/model'
 import { PlanService } from '../plans/service'
 import type { Role } from '../db/schema'
+import { GithubApp } from '../repositories/github'
+import { InstallationError, InstallationService, installationView } from '../repositories/installations'
 import { backup, BackupError, restore } from './backup'
 
 /**
@@ -18,7 +20,10 @@ const USAGE = `usage:
   org create <slug>
   user create --org <slug> --email <email> --role admin|member
   user token --email <email>
-  project create --org <slug> --name <handle> [--repo <owner/name or URL>]
+  project create --org <slug> --name <handle> [--repo <owner/name or URL>] [--github <installation>]
+  github link --org <slug> --installation <GitHub's installation id>
+  github unlink --org <slug> --installation <id>
+  github list --org <slug>
   plan set --org <slug> [--token-limit N] [--compute-minutes N] [--weekly-compute-minutes N]
            [--spend-cap-usd X] [--max-concurrent N] [--payment-method none|card]
            (a limit given as "none" is removed)
@@ -42,7 +47,7 @@ function count(name: string, raw: string | undefined): number | null | undefined
   return value
 }
 
-export function run(argv: string[], identity: IdentityService, plans: PlanService): unknown {
+export async function run(argv: string[], identity: IdentityService, plans: PlanService, installations: InstallationService): Promise<unknown> {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -53,6 +58,8 @@ export function run(argv: string[], identity: IdentityService, plans: PlanServic
       role: { type: 'string' },
       name: { type: 'string' },
       repo: { type: 'string' },
+      github: { type: 'string' },
+      installation: { type: 'string' },
       'token-limit': { type: 'string' },
       'compute-minutes': { type: 'string' },
       'weekly-compute-minutes': { type: 'string' },
@@ -70,8 +77,23 @@ export function run(argv: string[], identity: IdentityService, plans: PlanServic
       return identity.createUser(required(values, 'org'), required(values, 'email'), required(values, 'role') as Role)
     case 'user token':
       return identity.tokenFor(required(values, 'email'))
-    case 'project create':
-      return identity.createProject(required(values, 'org'), required(values, 'name'), values.repo ?? null)
+    case 'project create': {
+      // Bound to one of the org's installations, its runs go through that one alone: checked first.
+      const org = identity.orgBySlug(required(values, 'org'))
+      if (values.github && !installations.find(org.id, values.github)) throw new UsageError(`--github: org "${org.slug}" has no installation ${values.github} (github list)`)
+      const project = identity.createProject(org.slug, required(values, 'name'), values.repo ?? null)
+      if (values.github) return { ...project, github_installation: installations.bind(org.id, project.id, values.github).id }
+      return project
+    }
+    case 'github link': {
+      const number = Number(required(values, 'installation'))
+      if (!Number.isSafeInteger(number) || number < 1) throw new UsageError(`--installation must be GitHub's installation id (a number), got "${values.installation}"`)
+      return installationView(await installations.link(identity.orgBySlug(required(values, 'org')).id, number))
+    }
+    case 'github unlink':
+      return installationView(installations.unlink(identity.orgBySlug(required(values, 'org')).id, required(values, 'installation')))
+    case 'github list':
+      return installations.list(identity.orgBySlug(required(values, 'org')).id).map(installationView)
     case 'plan set': {
       const spend = values['spend-cap-usd']
       if (spend !== undefined && spend !== 'none' && !(Number(spend) >= 0)) throw new UsageError(`--spend-cap-usd must be a number, got "${spend}"`)
@@ -116,12 +138,13 @@ if (import.meta.main) {
         process.exit(0)
       }
       const plans = new PlanService({ db: database.db, catalog: loadCatalog(config.configFile), defaultPlan: loadDefaultPlan(config.configFile), now: Date.now })
-      console.log(JSON.stringify(run(process.argv.slice(2), new IdentityService(database.db), plans)))
+      const github = config.githubApp ? new GithubApp(config.githubApiUrl, config.githubApp) : null
+      console.log(JSON.stringify(await run(process.argv.slice(2), new IdentityService(database.db), plans, new InstallationService(database.db, github))))
     } finally {
       database.close()
     }
   } catch (err) {
-    const known = err instanceof UsageError || err instanceof IdentityError || err instanceof ConfigError || err instanceof BackupError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
+    const known = err instanceof UsageError || err instanceof IdentityError || err instanceof InstallationError || err instanceof ConfigError || err instanceof BackupError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
     console.error(`agentd admin: ${(err as Error).message}`)
     if (err instanceof UsageError) console.error(USAGE)
     process.exit(known ? 2 : 1)

@@ -1,6 +1,7 @@
 import type { OrgAccess } from '../identity/service'
 import type { SessionQueries } from '../sessions/queries'
-import type { ChangedFile, GithubPulls } from './github'
+import type { ChangedFile } from './github'
+import type { RepositoryRuns } from './runs'
 
 /** `GET …/changes` (spec 4.4): the session's pull request's files, read from the code host. */
 export interface Changes {
@@ -20,7 +21,7 @@ export interface Changes {
 export class ChangesService {
   constructor(
     private readonly queries: SessionQueries,
-    private readonly pulls: GithubPulls | null,
+    private readonly runs: RepositoryRuns | null,
   ) {}
 
   async of(access: OrgAccess, projectRef: string, id: string): Promise<Changes> {
@@ -28,9 +29,10 @@ export class ChangesService {
     const number = row.prUrl ? Number(/\/pull\/(\d+)$/.exec(row.prUrl)?.[1] ?? Number.NaN) : Number.NaN
     const empty: Changes = { pr_url: row.prUrl, pr_number: Number.isInteger(number) ? number : null, files: [], totals: { files: 0, additions: 0, deletions: 0, changes: 0 } }
     if (!row.prUrl || !row.repoOwner || !row.repoName || empty.pr_number === null) return empty
-    if (!this.pulls) return { ...empty, error: 'agentd has no credential for the code host (AGENTD_GITHUB_TOKEN)', error_code: 'CHANGES_NO_INSTALLATION' }
+    const reading = this.runs?.files(row, empty.pr_number) ?? null
+    if (!reading) return { ...empty, error: 'the GitHub App installation of the run\'s repository is no longer linked to the org (or agentd has no GitHub App)', error_code: 'CHANGES_NO_INSTALLATION' }
     try {
-      const files = await this.pulls.files({ owner: row.repoOwner, name: row.repoName }, empty.pr_number)
+      const files = await reading
       const sum = (key: 'additions' | 'deletions' | 'changes') => files.reduce((n, f) => n + f[key], 0)
       return { ...empty, files, totals: { files: files.length, additions: sum('additions'), deletions: sum('deletions'), changes: sum('changes') } }
     } catch (err) {

@@ -18,3 +18,11 @@ export const SessionChanges = t.Object({
   error: t.Optional(t.String()),
   error_code: t.Optional(t.Union([t.Literal('CHANGES_NO_INSTALLATION'), t.Literal('CHANGES_LIST_FAILED')])),
 })
+
+/** A GitHub App installation linked to the org (`GET /o/{org}/github`); `id` is what a run's `resources[].connection` names. */
+export const GithubInstallation = t.Object({
+  id: t.String({ description: 'The link’s id: a `connection` of a run’s resources' }),
+  installation_id: t.Integer({ description: 'GitHub’s own id of the installation (also taken as a `connection`)' }),
+  account: t.String({ description: 'The GitHub account the App is installed on' }),
+  created_at: t.String({ format: 'date-time' }),
+})

@@ -13,12 +13,14 @@ export interface NewSession {
   plan: SessionPlan
   /** The repository its `resources` name, when its Project has none. */
   repository: { owner: string; name: string } | null
+  /** The GitHub installation (its link id) the run reaches its repository through; null: none. */
+  installation: string | null
   status: SessionStatus
   now: number
 }
 
 /** A new session's row: what its create asked for, on the Project's repository. */
-export function newSessionRow({ id, orgId, project, principal, accountId, plan, repository, status, now }: NewSession): SessionInsert {
+export function newSessionRow({ id, orgId, project, principal, accountId, plan, repository, installation, status, now }: NewSession): SessionInsert {
   return {
     id,
     orgId,
@@ -40,6 +42,7 @@ export function newSessionRow({ id, orgId, project, principal, accountId, plan, 
     baseBranch: plan.baseBranch,
     branch: plan.baseBranch,
     onPr: plan.onPr,
+    githubInstallation: installation,
     model: plan.model,
     requestedModel: plan.requestedModel,
     effort: plan.effort,

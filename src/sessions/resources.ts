@@ -48,13 +48,13 @@ export function parseResource(raw: string): Resource | null {
 }
 
 /** The repository a run's `resources` name: checked out for it as a Project's is. */
-export type ResourceRepository = Extract<Resource, { kind: 'repository' }>
+export type ResourceRepository = Extract<Resource, { kind: 'repository' }> & { connection: string | null }
 
 /**
  * `resources` of a create (spec 4.1): every URL one of the forms (else 422 RESOURCE_UNSUPPORTED),
  * at most one repository (400), on a Project run only the Project's own. A repository is reached
- * with the code host credential (`codeHost`; without one it is 422 RESOURCE_NOT_ACCESSIBLE) and
- * returned; an issue needs a tracker connection, which this server has not yet (422).
+ * through an installation of the org's GitHub App (`codeHost`; without one it is 422
+ * RESOURCE_NOT_ACCESSIBLE) and returned with its entry's `connection`; an issue needs a tracker connection, which this server has not yet (422).
  */
 export function checkResources(resources: { url: string; connection?: string }[], project: ProjectRow | null, codeHost: boolean): ResourceRepository | null {
   const parsed = resources.map((r, i) => {
@@ -67,7 +67,7 @@ export function checkResources(resources: { url: string; connection?: string }[]
     }
     return resource
   })
-  const repositories = parsed.filter((r) => r.kind === 'repository')
+  const repositories = parsed.flatMap((r, i) => (r.kind === 'repository' ? [{ ...r, connection: resources[i]!.connection ?? null }] : []))
   if (repositories.length > 1) throw badRequest('resources: at most one repository per run')
   for (const [i, resource] of parsed.entries()) {
     if (resource.kind === 'repository') {

@@ -22,7 +22,7 @@ import { readCreate, type FetchImage } from './input'
 import { newSessionRow } from './new-session'
 import { profileFields, withProfile } from './profile'
 import { checkResources, runRepository } from './resources'
-import { assertPullOpen, type OpenPullHead } from '../repositories/on-pr'
+import { checkRunRepository, type RepositoryAccess } from '../repositories/run-access'
 import type { AgentService } from '../agents/service'
 import { SkillService } from '../skills/service'
 import type { ConnectionService } from '../connections/service'
@@ -49,8 +49,8 @@ export interface SessionServiceDeps {
   connections: ConnectionService
   /** Fetches a shape B image block's URL (files/public-get.ts under the webhook rules). */
   fetchImage: FetchImage
-  /** A Project run `on_pr` asks it at create; absent without a code host credential. */
-  openPullHead?: OpenPullHead
+  /** A run's repository is checked with the code host at create; absent without a GitHub App. */
+  repositories?: RepositoryAccess
   metrics?: Metrics
   /** Runs at once per org when its plan sets none. */
   defaultMaxConcurrent: number
@@ -130,7 +130,7 @@ export class SessionService {
     if (earlier) return this.deps.queries.view(this.store.get(earlier)!)
     // Shape B's files are fetched and decoded here, before anything is stored.
     const { body: request, attachments } = await readCreate(principal, access.orgId, body, this.deps)
-    const named = request.resources ? checkResources(request.resources, project, this.deps.openPullHead !== undefined) : null
+    const named = request.resources ? checkResources(request.resources, project, this.deps.repositories !== undefined) : null
     const profile = request.agent_id === undefined ? null : this.deps.agents.forRun(access.orgId, request.agent_id)
     const run = profile ? withProfile(request, profile) : request
     const plan = planSession(run, this.deps.catalog, this.deps.versions, projectless)
@@ -142,7 +142,7 @@ export class SessionService {
     const id = newId()
     const servers = run.connections ? await this.deps.connections.forRun(principal, access.orgId, project?.id ?? null, id, run.connections) : []
     if (plan.pinned) await this.resolvePin(plan)
-    await assertPullOpen(this.deps.openPullHead, runRepository(project, named, plan), plan.onPr)
+    const installation = await checkRunRepository(this.deps.repositories, access.orgId, runRepository(project, named, plan), { project, named: named !== null && !project?.repoOwner, connection: named?.connection ?? null }, plan.onPr)
     // Another create with the key may have made its session while this one waited.
     const made = replay()
     if (made) return this.deps.queries.view(this.store.get(made)!)
@@ -154,7 +154,7 @@ export class SessionService {
     if (principal.apiKey) assertKeySlot(this.deps.db, principal.apiKey)
 
     const [snapshot] = initialTransition(sessionMachine, { persistence: plan.persistence, mode: plan.mode, hasSchema: plan.outputSchema !== null })
-    const row = newSessionRow({ id, orgId: access.orgId, project, principal, accountId, plan, repository: runRepository(project, named, plan), status: statusOf(snapshot), now: this.now() })
+    const row = newSessionRow({ id, orgId: access.orgId, project, principal, accountId, plan, repository: runRepository(project, named, plan), installation, status: statusOf(snapshot), now: this.now() })
     if (profile) Object.assign(row, profileFields(request, profile, plan))
     if (skills.length > 0) row.effectiveConfig = { ...row.effectiveConfig, skills: SkillService.pins(skills) }
     this.store.insert(row, sessionMachine.getPersistedSnapshot(snapshot), SESSION_MACHINE_VERSION, [statusEvent(0, statusOf(snapshot), id)], () => {

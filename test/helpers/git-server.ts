@@ -17,12 +17,18 @@ export interface GitServer {
 /**
  * A code host's git side, the real protocol: Debian's `git http-backend` (smart HTTP, clone and
  * push) as a CGI behind Bun.serve, over bare repositories in a temp folder. Every request must
- * carry `x-access-token:<token>` as basic auth, as GitHub takes an installation token.
+ * carry `x-access-token:<token>` as basic auth, as GitHub takes an installation token, and
+ * `allows(token, owner, name)` must say that token reaches that repository (GitHub's scoping).
  */
-export function startGitServer(token: string): GitServer {
+export function startGitServer(allows: (token: string, owner: string, name: string) => boolean): GitServer {
   const root = mkdtempSync(join(tmpdir(), 'agentd-git-'))
   const authorizations: string[] = []
-  const expected = `Basic ${Buffer.from(`x-access-token:${token}`).toString('base64')}`
+  const granted = (authorization: string, path: string) => {
+    const basic = /^Basic (.+)$/.exec(authorization)
+    const [user, token] = basic ? Buffer.from(basic[1]!, 'base64').toString().split(':') : []
+    const repository = /^\/([^/]+)\/([^/]+)\.git\//.exec(path)
+    return user === 'x-access-token' && token !== undefined && repository !== null && allows(token, repository[1]!, repository[2]!)
+  }
   const server = Bun.serve({
     hostname: '127.0.0.1',
     port: 0,
@@ -30,7 +36,7 @@ export function startGitServer(token: string): GitServer {
       const url = new URL(request.url)
       const authorization = request.headers.get('authorization') ?? ''
       authorizations.push(authorization)
-      if (authorization !== expected) return new Response('Authentication required', { status: 401, headers: { 'www-authenticate': 'Basic realm="git"' } })
+      if (!granted(authorization, decodeURIComponent(url.pathname))) return new Response('Authentication required', { status: 401, headers: { 'www-authenticate': 'Basic realm="git"' } })
       const cgi = Bun.spawn(['git', 'http-backend'], {
         env: {
           PATH: process.env.PATH ?? '/usr/bin:/bin',

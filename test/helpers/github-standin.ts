@@ -1,11 +1,16 @@
 import Ajv, { type ValidateFunction } from 'ajv'
+import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
+import { importSPKI, jwtVerify } from 'jose'
 import type { GitServer } from './git-server'
 
 /**
- * A local, stateful stand-in for the part of GitHub's REST API agentd uses: pull requests (list by
- * head, create, update) and a pull request's files, computed with git from the bare repositories of
- * a `GitServer`. Every answer is checked against GitHub's own OpenAPI description
+ * A local, stateful stand-in for the part of GitHub's REST API agentd uses: a GitHub App's
+ * installations (looked up with the App's JWT, RS256 under its key, checked as GitHub does),
+ * installation tokens scoped to named repositories, pull requests (list by head, create, update)
+ * and a pull request's files, computed with git from the bare repositories of a `GitServer`. A
+ * token reaches only its installation's repositories it was scoped to, here and at the git server
+ * (`allows`). Every answer is checked against GitHub's own OpenAPI description
  * (`@octokit/openapi`) before it is sent: an answer that does not match it throws, so the stand-in
  * cannot drift from the real API. Answers are made from the description's own schemas: the
  * required fields a test does not care about get placeholder values of their declared types.
@@ -36,8 +41,21 @@ export interface PullRecord {
   state: 'open' | 'closed'
 }
 
+/** An installation of the App: the account it is on, the repositories it covers (`owner/name`). */
+export interface InstallationRecord {
+  account: string
+  repositories: string[]
+  suspended: boolean
+}
+
 export interface GithubStandin {
   url: string
+  /** The App's installations by GitHub's id; a test adds, changes or suspends them. */
+  installations: Map<number, InstallationRecord>
+  /** Every installation token issued, with the repositories (names) it was scoped to. */
+  tokens: Map<string, { installation: number; repositories: string[] }>
+  /** True when `token` (an issued installation token) reaches `owner/name`. */
+  allows(token: string, owner: string, name: string): boolean
   /** Pull requests by `owner/name`; a test may close one (`state`). */
   pulls: Map<string, PullRecord[]>
   /** Requests as `METHOD path`, and their Authorization headers. */
@@ -47,10 +65,10 @@ export interface GithubStandin {
   stop(): void
 }
 
-export async function startGithubStandin(git: GitServer, token: string): Promise<GithubStandin> {
+export async function startGithubStandin(git: GitServer, app: { appId: string; publicKey: string }): Promise<GithubStandin> {
   const doc = (await Bun.file(DESCRIPTION).json()) as { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: Schema }> }> }>>; components: { schemas: Record<string, Schema> } }
   const ajv = new Ajv({ strict: false, validateFormats: false, allErrors: true })
-  ajv.addSchema({ $id: 'github', components: doc.components })
+  ajv.addSchema({ $id: 'github', components: openApiNullables(doc.components) })
   const validators = new Map<string, ValidateFunction>()
   const schemaOf = (path: string, method: string, status: string): Schema => doc.paths[path]![method]!.responses[status]!.content!['application/json']!.schema
   const check = (path: string, method: string, status: string, body: unknown) => {
@@ -93,6 +111,39 @@ export async function startGithubStandin(git: GitServer, token: string): Promise
   const pulls = new Map<string, PullRecord[]>()
   const requests: GithubStandin['requests'] = []
   const state = { down: false }
+  const installations = new Map<number, InstallationRecord>()
+  const tokens: GithubStandin['tokens'] = new Map()
+  const appKey = await importSPKI(app.publicKey, 'RS256')
+  const notFound = () => Response.json({ message: 'Not Found', documentation_url: 'https://docs.github.com/rest' }, { status: 404 })
+  const badCredentials = (message = 'Bad credentials') => Response.json({ message, documentation_url: 'https://docs.github.com/rest' }, { status: 401 })
+  const covers = (record: InstallationRecord | undefined, owner: string, name: string) => record?.repositories.some((full) => full.toLowerCase() === `${owner}/${name}`.toLowerCase()) ?? false
+  const allows = (token: string, owner: string, name: string) => {
+    const issued = tokens.get(token)
+    const record = issued && installations.get(issued.installation)
+    return !!issued && !!record && !record.suspended && covers(record, owner, name) && issued.repositories.some((r) => r.toLowerCase() === name.toLowerCase())
+  }
+  /** GitHub's check of an App's JWT: RS256 under the App's key, `iss` the App, at most ten minutes long. */
+  const isApp = async (authorization: string) => {
+    const jwt = /^bearer (.+)$/i.exec(authorization)?.[1]
+    if (!jwt) return false
+    try {
+      const { payload } = await jwtVerify(jwt, appKey, { algorithms: ['RS256'], clockTolerance: 60 })
+      return String(payload.iss) === app.appId && typeof payload.exp === 'number' && typeof payload.iat === 'number' && payload.exp - payload.iat <= 660
+    } catch {
+      return false
+    }
+  }
+  const installationJson = (id: number, record: InstallationRecord) => {
+    const body = sample(doc.components.schemas['installation']!) as Record<string, any>
+    return {
+      ...body,
+      id,
+      app_id: Number(app.appId),
+      account: { ...(sample(doc.components.schemas['simple-user']!) as object), login: record.account },
+      repository_selection: 'selected',
+      suspended_at: record.suspended ? new Date().toISOString() : null,
+    }
+  }
 
   const pullJson = (base: string, owner: string, repo: string, pull: PullRecord, simple: boolean) => {
     const body = sample(doc.components.schemas[simple ? 'pull-request-simple' : 'pull-request']!) as Record<string, any>
@@ -123,10 +174,39 @@ export async function startGithubStandin(git: GitServer, token: string): Promise
       const base = `${url.origin}`
       requests.push({ route: `${request.method} ${url.pathname}`, authorization: request.headers.get('authorization') ?? '' })
       if (state.down) return Response.json({ message: 'Service Unavailable' }, { status: 503 })
-      if (request.headers.get('authorization') !== `token ${token}` && request.headers.get('authorization') !== `Bearer ${token}`) {
-        return Response.json({ message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest' }, { status: 401 })
+      const authorization = request.headers.get('authorization') ?? ''
+      // The App's own routes: its JWT, nothing else.
+      let m = /^\/app\/installations\/(\d+)(\/access_tokens)?$/.exec(url.pathname) ?? /^\/repos\/([^/]+)\/([^/]+)\/installation$/.exec(url.pathname)
+      if (m) {
+        if (!(await isApp(authorization))) return badCredentials('A JSON web token could not be decoded')
+        if (url.pathname.endsWith('/installation')) {
+          const found = [...installations].find(([, record]) => covers(record, m![1]!, m![2]!))
+          return found ? Response.json(check('/repos/{owner}/{repo}/installation', 'get', '200', installationJson(...found))) : notFound()
+        }
+        const id = Number(m[1])
+        const record = installations.get(id)
+        if (!record) return notFound()
+        if (!m[2] && request.method === 'GET') return Response.json(check('/app/installations/{installation_id}', 'get', '200', installationJson(id, record)))
+        if (m[2] && request.method === 'POST') {
+          if (record.suspended) return Response.json({ message: 'This installation has been suspended', documentation_url: 'https://docs.github.com/rest' }, { status: 403 })
+          const input = (await request.json().catch(() => ({}))) as { repositories?: string[]; permissions?: Record<string, string> }
+          const owned = record.repositories.map((full) => full.split('/')[1]!)
+          const names = input.repositories ?? owned
+          if (names.some((n) => !owned.some((o) => o.toLowerCase() === n.toLowerCase()))) return Response.json({ message: 'There is at least one repository that does not exist or is not accessible to the parent installation.', documentation_url: 'https://docs.github.com/rest' }, { status: 422 })
+          const token = `ghs_${randomBytes(18).toString('base64url')}`
+          tokens.set(token, { installation: id, repositories: names })
+          const body = sample(doc.components.schemas['installation-token']!) as Record<string, unknown>
+          const answer = { ...body, token, expires_at: new Date(Date.now() + 3600_000).toISOString(), permissions: input.permissions ?? {}, repository_selection: 'selected' }
+          return Response.json(check('/app/installations/{installation_id}/access_tokens', 'post', '201', answer), { status: 201 })
+        }
+        return notFound()
       }
-      let m = /^\/repos\/([^/]+)\/([^/]+)\/pulls$/.exec(url.pathname)
+      const token = /^(?:token|bearer) (.+)$/i.exec(authorization)?.[1] ?? ''
+      if (!tokens.has(token)) return badCredentials()
+      m = /^\/repos\/([^/]+)\/([^/]+)\/pulls(?:\/|$)/.exec(url.pathname)
+      // A repository the token does not reach is, as on GitHub, not there.
+      if (m && !allows(token, m[1]!, m[2]!)) return notFound()
+      m = /^\/repos\/([^/]+)\/([^/]+)\/pulls$/.exec(url.pathname)
       if (m) {
         const [owner, repo] = [m[1]!, m[2]!]
         const list = pulls.get(`${owner}/${repo}`) ?? []
@@ -178,6 +258,9 @@ export async function startGithubStandin(git: GitServer, token: string): Promise
   })
   return {
     url: `http://127.0.0.1:${server.port}`,
+    installations,
+    tokens,
+    allows,
     pulls,
     requests,
     get down() {
@@ -188,4 +271,20 @@ export async function startGithubStandin(git: GitServer, token: string): Promise
     },
     stop: () => server.stop(true),
   }
+}
+
+/**
+ * OpenAPI 3.0's `nullable` beside `anyOf` (no `type`), which the description uses (an
+ * installation's `account`), as JSON Schema says it: one more branch, `null`.
+ */
+function openApiNullables<T>(value: T): T {
+  if (Array.isArray(value)) return value.map(openApiNullables) as T
+  if (value === null || typeof value !== 'object') return value
+  const out: Record<string, unknown> = {}
+  for (const [key, inner] of Object.entries(value)) out[key] = openApiNullables(inner)
+  if (out.nullable === true && out.type === undefined) {
+    const { nullable: _, ...rest } = out
+    return { anyOf: [rest, { type: 'null' }] } as T
+  }
+  return out as T
 }

@@ -56,10 +56,15 @@ export async function startServer(env: Record<string, string>): Promise<RunningS
 }
 
 /** Runs the admin CLI as a real process, as an operator would. */
-export async function admin(dataDir: string, ...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
+export function admin(dataDir: string, ...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
+  return adminWith({}, dataDir, ...args)
+}
+
+/** `admin` with more of the environment (a GitHub App's, say). */
+export async function adminWith(env: Record<string, string>, dataDir: string, ...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
   const proc = Bun.spawn([bun, join(root, 'src/admin/cli.ts'), ...args], {
     cwd: root,
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', DATA_DIR: dataDir },
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env, DATA_DIR: dataDir },
     stdout: 'pipe',
     stderr: 'pipe',
   })

@@ -1,39 +1,48 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { randomBytes } from 'node:crypto'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { makeTestApp, type TestApp } from '../helpers/app'
-import { startGitServer, type GitServer } from '../helpers/git-server'
-import { startGithubStandin, type GithubStandin } from '../helpers/github-standin'
+import type { GitServer } from '../helpers/git-server'
+import { startGithubApp, type GithubApp } from '../helpers/github-app'
+import type { GithubStandin } from '../helpers/github-standin'
 import { json, req, script, waitFor } from '../helpers/http'
+import { adminWith } from '../helpers/server'
 
 /**
  * A Project's run starts in a checkout of the Project's repository. git runs inside the sandbox and
  * reaches the code host only through agentd's gateway (`/git/<owner>/<name>.git`), with the turn's
- * gateway key; agentd sends it on with the code host's own token, for that repository only. The
- * code host here is Debian's `git http-backend` (smart HTTP), which takes only that token.
+ * gateway key; agentd sends it on with an installation token of its GitHub App, scoped to that
+ * repository only. The code host here is Debian's `git http-backend` (smart HTTP), which takes
+ * only the stand-in's installation tokens, each for the repositories it was scoped to.
  */
-const TOKEN = `ghs_${randomBytes(12).toString('hex')}`
+const INSTALLATION = 101
+let host: GithubApp
 let git: GitServer
 let github: GithubStandin
 beforeAll(async () => {
-  git = startGitServer(TOKEN)
-  github = await startGithubStandin(git, TOKEN)
+  host = await startGithubApp()
+  ;({ git, github } = host)
   git.repo('acme', 'app', { 'README.md': 'hello from the repository\n', 'src/main.txt': 'main\n' })
   git.repo('acme', 'other', { 'SECRET.md': 'not this session\'s\n' })
+  // The App is installed on acme for acme/app (and acme/other, which no run of Project app may reach).
+  github.installations.set(INSTALLATION, { account: 'acme', repositories: ['acme/app', 'acme/other'], suspended: false })
 })
-afterAll(() => {
-  github.stop()
-  git.stop()
-})
+afterAll(() => host.stop())
 
 for (const driver of ['bwrap', 'gvisor'] as const) {
   describe(`a Project run on ${driver}`, () => {
     let t: TestApp
+    /** Every line the server logged, with its fields. */
+    const logs: string[] = []
     beforeAll(async () => {
-      t = await makeTestApp({ AGENTD_SANDBOX: driver, AGENTD_GITHUB_GIT_URL: git.url, AGENTD_GITHUB_API_URL: github.url, AGENTD_GITHUB_TOKEN: TOKEN })
+      t = await makeTestApp({ AGENTD_SANDBOX: driver, ...host.env }, { log: (line, fields) => logs.push(`${line} ${JSON.stringify(fields ?? {})}`) })
+      // The operator links the org's installation, as GitHub confirms it, with the admin CLI.
+      const linked = await adminWith(host.env, t.dir, 'github', 'link', '--org', 'acme', '--installation', String(INSTALLATION))
+      expect(linked.json, linked.stderr).toMatchObject({ installation_id: INSTALLATION, account: 'acme' })
       t.identity.createProject('acme', 'app', 'acme/app')
     })
+    /** No installation token and not the App's key, anywhere in `where`. */
+    const secretsIn = (where: string) => [...github.tokens.keys(), host.privateKey.split('\n')[1]!].filter((secret) => where.includes(secret))
     afterAll(() => t?.[Symbol.asyncDispose]())
 
     const settled = (id: string, turns = 1) => waitFor(async () => t.store.get(id)!, (row) => row.turnsCount >= turns && !['queued', 'allocating', 'running'].includes(row.status), 90_000)
@@ -45,6 +54,8 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       const outputs = t.store.allEvents(id).filter((e) => e.type === 'tool_result').map((e) => String(e.data.output ?? ''))
       return { id, row: done, outputs }
     }
+    /** A session of the first test whose pull request is open, for the unlinked-installation check. */
+    let published: { id: string; prUrl: string } | null = null
     const changes = async (id: string, project = 'app') => json(await t.app.handle(req('GET', `/o/acme/p/${project}/sessions/${id}/changes`, { token: t.admin.token })))
 
     test('a turn that edits the checkout ends with a branch pushed and a pull request opened; changes lists its files; the next turn adds to the same pull request', async () => {
@@ -58,6 +69,7 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       expect(first).toMatchObject({ pr_url: row.prUrl, pr_number: pull.number, totals: { files: 2, additions: 2, deletions: 0, changes: 2 } })
       expect(first.files.map((f: { filename: string; status: string }) => [f.filename, f.status])).toEqual([['NOTES.md', 'added'], ['README.md', 'modified']])
       expect(first.files[1].patch).toContain('+changed')
+      published = { id, prUrl: row.prUrl! }
       // The rest (follow-ups, on_pr, the code host down) is agentd's own doing: shown on bubblewrap alone.
       if (driver !== 'bwrap') return
       // A follow-up's changes go to the same branch and pull request.
@@ -118,15 +130,20 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       expect(outputs[1]).toMatch(/not found|404/i)
       expect(outputs[2]).toBe('401')
       expect(outputs.join('\n')).not.toContain('not this session')
-      // Every request reached the code host with its token, which agentd put on.
-      const seen = git.authorizations.slice(before)
+      // Every request reached the code host with an installation token agentd put on, scoped to acme/app alone.
+      const seen = git.authorizations.slice(before).map((header) => Buffer.from(header.replace(/^Basic /, ''), 'base64').toString())
       expect(seen.length).toBeGreaterThan(0)
-      expect(new Set(seen)).toEqual(new Set([`Basic ${Buffer.from(`x-access-token:${TOKEN}`).toString('base64')}`]))
+      for (const credential of seen) {
+        const [user, token] = credential.split(':')
+        expect(user).toBe('x-access-token')
+        expect(github.tokens.get(token!)).toEqual({ installation: INSTALLATION, repositories: ['app'] })
+      }
       const events = JSON.stringify(t.store.allEvents(id))
       const raw = t.store.transcriptLines(id).map((l) => l.line).join('\n')
       const files = Bun.spawnSync(['sh', '-c', 'grep -rI -l . "$1" 2>/dev/null | xargs -r cat 2>/dev/null', 'sh', join(t.dir, 'sandboxes', id)]).stdout.toString()
       expect(files).toContain('hello from the repository') // the search did read the checkout
-      for (const where of [events, raw, files]) expect(where).not.toContain(TOKEN)
+      expect(github.tokens.size).toBeGreaterThan(0)
+      for (const where of [events, raw, files, logs.join('\n')]) expect(secretsIn(where)).toEqual([])
       // Nothing changed: no branch, no pull request, an empty list of changes.
       expect(row.prUrl).toBeNull()
       expect(await changes(id)).toEqual({ pr_url: null, pr_number: null, files: [], totals: { files: 0, additions: 0, deletions: 0, changes: 0 } })
@@ -152,5 +169,64 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       expect(outputs[0]).not.toContain('.git')
       expect(outputs[0]).toContain('none')
     }, 120_000)
+
+    if (driver === 'bwrap') test('the org\'s installations are listed; 403 INSTALLATION_NOT_LINKED and REPO_NOT_IN_INSTALLATION, 409 when suspended, 422 for a resources repository none covers, 503 with the code host down; once unlinked, changes says CHANGES_NO_INSTALLATION; no token or key in any log', async () => {
+      const create = (token: string, path: string, body: Record<string, unknown> = { agent: 'harness_1', prompt: 'x' }) =>
+        t.app.handle(req('POST', `${path}/sessions`, { token, body })).then(async (res) => ({ status: res.status, body: await json(res) }))
+      const listed = json(await t.app.handle(req('GET', '/o/acme/github', { token: t.member.token })))
+      expect(await listed).toEqual({ data: [{ id: expect.any(String), installation_id: INSTALLATION, account: 'acme', created_at: expect.any(String) }] })
+      const link = (await listed).data[0].id as string
+      // Another org: its Project's repository is refused, as it links no installation; it lists none.
+      t.identity.createOrg('globex')
+      const globex = t.identity.createUser('globex', 'ada@globex.test', 'admin')
+      t.identity.createProject('globex', 'site', 'acme/app')
+      expect(await json(await t.app.handle(req('GET', '/o/globex/github', { token: globex.token })))).toEqual({ data: [] })
+      expect(await create(globex.token, '/o/globex/p/site')).toMatchObject({ status: 403, body: { code: 'INSTALLATION_NOT_LINKED' } })
+      // Nor may that org link acme's installation: one org per installation.
+      const taken = await adminWith(host.env, t.dir, 'github', 'link', '--org', 'globex', '--installation', String(INSTALLATION))
+      expect([taken.code, taken.stderr]).toEqual([2, expect.stringContaining('linked to another org')])
+      expect((await adminWith(host.env, t.dir, 'github', 'link', '--org', 'acme', '--installation', '999')).stderr).toContain('no installation 999')
+      // A repository no installation covers, and one another (unlinked) installation covers: 403.
+      git.repo('acme', 'private', { 'README.md': 'private\n' })
+      github.installations.set(202, { account: 'acme-labs', repositories: ['acme-labs/tool'], suspended: false })
+      t.identity.createProject('acme', 'private', 'acme/private')
+      t.identity.createProject('acme', 'tool', 'acme-labs/tool')
+      for (const project of ['private', 'tool']) expect(await create(t.admin.token, `/o/acme/p/${project}`)).toMatchObject({ status: 403, body: { code: 'REPO_NOT_IN_INSTALLATION' } })
+      // A Project bound to its installation (admin CLI) runs through that one alone.
+      const bound = await adminWith(host.env, t.dir, 'project', 'create', '--org', 'acme', '--name', 'bound', '--repo', 'acme-labs/tool', '--github', String(INSTALLATION))
+      expect(bound.json, bound.stderr).toMatchObject({ name: 'bound', github_installation: link })
+      expect(await create(t.admin.token, '/o/acme/p/bound')).toMatchObject({ status: 403, body: { code: 'REPO_NOT_IN_INSTALLATION' } })
+      // A run of no Project naming a repository: through the installation its connection names, or any of the org's.
+      const named = (url: string, connection?: string) => create(t.admin.token, '/o/acme/p/_', { harness: 'harness_1', input: 'x', resources: [{ url, ...(connection ? { connection } : {}) }] })
+      for (const [url, connection] of [['https://github.com/acme/private'], ['https://github.com/acme-labs/tool'], ['https://github.com/acme/app', 'not-an-installation'], ['https://github.com/acme/app', '202']] as const) {
+        expect({ url, connection, ...(await named(url, connection)) }).toMatchObject({ status: 422, body: { code: 'RESOURCE_NOT_ACCESSIBLE' } })
+      }
+      // Suspended on GitHub: 409, for a Project run and a named repository alike.
+      github.installations.get(INSTALLATION)!.suspended = true
+      try {
+        expect(await create(t.admin.token, '/o/acme/p/app')).toMatchObject({ status: 409, body: { error: expect.stringContaining('suspended') } })
+        expect((await named('https://github.com/acme/app', String(INSTALLATION))).status).toBe(409)
+      } finally {
+        github.installations.get(INSTALLATION)!.suspended = false
+      }
+      // The code host down: 503, said so, nothing stored.
+      const before = t.store.countByStatus()
+      github.down = true
+      try {
+        expect(await create(t.admin.token, '/o/acme/p/app')).toMatchObject({ status: 503, body: { error: expect.stringContaining('code host') } })
+      } finally {
+        github.down = false
+      }
+      expect(t.store.countByStatus()).toEqual(before)
+      // Unlinked: the pull request is still named, its files cannot be read through the org's App.
+      expect(published).not.toBeNull()
+      const unlinked = await adminWith(host.env, t.dir, 'github', 'unlink', '--org', 'acme', '--installation', link)
+      expect(unlinked.code, unlinked.stderr).toBe(0)
+      expect(await changes(published!.id)).toMatchObject({ pr_url: published!.prUrl, files: [], error_code: 'CHANGES_NO_INSTALLATION' })
+      expect(await create(t.admin.token, '/o/acme/p/app')).toMatchObject({ status: 403, body: { code: 'INSTALLATION_NOT_LINKED' } })
+      // Through all of it (and the runs before), no installation token nor the App's key was logged.
+      expect(logs.length).toBeGreaterThan(0)
+      expect(secretsIn(logs.join('\n'))).toEqual([])
+    }, 60_000)
   })
 }

@@ -54,6 +54,8 @@ export const projects = sqliteTable(
     name: text('name').notNull(),
     repoOwner: text('repo_owner'),
     repoName: text('repo_name'),
+    /** The org's GitHub installation (github_installations.id) its runs reach the repository through; null: the one GitHub says covers it. */
+    githubInstallation: text('github_installation'),
     createdAt: createdAt(),
   },
   (table) => [uniqueIndex('projects_org_name_idx').on(table.orgId, table.name)],
