@@ -1,3 +1,5 @@
+import { projectRoutes } from './projects/routes'
+import type { ProjectService } from './projects/service'
 import { repositoryRoutes } from './repositories/routes'
 import type { ChangesService } from './repositories/changes'
 import type { InstallationService } from './repositories/installations'
@@ -51,6 +53,7 @@ export interface AppDeps {
   charts: StatechartService
   changes: ChangesService
   installations: InstallationService
+  projects: ProjectService
   apiKeys: ApiKeyService
   plans: PlanService
   accounts: AccountService
@@ -184,6 +187,7 @@ export function createApp(deps: AppDeps) {
     .use(transcriptRoutes(deps.auth, deps.transcripts, deps.toolCalls))
     .use(statechartRoutes(deps.auth, deps.charts))
     .use(repositoryRoutes(deps.auth, deps.changes, deps.installations))
+    .use(projectRoutes(deps.auth, deps.projects))
     .use(agentRoutes(deps.auth, deps.catalog, deps.runnable, deps.now))
     .use(apiKeyRoutes(deps.auth, deps.apiKeys))
     .use(planRoutes(deps.auth, deps.plans))

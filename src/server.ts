@@ -45,6 +45,7 @@ import { publicGet } from './files/public-get'
 import { WebhookService } from './webhooks/service'
 import { GithubApp } from './repositories/github'
 import { InstallationService } from './repositories/installations'
+import { ProjectService } from './projects/service'
 import { RepositoryRuns } from './repositories/runs'
 import { ChangesService } from './repositories/changes'
 import type { SessionRow } from './sessions/store'
@@ -259,6 +260,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     charts: new StatechartService(auth, store),
     changes: new ChangesService(queries, repositories),
     installations,
+    projects: new ProjectService(db, identity, installations),
     apiKeys,
     plans,
     accounts,

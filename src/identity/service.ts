@@ -142,7 +142,8 @@ export class IdentityService {
     return this.accessCache.get(`${userId} ${orgRef}`, () => this.accessQuery.get({ userId, org: orgRef }) ?? null)
   }
 
-  createProject(orgSlug: string, name: string, repo: string | null) {
+  /** `githubInstallation`: the org's installation link its runs go through (checked by the caller). */
+  createProject(orgSlug: string, name: string, repo: string | null, githubInstallation: string | null = null) {
     if (!HANDLE.test(name) || name === '_') throw new IdentityError(`project name must be a handle (letters, digits, . _ -): "${name}"`)
     const org = this.orgBySlug(orgSlug)
     const parsed = repo === null ? null : parseRepo(repo)
@@ -155,6 +156,7 @@ export class IdentityService {
       name,
       repoOwner: parsed?.owner ?? null,
       repoName: parsed?.name ?? null,
+      githubInstallation,
       createdAt: this.now(),
     }
     this.db.insert(projects).values(project).run()

@@ -1,6 +1,6 @@
 import type { OrgAccess } from '../identity/service'
 import type { SessionQueries } from '../sessions/queries'
-import type { ChangedFile } from './github'
+import type { ChangedFile } from './code-host'
 import type { RepositoryRuns } from './runs'
 
 /** `GET …/changes` (spec 4.4): the session's pull request's files, read from the code host. */

@@ -1,28 +1,6 @@
 import { createAppAuth } from '@octokit/auth-app'
 import { Octokit } from '@octokit/rest'
-
-/** One file a pull request changed, as the code host reports it. */
-export interface ChangedFile {
-  filename: string
-  status: string
-  additions: number
-  deletions: number
-  changes: number
-  patch?: string
-}
-
-export interface Repository {
-  owner: string
-  name: string
-}
-
-/** A GitHub App installation as GitHub reports it. */
-export interface Installation {
-  id: number
-  /** The account the App is installed on (a user's or organization's login, an enterprise's slug). */
-  account: string
-  suspended: boolean
-}
+import type { ChangedFile, CodeHost, Installation, Repository } from './code-host'
 
 /** What a run asks of its repository's installation: read and push code, open pull requests; nothing else. */
 const PERMISSIONS = { contents: 'write', pull_requests: 'write', metadata: 'read' } as const
@@ -39,7 +17,7 @@ const missing = (err: unknown) => (err as { status?: number }).status === 404
  * installations; a run's requests use an installation token scoped to its one repository, minted
  * and cached (until it expires) by `@octokit/auth-app`. No token leaves agentd.
  */
-export class GithubApp {
+export class GithubApp implements CodeHost {
   private readonly app: Octokit
 
   constructor(

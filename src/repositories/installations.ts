@@ -4,7 +4,7 @@ import { githubInstallations, projects } from '../db/schema'
 import { ApiError, conflict, forbidden, unprocessable } from '../domain/errors'
 import { newId } from '../domain/ids'
 import type { ProjectRow } from '../identity/projects'
-import type { GithubApp, Installation, Repository } from './github'
+import type { CodeHost, Installation, Repository } from './code-host'
 
 export type InstallationRow = typeof githubInstallations.$inferSelect
 
@@ -33,7 +33,7 @@ const unavailable = (err: unknown) => new ApiError('unavailable', `the code host
 export class InstallationService {
   constructor(
     private readonly db: Db,
-    private readonly github: GithubApp | null,
+    private readonly github: CodeHost | null,
     private readonly now: () => number = Date.now,
   ) {}
 

@@ -1,5 +1,5 @@
 import { ApiError, conflict } from '../domain/errors'
-import type { Repository } from './github'
+import type { Repository } from './code-host'
 import type { RunRepositoryScope } from './installations'
 
 /** What a create asks of the code host about its run's repository (RepositoryRuns); absent without a GitHub App. */

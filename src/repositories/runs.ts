@@ -1,7 +1,7 @@
 import type { SandboxDriver, SandboxHandle } from '../../sandbox/driver'
 import type { SessionRow } from '../sessions/store'
 import { cloneInSandbox, pushChanges, writeGitConfig } from './clone'
-import type { GithubApp, Repository } from './github'
+import type { CodeHost, Repository } from './code-host'
 import type { InstallationService, RunRepositoryScope } from './installations'
 import type { RepositoryAccess } from './run-access'
 
@@ -15,7 +15,7 @@ type RunRow = Pick<SessionRow, 'id' | 'repoOwner' | 'repoName' | 'githubInstalla
  */
 export class RepositoryRuns implements RepositoryAccess {
   constructor(
-    private readonly github: GithubApp,
+    private readonly github: CodeHost,
     private readonly installations: InstallationService,
     /** Where the code host serves git (`<base>/<owner>/<name>.git`). */
     private readonly gitUrl: string,

@@ -142,8 +142,10 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       const raw = t.store.transcriptLines(id).map((l) => l.line).join('\n')
       const files = Bun.spawnSync(['sh', '-c', 'grep -rI -l . "$1" 2>/dev/null | xargs -r cat 2>/dev/null', 'sh', join(t.dir, 'sandboxes', id)]).stdout.toString()
       expect(files).toContain('hello from the repository') // the search did read the checkout
+      const stored = (await json(await t.app.handle(req('GET', `/o/acme/p/app/sessions/${id}/logs`, { token: t.admin.token })))).logs as string
+      expect(stored).toContain('git')
       expect(github.tokens.size).toBeGreaterThan(0)
-      for (const where of [events, raw, files, logs.join('\n')]) expect(secretsIn(where)).toEqual([])
+      for (const where of [events, raw, files, stored, logs.join('\n')]) expect(secretsIn(where)).toEqual([])
       // Nothing changed: no branch, no pull request, an empty list of changes.
       expect(row.prUrl).toBeNull()
       expect(await changes(id)).toEqual({ pr_url: null, pr_number: null, files: [], totals: { files: 0, additions: 0, deletions: 0, changes: 0 } })
