@@ -1,3 +1,7 @@
+import { ConsoleBundle } from './console/bundle'
+import { consoleRoutes } from './console/routes'
+import { identityRoutes } from './identity/routes'
+import type { IdentityService } from './identity/service'
 import { projectRoutes } from './projects/routes'
 import type { ProjectService } from './projects/service'
 import { repositoryRoutes } from './repositories/routes'
@@ -54,6 +58,7 @@ export interface AppDeps {
   changes: ChangesService
   installations: InstallationService
   projects: ProjectService
+  identity: IdentityService
   apiKeys: ApiKeyService
   plans: PlanService
   accounts: AccountService
@@ -180,6 +185,8 @@ export function createApp(deps: AppDeps) {
       },
       detail: { operationId: 'health', tags: ['health'], summary: 'Liveness, without auth, answered at once after a start', security: [] },
     })
+    // Before any route group's auth: the console's page and files are served to anyone.
+    .use(consoleRoutes(new ConsoleBundle()))
     .use(sessionRoutes(deps.auth, deps.sessions, deps.queries))
     .use(liveRoutes(deps.auth, deps.sessions, deps.queries, deps.sseKeepaliveMs))
     .use(artifactRoutes(deps.auth, deps.queries))
@@ -188,6 +195,7 @@ export function createApp(deps: AppDeps) {
     .use(statechartRoutes(deps.auth, deps.charts))
     .use(repositoryRoutes(deps.auth, deps.changes, deps.installations))
     .use(projectRoutes(deps.auth, deps.projects))
+    .use(identityRoutes(deps.auth, deps.identity))
     .use(agentRoutes(deps.auth, deps.catalog, deps.runnable, deps.now))
     .use(apiKeyRoutes(deps.auth, deps.apiKeys))
     .use(planRoutes(deps.auth, deps.plans))

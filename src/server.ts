@@ -261,6 +261,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     changes: new ChangesService(queries, repositories),
     installations,
     projects: new ProjectService(db, identity, installations),
+    identity,
     apiKeys,
     plans,
     accounts,

@@ -279,6 +279,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The signed-in caller: email, name, and the orgs it belongs to with its role */
+        get: operations["me.get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/o/{org}/agents/available": {
         parameters: {
             query?: never;
@@ -2570,6 +2587,43 @@ export interface operations {
             };
             /** @description Response for status 422 */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "me.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Response for status 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        email: string;
+                        name: string | null;
+                        orgs: {
+                            slug: string;
+                            /** @enum {string} */
+                            role: "admin" | "member";
+                        }[];
+                    };
+                };
+            };
+            /** @description Response for status 401 */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };

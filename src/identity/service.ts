@@ -136,6 +136,17 @@ export class IdentityService {
   }
 
   /** The caller's role in an org named by slug or id; null means "no role" (the caller gets 404). */
+  /** The orgs a signed-in user belongs to, by slug, with the role in each. */
+  orgsOf(userId: string): OrgAccess[] {
+    return this.db
+      .select({ orgId: orgs.id, slug: orgs.slug, role: memberships.role })
+      .from(memberships)
+      .innerJoin(orgs, eq(orgs.id, memberships.orgId))
+      .where(eq(memberships.userId, userId))
+      .orderBy(orgs.slug)
+      .all()
+  }
+
   orgAccess(principal: Principal, orgRef: string): OrgAccess | null {
     const userId = principal.userId
     if (!userId) return null

@@ -1,0 +1,87 @@
+import { render } from 'preact'
+import { useState } from 'preact/hooks'
+import { keep, signedIn, signOut, type SignedIn } from './api'
+import { Link } from './components'
+import { Keys } from './pages/keys'
+import { NewSession } from './pages/new-session'
+import { SessionPage } from './pages/session'
+import { Sessions } from './pages/sessions'
+import { SignIn } from './pages/sign-in'
+import { navigate, usePath } from './router'
+import './style.css'
+
+/** The page a path shows (under /console). */
+function Page({ who, path }: { who: SignedIn; path: string }) {
+  const session = /^\/sessions\/([^/]+)$/.exec(path)
+  if (session) return <SessionPage who={who} id={decodeURIComponent(session[1]!)} />
+  if (path === '/new') return <NewSession who={who} />
+  if (path === '/keys') return <Keys who={who} />
+  return <Sessions who={who} />
+}
+
+function Console() {
+  const [who, setWho] = useState(signedIn)
+  const path = usePath()
+  const nav = (href: string, label: string) => (
+    <li>
+      <Link href={`/console${href}`} aria-current={path === href || (href === '/' && path.startsWith('/sessions')) ? 'page' : undefined}>
+        {label}
+      </Link>
+    </li>
+  )
+  return (
+    <>
+      <a class="skip" href="#main">
+        Skip to content
+      </a>
+      <header class="top">
+        <span class="brand">agentd</span>
+        {who && (
+          <nav aria-label="Console">
+            <ul>
+              {nav('/', 'Sessions')}
+              {nav('/new', 'New session')}
+              {nav('/keys', 'API keys')}
+            </ul>
+          </nav>
+        )}
+        {who && (
+          <div class="who">
+            <label for="org">Org</label>
+            <select
+              id="org"
+              value={who.org}
+              onChange={(e) => {
+                const next = { ...who, org: e.currentTarget.value }
+                keep(next)
+                setWho(next)
+              }}
+            >
+              {who.orgs.map((o) => (
+                <option value={o.slug}>
+                  {o.slug} ({o.role})
+                </option>
+              ))}
+            </select>
+            <span class="meta">{who.email}</span>
+            <button
+              type="button"
+              onClick={() => {
+                signOut()
+                setWho(null)
+                navigate('/')
+              }}
+            >
+              Sign out
+            </button>
+          </div>
+        )}
+      </header>
+      <main id="main" tabIndex={-1}>
+        {who ? <Page who={who} path={path} key={`${who.org} ${path}`} /> : <SignIn done={setWho} />}
+      </main>
+    </>
+  )
+}
+
+render(<Console />, document.getElementById('app')!)

@@ -1,0 +1,119 @@
+import { useEffect, useState } from 'preact/hooks'
+import { SESSION_STATUSES } from '../../src/domain/status.ts'
+import { api, said, type SignedIn } from '../api'
+import { Link, Problem, StatusBadge, VirtualList } from '../components'
+import { moving } from '../lifecycle'
+
+interface Row {
+  id: string
+  title: string | null
+  status: string
+  harness: string
+  model: string | null
+  project: string | null
+  cost_usd: number
+  created_at: string
+}
+
+const HARNESSES = ['harness_1', 'harness_2', 'harness_3'] as const
+
+/** The org's sessions: search with filters and full text, newest first; statuses kept live. */
+export function Sessions({ who }: { who: SignedIn }) {
+  const [filters, setFilters] = useState({ q: '', status: '', harness: '' })
+  const [applied, setApplied] = useState(filters)
+  const [rows, setRows] = useState<Row[] | null>(null)
+  const [problem, setProblem] = useState<string | null>(null)
+  useEffect(() => {
+    let stop = false
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const load = async () => {
+      const query = {
+        limit: 500,
+        ...(applied.q ? { q: [applied.q] } : {}),
+        ...(applied.status ? { status: applied.status as (typeof SESSION_STATUSES)[number] } : {}),
+        ...(applied.harness ? { harness: applied.harness as (typeof HARNESSES)[number] } : {}),
+      }
+      const { data, error, response } = await api(who.token).GET('/o/{org}/sessions', { params: { path: { org: who.org }, query } })
+      if (stop) return
+      if (!data || !('sessions' in data)) setProblem(said(error, response.status))
+      else {
+        setProblem(null)
+        const found = data.sessions as unknown as Row[]
+        setRows(found)
+        // Live: while any is on its way, ask again soon.
+        if (found.some((row) => moving(row.status))) timer = setTimeout(load, 2000)
+      }
+    }
+    void load()
+    return () => {
+      stop = true
+      clearTimeout(timer)
+    }
+  }, [who.token, who.org, applied])
+  return (
+    <section aria-labelledby="sessions-title">
+      <h1 id="sessions-title">Sessions</h1>
+      <form
+        class="filters"
+        role="search"
+        onSubmit={(e) => {
+          e.preventDefault()
+          setApplied(filters)
+        }}
+      >
+        <label>
+          Text
+          <input type="search" name="q" value={filters.q} onInput={(e) => setFilters({ ...filters, q: e.currentTarget.value })} />
+        </label>
+        <label>
+          Status
+          <select name="status" value={filters.status} onChange={(e) => setFilters({ ...filters, status: e.currentTarget.value })}>
+            <option value="">any</option>
+            {SESSION_STATUSES.map((s) => (
+              <option value={s}>{s.replace('_', ' ')}</option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Harness
+          <select name="harness" value={filters.harness} onChange={(e) => setFilters({ ...filters, harness: e.currentTarget.value })}>
+            <option value="">any</option>
+            {HARNESSES.map((h) => (
+              <option value={h}>{h}</option>
+            ))}
+          </select>
+        </label>
+        <button type="submit">Search</button>
+      </form>
+      <Problem text={problem} />
+      {rows === null ? (
+        <p aria-live="polite">Loading…</p>
+      ) : rows.length === 0 ? (
+        <p>
+          No sessions yet. <Link href="/console/new">Start one</Link>.
+        </p>
+      ) : (
+        <>
+          <p class="count" aria-live="polite">
+            {rows.length} session{rows.length === 1 ? '' : 's'}
+          </p>
+          <VirtualList
+            items={rows}
+            rowHeight={48}
+            height={560}
+            label="Sessions, newest first"
+            row={(row) => (
+              <Link href={`/console/sessions/${row.id}`} class="session-row">
+                <StatusBadge status={row.status} />
+                <span class="title">{row.title ?? row.id}</span>
+                <span class="meta">
+                  {row.harness} · {row.model ?? 'default model'} · ${row.cost_usd.toFixed(4)} · <time dateTime={row.created_at}>{new Date(row.created_at).toLocaleString()}</time>
+                </span>
+              </Link>
+            )}
+          />
+        </>
+      )}
+    </section>
+  )
+}

@@ -1,0 +1,33 @@
+import { Elysia, t } from 'elysia'
+import { notFound } from '../domain/errors'
+import type { ConsoleBundle } from './bundle'
+
+/**
+ * Only this server's own scripts and styles run; the API is asked on this origin alone. Styles may
+ * be inline for the state chart's own SVG page, shown in a frame.
+ */
+const CSP = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+const page = async (bundle: ConsoleBundle) =>
+  new Response((await bundle.assets()).html, {
+    headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-cache', 'content-security-policy': CSP, 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' },
+  })
+
+/**
+ * The console (`/console`, every path under it the same page: the app routes itself), and its
+ * bundled files, named by their content's hash so they are cached for good. No auth here: the page
+ * holds nothing; what it shows it asks of the API with the caller's token.
+ */
+export const consoleRoutes = (bundle: ConsoleBundle) =>
+  new Elysia({ name: 'agentd/console' })
+    .get('/console', () => page(bundle), { detail: { hide: true } })
+    .get(
+      '/console/assets/:file',
+      async ({ params }) => {
+        const file = (await bundle.assets()).files.get(params.file)
+        if (!file) throw notFound('No such console file')
+        return new Response(file.body, { headers: { 'content-type': file.type, 'cache-control': 'public, max-age=31536000, immutable', 'x-content-type-options': 'nosniff' } })
+      },
+      { params: t.Object({ file: t.String() }), detail: { hide: true } },
+    )
+    .get('/console/*', () => page(bundle), { detail: { hide: true } })
