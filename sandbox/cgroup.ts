@@ -178,8 +178,12 @@ export class SandboxCgroup {
     return [...seen].filter((pid) => pid > 0 && existsSync(`/proc/${pid}`))
   }
 
-  /** Freezes every process; resolves once the kernel reports them all stopped. */
-  async freeze(timeoutMs = 5000): Promise<void> {
+  /**
+   * Freezes every process; resolves once the kernel reports them all stopped. The kernel freezes a
+   * task only when it next leaves the kernel: gVisor's ptrace-stopped tasks on a loaded two-core
+   * machine have taken over 5 s, and a park that fails costs more than one that waits.
+   */
+  async freeze(timeoutMs = 15_000): Promise<void> {
     const deadline = Date.now() + timeoutMs
     if (this.version === 'v2') writeFileSync(join(this.dir(''), 'cgroup.freeze'), '1')
     else writeFileSync(join(this.dir('freezer'), 'freezer.state'), 'FROZEN')

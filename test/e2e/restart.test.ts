@@ -96,8 +96,13 @@ describe('kill -9 with five turns running (default driver)', () => {
       // Five sandboxes to sweep and adopt are still ahead: the process is alive, not yet ready.
       expect(await health.json()).toEqual({ ok: true, ready: false })
       // A request about a session, sent while not ready, waits for them instead of seeing a turn
-      // nobody runs any more (the last one created, so likely the last one adopted).
-      const first = await call('GET', `/o/acme/p/_/sessions/${ids[4]}`)
+      // nobody runs any more (the last one created, so likely the last one adopted). A wait past
+      // READY_WAIT_MS (a loaded machine) is a 503 STARTING to retry, never the dead turn as running.
+      let first = await call('GET', `/o/acme/p/_/sessions/${ids[4]}`)
+      while (first.status === 503) {
+        expect(first.body.code).toBe('STARTING')
+        first = await call('GET', `/o/acme/p/_/sessions/${ids[4]}`)
+      }
       expect(first.body).toMatchObject({ status: 'failed' })
       expect(first.body.error).toContain('agentd restarted')
       expect(await (await fetch(`${server.url}/healthz`)).json()).toEqual({ ok: true, ready: true })

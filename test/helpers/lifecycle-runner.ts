@@ -33,7 +33,11 @@ export const OCCUPIER_PROMPT = 'occupies the run slot'
 const HARNESS = 'harness_2'
 const HARNESS_UNPROVEN = 'harness_1'
 const SCHEMA = { type: 'object', properties: { verdict: { type: 'string' } }, required: ['verdict'], additionalProperties: false }
-const WAIT_MS = 30_000
+/**
+ * How long one step may take before the path is said to be stuck: a failure detector, never a speed
+ * check. A loaded two-core machine has taken over 30 s for one Claude Code turn among the suite's others.
+ */
+const WAIT_MS = 150_000
 
 interface Gate {
   waiting: boolean

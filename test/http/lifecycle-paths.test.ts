@@ -175,5 +175,5 @@ describe('the session lifecycle, path by path', () => {
     expect(states).toEqual(new Set(SESSION_STATUSES))
     const expected = ROWS.map((r) => r.key).filter((key) => !unreachable.includes(key))
     expect([...rows].sort()).toEqual(expected.sort())
-  }, 180_000)
+  }, 600_000)
 })

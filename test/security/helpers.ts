@@ -200,9 +200,18 @@ export function watchLoop(): { stop(): { maxGapMs: number; maxBusyMs: number } }
 }
 
 /**
+ * The most CPU the server's thread may spend without a break under an attack. A stalled or
+ * recursing server spends seconds; agentd's own work between two breaks is a few ms on a quiet
+ * machine, but on a loaded two-core one the same work costs more CPU time (shared caches, the
+ * other core's sandboxes) and a 300 MB flood was measured at 103 ms there: 250 ms tells the two
+ * apart on any machine.
+ */
+export const BUSY_BOUND_MS = 250
+
+/**
  * The responsiveness bound of the flood and ReDoS attacks: every /healthz answered (none failed,
  * none took 5 s, which only a hung server does), and the server's thread never busy for
- * 100 ms at a stretch. The wall-clock latencies are printed: on a quiet machine they stay under
+ * BUSY_BOUND_MS at a stretch. The wall-clock latencies are printed: on a quiet machine they stay under
  * 100 ms too, but on a loaded one the scheduler, not agentd, decides them (see watchLoop).
  */
 export function expectResponsive(label: string, health: { latencies: number[]; max: number; failures: number }, loop: { maxGapMs: number; maxBusyMs: number }): void {
@@ -212,7 +221,7 @@ export function expectResponsive(label: string, health: { latencies: number[]; m
   if (health.failures !== 0) throw new Error(`${label}: ${health.failures} /healthz requests failed`)
   if (health.latencies.length < 10) throw new Error(`${label}: only ${health.latencies.length} /healthz polls`)
   if (health.max >= 5000) throw new Error(`${label}: a /healthz took ${health.max.toFixed(0)} ms`)
-  if (loop.maxBusyMs >= 100) throw new Error(`${label}: the server's thread was busy ${loop.maxBusyMs.toFixed(0)} ms without a break`)
+  if (loop.maxBusyMs >= BUSY_BOUND_MS) throw new Error(`${label}: the server's thread was busy ${loop.maxBusyMs.toFixed(0)} ms without a break`)
 }
 
 /**

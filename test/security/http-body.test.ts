@@ -3,6 +3,7 @@ import { CREATE_BODY_LIMIT, JSON_BODY_LIMIT, MAX_JSON_DEPTH, PROMPT_BODY_LIMIT }
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { json, req, waitFor } from '../helpers/http'
 import { rawHttp, type RawRequest, type RawResult } from './raw-http'
+import { BUSY_BOUND_MS, watchLoop } from './helpers'
 
 /**
  * The HTTP edge, attacked from outside: bodies before authentication, bodies over their route's
@@ -196,11 +197,14 @@ describe('a body limit per route: session create 16 MiB, follow-ups 1 MiB, every
 })
 
 describe('JSON nested 100,000 levels deep', () => {
-  test('objects and arrays on the prompt routes answer 400 within 100 ms, and the next request at once', async () => {
+  test('objects and arrays on the prompt routes answer 400 without stalling the server thread, and the next request at once', async () => {
     // Earlier tests left megabytes of garbage in this (the server's) process: collect it now, not
     // in the middle of a measured answer.
     Bun.gc(true)
     const attack = (path: string, text: string) => ({ head: post(path, bearer()), text, times: 3 })
+    // The server's thread is this process's: what it spent without a break is measured in its own
+    // CPU time, which a busy machine does not add to (the wall times are printed).
+    const loop = watchLoop()
     const [warmCreate, warmMessages, ...results] = await rawHttp(port, [
       // The first request of a route compiles its handler: not what is measured.
       { head: post(createPath(), bearer()), text: '{}' },
@@ -216,16 +220,17 @@ describe('JSON nested 100,000 levels deep', () => {
     // Each attack is sent three times and its median time is held to the bound: a stalled or
     // recursing server is slow every time, while one run can be slowed by a busy machine.
     const median = (runs: RawResult[]) => runs.map((run) => run.ms).sort((a, b) => a - b)[1]!
+    const busy = loop.stop()
     const health = results.pop()!
     for (const runs of results) {
       for (const run of runs) {
         const body = expectRawError(run, 400, 'VALIDATION_ERROR')
         expect(body.error).toContain(`deeper than ${MAX_JSON_DEPTH} levels`)
       }
-      expect(median(runs)).toBeLessThan(100)
     }
     for (const run of health) expect(run.status).toBe(200)
-    expect(median(health)).toBeLessThan(100)
+    console.log(`100,000-deep JSON: medians ${results.map((runs) => median(runs).toFixed(1)).join(', ')} ms, /healthz ${median(health).toFixed(1)} ms; server thread busiest ${busy.maxBusyMs.toFixed(0)} ms of CPU without a break`)
+    expect(busy.maxBusyMs).toBeLessThan(BUSY_BOUND_MS)
   }, 60_000)
 
   test('on a 64 KiB route a 100,000-deep body is over size (413); 65 levels within size are 400', async () => {

@@ -53,7 +53,7 @@ for (const kind of ISOLATING) {
     }, 60_000)
 
     test(
-      'one 300 MB line with no newline: /healthz answers throughout and the server never blocks 100 ms, memory stays flat, the line is cut and the transcript says so',
+      'one 300 MB line with no newline: /healthz answers throughout and the server never stalls, memory stays flat, the line is cut and the transcript says so',
       async () => {
         const call = caller(t)
         // Warm the request path so the first health checks do not pay for it.
@@ -114,14 +114,14 @@ for (const kind of ISOLATING) {
           expect(['completed', 'failed']).toContain(view.status)
         }
 
-        // The server answered all along, and its thread never spent 100 ms on one thing.
+        // The server answered all along, and its thread never stalled (BUSY_BOUND_MS).
         expectResponsive(`300 MB line on ${kind}`, stopped, loopStats)
       },
       120_000,
     )
 
     test(
-      'a flood of short lines: /healthz answers throughout and the server never blocks 100 ms while each line is parsed, and only the first ones are stored',
+      'a flood of short lines: /healthz answers throughout and the server never stalls while each line is parsed, and only the first ones are stored',
       async () => {
         // ~330,000 lines of 31 bytes: the cost is per line (parse, store), not per byte.
         const line = '{"type":"system","subtype":"x"}'
