@@ -16,7 +16,8 @@ export function controls(session: { status: string; persistence?: string | null 
     pause: resumable && status !== 'paused' && status !== 'queued' && !CLOSED.includes(status),
     resume: status === 'paused',
     stopTurn: isIn('active', status),
-    cancel: !CLOSED.includes(status),
+    // The machine cancels a session only before its turn ended (spec 3: "not yet finished").
+    cancel: isIn('inFlight', status),
     followUp: !CLOSED.includes(status) && (resumable || !isIn('inProgress', status)),
   }
 }

@@ -1,5 +1,5 @@
 import { render } from 'preact'
-import { useState } from 'preact/hooks'
+import { useErrorBoundary, useState } from 'preact/hooks'
 import { keep, signedIn, signOut, type SignedIn } from './api'
 import { Link } from './components'
 import { Keys } from './pages/keys'
@@ -10,8 +10,20 @@ import { SignIn } from './pages/sign-in'
 import { navigate, usePath } from './router'
 import './style.css'
 
-/** The page a path shows (under /console). */
+/** The page a path shows (under /console); a page that breaks says so instead of going blank. */
 function Page({ who, path }: { who: SignedIn; path: string }) {
+  const [broken] = useErrorBoundary()
+  if (broken) {
+    return (
+      <p class="problem" role="alert">
+        This page broke: {String((broken as Error).message ?? broken)}. Reload to try again.
+      </p>
+    )
+  }
+  return <Route who={who} path={path} />
+}
+
+function Route({ who, path }: { who: SignedIn; path: string }) {
   const session = /^\/sessions\/([^/]+)$/.exec(path)
   if (session) return <SessionPage who={who} id={decodeURIComponent(session[1]!)} />
   if (path === '/new') return <NewSession who={who} />

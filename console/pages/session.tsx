@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { api, said, type SignedIn } from '../api'
 import { JsonTree, Problem, StatusBadge } from '../components'
-import { controls } from '../lifecycle'
+import { controls, moving } from '../lifecycle'
 import { follow, type StreamEvent } from '../stream'
 
 interface Session {
@@ -14,8 +14,8 @@ interface Session {
   branch: string | null
   pr_url: string | null
   error: string | null
-  total_tokens: number
-  total_cost_usd: number
+  total_tokens: number | null
+  total_cost_usd: number | null
   queue_position: number | null
 }
 
@@ -67,6 +67,8 @@ export function SessionPage({ who, id }: { who: SignedIn; id: string }) {
   const [followUp, setFollowUp] = useState('')
   const cursor = useRef<string | null>(null)
   const [streamRound, setStreamRound] = useState(0)
+  /** The status a control was used in: asked again until it changes (a pause or resume runs in the background). */
+  const [awaiting, setAwaiting] = useState<string | null>(null)
 
   const refresh = async () => {
     const { data, error, response } = await client.GET('/o/{org}/p/{project}/sessions/{session}', { params: { path } })
@@ -89,6 +91,15 @@ export function SessionPage({ who, id }: { who: SignedIn; id: string }) {
   useEffect(() => {
     void refresh()
   }, [id, who.token])
+
+  // Without the stream (a session at rest, or one a control just moved), statuses are asked for.
+  useEffect(() => {
+    if (!session) return
+    if (awaiting !== null && session.status !== awaiting) return setAwaiting(null)
+    if (awaiting === null && (live || !moving(session.status))) return
+    const timer = setTimeout(() => void refresh(), 1000)
+    return () => clearTimeout(timer)
+  }, [session, awaiting, live])
 
   // The live stream; a new round (after a follow-up or resume) resumes after the last event seen.
   useEffect(() => {
@@ -114,8 +125,10 @@ export function SessionPage({ who, id }: { who: SignedIn; id: string }) {
   const change = async (status: 'paused' | 'running' | 'stop_turn' | 'cancelled', question?: string) => {
     if (question && !confirm(question)) return
     setProblem(null)
+    const before = session?.status ?? null
     const { data, error, response } = await client.PATCH('/o/{org}/p/{project}/sessions/{session}', { params: { path }, body: { status } })
     if (!data) return setProblem(said(error, response.status))
+    if (status !== 'stop_turn') setAwaiting(before)
     setNotice(status === 'paused' ? 'Pausing…' : status === 'running' ? 'Resuming…' : status === 'stop_turn' ? 'The turn was stopped.' : 'Cancelled.')
     await refresh()
     if (status === 'running') setStreamRound((n) => n + 1)
@@ -150,7 +163,7 @@ export function SessionPage({ who, id }: { who: SignedIn; id: string }) {
       <header class="session-head">
         <h1 id="session-title">{session.prompt.split('\n')[0]!.slice(0, 120) || id}</h1>
         <p>
-          <StatusBadge status={session.status} /> <span class="meta">{session.agent} · {session.model} · {session.persistence_mode} · {session.total_tokens} tokens · ${session.total_cost_usd.toFixed(4)}</span>
+          <StatusBadge status={session.status} /> <span class="meta">{session.agent} · {session.model} · {session.persistence_mode} · {session.total_tokens ?? 0} tokens · ${(session.total_cost_usd ?? 0).toFixed(4)}</span>
         </p>
         {session.pr_url && (
           <p>
@@ -187,7 +200,7 @@ export function SessionPage({ who, id }: { who: SignedIn; id: string }) {
         <h2 id="events-title">
           Live events <span class="meta">({live ? 'following' : 'not following'})</span>
         </h2>
-        <ol class="events" aria-live="polite" aria-relevant="additions">
+        <ol class="events" aria-live="polite" aria-relevant="additions" tabIndex={0} aria-labelledby="events-title">
           {events.map((e, i) => (
             <li key={`${e.id}-${i}`}>
               <code>{e.type === 'message' ? (JSON.parse(e.data) as { type?: string }).type ?? 'event' : e.type}</code> {e.data.slice(0, 200)}
@@ -230,7 +243,7 @@ export function SessionPage({ who, id }: { who: SignedIn; id: string }) {
                 <td>
                   <details>
                     <summary>show</summary>
-                    <pre>{c.output ?? ''}</pre>
+                    <pre tabIndex={0}>{c.output ?? ''}</pre>
                   </details>
                 </td>
               </tr>

@@ -11,7 +11,7 @@ interface Row {
   harness: string
   model: string | null
   project: string | null
-  cost_usd: number
+  cost_usd: number | null
   created_at: string
 }
 
@@ -107,7 +107,7 @@ export function Sessions({ who }: { who: SignedIn }) {
                 <StatusBadge status={row.status} />
                 <span class="title">{row.title ?? row.id}</span>
                 <span class="meta">
-                  {row.harness} · {row.model ?? 'default model'} · ${row.cost_usd.toFixed(4)} · <time dateTime={row.created_at}>{new Date(row.created_at).toLocaleString()}</time>
+                  {row.harness} · {row.model ?? 'default model'} · ${(row.cost_usd ?? 0).toFixed(4)} · <time dateTime={row.created_at}>{new Date(row.created_at).toLocaleString()}</time>
                 </span>
               </Link>
             )}

@@ -1,0 +1,129 @@
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { mkdtempSync, readFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Page } from 'playwright-core'
+import { launchChromium } from '../helpers/chromium'
+import { makeTestApp, type TestApp } from '../helpers/app'
+import { json, req, script, waitFor } from '../helpers/http'
+
+/**
+ * The console in headless Chromium, as a person uses it: sign in, start a scripted session on
+ * bubblewrap, watch its events arrive, send a follow-up while the turn runs (queued, then
+ * delivered), pause and resume, cancel; create and revoke an API key. Every page is scanned with
+ * axe-core (no serious or critical violation) and photographed into a temp folder (printed).
+ */
+const AXE = readFileSync(join(import.meta.dir, '../../node_modules/axe-core/axe.min.js'), 'utf8')
+let t: TestApp
+let base: string
+let chromium: Awaited<ReturnType<typeof launchChromium>>
+let page: Page
+let artifacts: string
+const external: string[] = []
+beforeAll(async () => {
+  t = await makeTestApp({ AGENTD_SANDBOX: 'bwrap' })
+  base = t.listen()
+  artifacts = mkdtempSync(join(tmpdir(), 'agentd-console-'))
+  chromium = await launchChromium({ width: 1280, height: 1000 })
+  page = await chromium.browser.newPage()
+  // Confirmations (cancel, revoke) are accepted as a person would.
+  page.on('dialog', (dialog) => void dialog.accept())
+  page.on('request', (r) => {
+    if (!r.url().startsWith(base) && !r.url().startsWith('blob:') && !r.url().startsWith('data:') && r.url() !== 'about:srcdoc') external.push(r.url())
+  })
+})
+afterAll(async () => {
+  await chromium?.close()
+  await t?.[Symbol.asyncDispose]()
+})
+
+/** axe-core on the page as it is: no serious or critical violation; and a screenshot of it. */
+async function scan(name: string): Promise<void> {
+  await page.evaluate(AXE)
+  // A string: it runs in the page, where `axe` is (the test's own types know no DOM).
+  const found = (await page.evaluate("axe.run(document, { resultTypes: ['violations'] })")) as { violations: { id: string; impact: string; nodes: { target: string[] }[] }[] }
+  const serious = found.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`)
+  await page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: true })
+  expect({ page: name, serious }).toEqual({ page: name, serious: [] })
+}
+
+const badge = (status: string) => page.locator('.session-head .badge', { hasText: status.replace('_', ' ') })
+const row = (id: string) => t.store.get(id)!
+
+test('sign in, start a session and watch it live, a follow-up queued then delivered, pause, resume, cancel; a key created and revoked; every page passes axe', async () => {
+  await page.goto(`${base}/console`)
+  await scan('sign-in')
+  await page.getByLabel('Your token').fill(t.admin.token)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.getByRole('heading', { name: 'Sessions' }).waitFor()
+  await page.getByText('No sessions yet').waitFor()
+  await scan('sessions-empty')
+  // The token is in the tab's session storage, not in the address.
+  expect(page.url()).not.toContain(t.admin.token)
+  expect(await page.evaluate(() => JSON.stringify(sessionStorage))).toContain(t.admin.token)
+
+  await page.getByRole('link', { name: 'New session' }).click()
+  await page.getByLabel('Harness').selectOption('harness_1')
+  await page.getByLabel('Prompt').fill(script([{ bash: 'echo started; sleep 3; echo slept' }, { answer: 'first answer' }]))
+  await page.getByLabel('Output schema (JSON Schema, optional)').fill('{ not json')
+  await page.getByText('The output schema is not JSON').waitFor()
+  await page.getByLabel('Output schema (JSON Schema, optional)').fill('')
+  await scan('new-session')
+  await page.getByRole('button', { name: 'Start' }).click()
+  await page.waitForURL(/\/console\/sessions\/[0-9a-f-]{36}$/)
+  const id = page.url().split('/').pop()!
+
+  // Live: events are on the page while the turn still runs.
+  await page.locator('.events li').first().waitFor({ timeout: 90_000 })
+  expect(row(id).status).toBe('running')
+  // A follow-up sent while the turn runs is queued, then delivered as the next turn.
+  await page.getByLabel('Follow-up').fill(script([{ answer: 'second answer' }]))
+  await page.getByRole('button', { name: 'Send' }).click()
+  await page.getByText('Queued: number 1 in line').waitFor()
+  await page.getByText('second answer', { exact: true }).waitFor({ timeout: 90_000 })
+  expect(row(id).turnsCount).toBe(2)
+  await badge('completed').waitFor()
+
+  // Pause parks the sandbox, resume wakes it; cancel ends the session.
+  await page.getByRole('button', { name: 'Pause' }).click()
+  await badge('paused').waitFor({ timeout: 60_000 })
+  expect(row(id).status).toBe('paused')
+  await page.getByRole('button', { name: 'Resume' }).click()
+  await badge('completed').waitFor({ timeout: 60_000 })
+  await scan('session')
+  // The state chart, with this session's path, is in its frame.
+  expect(await page.frameLocator('iframe.chart').locator('#session[data-status]').getAttribute('data-status')).toBe('completed')
+  // A finished turn cannot be cancelled (the button says so by being off); a running one can.
+  expect(await page.getByRole('button', { name: 'Cancel session' }).isDisabled()).toBe(true)
+  await page.getByLabel('Follow-up').fill(script([{ bash: 'sleep 60' }, { answer: 'never' }]))
+  await page.getByRole('button', { name: 'Send' }).click()
+  await badge('running').waitFor({ timeout: 60_000 })
+  await page.getByRole('button', { name: 'Cancel session' }).click()
+  await badge('cancelled').waitFor({ timeout: 60_000 })
+  expect(row(id).status).toBe('cancelled')
+  expect(await page.getByRole('button', { name: 'Send' }).isDisabled()).toBe(true)
+
+  // The list shows it, by its status in words.
+  await page.getByRole('link', { name: 'Sessions' }).click()
+  await page.locator('.session-row', { hasText: 'cancelled' }).waitFor()
+  await scan('sessions')
+
+  await page.getByRole('link', { name: 'API keys' }).click()
+  await page.getByLabel('Name').fill('ci')
+  await page.getByRole('button', { name: 'Create key' }).click()
+  const secret = (await page.locator('.secret code').textContent())!
+  expect(secret).toMatch(/^sk_live_/)
+  const keys = async () => (await json(await t.app.handle(req('GET', '/o/acme/api-keys', { token: t.admin.token })))).data as { name: string }[]
+  expect((await keys()).map((k) => k.name)).toEqual(['ci'])
+  // The key works: it reads the session the console started.
+  expect((await t.app.handle(req('GET', `/o/acme/p/_/sessions/${id}`, { token: secret }))).status).toBe(200)
+  await scan('keys')
+  await page.getByRole('button', { name: 'Revoke ci' }).click()
+  await waitFor(keys, (list) => list.length === 0)
+  await page.getByRole('row', { name: /ci/ }).waitFor({ state: 'detached' })
+  expect((await t.app.handle(req('GET', `/o/acme/p/_/sessions/${id}`, { token: secret }))).status).toBe(401)
+
+  // Everything came from agentd itself.
+  expect(external).toEqual([])
+  console.log(`console screenshots: ${artifacts}`)
+}, 300_000)
