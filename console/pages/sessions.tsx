@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks'
+import { useEffect, useRef, useState } from 'preact/hooks'
 import { SESSION_STATUSES } from '../../src/domain/status.ts'
 import { api, said, type SignedIn } from '../api'
 import { Link, Problem, StatusBadge, VirtualList } from '../components'
@@ -16,6 +16,8 @@ interface Row {
 }
 
 const HARNESSES = ['harness_1', 'harness_2', 'harness_3'] as const
+/** The most rows the list holds; past it, the filters narrow it. */
+const MAX_ROWS = 5000
 
 /** The org's sessions: search with filters and full text, newest first; statuses kept live. */
 export function Sessions({ who }: { who: SignedIn }) {
@@ -23,7 +25,10 @@ export function Sessions({ who }: { who: SignedIn }) {
   const [applied, setApplied] = useState(filters)
   const [rows, setRows] = useState<Row[] | null>(null)
   const [problem, setProblem] = useState<string | null>(null)
+  /** Whether this search has shown its rows: a live refresh replaces them whole, never a page at a time. */
+  const shown = useRef(false)
   useEffect(() => {
+    shown.current = false
     let stop = false
     let timer: ReturnType<typeof setTimeout> | undefined
     const load = async () => {
@@ -33,16 +38,22 @@ export function Sessions({ who }: { who: SignedIn }) {
         ...(applied.status ? { status: applied.status as (typeof SESSION_STATUSES)[number] } : {}),
         ...(applied.harness ? { harness: applied.harness as (typeof HARNESSES)[number] } : {}),
       }
-      const { data, error, response } = await api(who.token).GET('/o/{org}/sessions', { params: { path: { org: who.org }, query } })
-      if (stop) return
-      if (!data || !('sessions' in data)) setProblem(said(error, response.status))
-      else {
-        setProblem(null)
-        const found = data.sessions as unknown as Row[]
-        setRows(found)
-        // Live: while any is on its way, ask again soon.
-        if (found.some((row) => moving(row.status))) timer = setTimeout(load, 2000)
-      }
+      // Page after page (500 each) until the cursor ends: the first page shows at once.
+      const found: Row[] = []
+      let cursor: string | undefined
+      do {
+        const { data, error, response } = await api(who.token).GET('/o/{org}/sessions', { params: { path: { org: who.org }, query: { ...query, ...(cursor ? { cursor } : {}) } } })
+        if (stop) return
+        if (!data || !('sessions' in data)) return setProblem(said(error, response.status))
+        found.push(...(data.sessions as unknown as Row[]))
+        if (!shown.current) setRows([...found])
+        cursor = (data as { next_cursor?: string | null }).next_cursor ?? undefined
+      } while (cursor && found.length < MAX_ROWS)
+      setProblem(null)
+      setRows(found)
+      shown.current = true
+      // Live: while any is on its way, ask again soon.
+      if (found.some((row) => moving(row.status))) timer = setTimeout(load, 2000)
     }
     void load()
     return () => {
