@@ -1,5 +1,5 @@
 import { ConsoleBundle } from './console/bundle'
-import { consoleRoutes } from './console/routes'
+import { consoleRoutes, type ConsoleOidc } from './console/routes'
 import { identityRoutes } from './identity/routes'
 import type { IdentityService } from './identity/service'
 import { projectRoutes } from './projects/routes'
@@ -59,6 +59,8 @@ export interface AppDeps {
   installations: InstallationService
   projects: ProjectService
   identity: IdentityService
+  /** The provider the console signs people in with (AGENTD_OIDC_ISSUER, its audience as the client id). */
+  consoleOidc?: ConsoleOidc | null
   apiKeys: ApiKeyService
   plans: PlanService
   accounts: AccountService
@@ -186,7 +188,7 @@ export function createApp(deps: AppDeps) {
       detail: { operationId: 'health', tags: ['health'], summary: 'Liveness, without auth, answered at once after a start', security: [] },
     })
     // Before any route group's auth: the console's page and files are served to anyone.
-    .use(consoleRoutes(new ConsoleBundle()))
+    .use(consoleRoutes(new ConsoleBundle(), deps.consoleOidc ?? null))
     .use(sessionRoutes(deps.auth, deps.sessions, deps.queries))
     .use(liveRoutes(deps.auth, deps.sessions, deps.queries, deps.sseKeepaliveMs))
     .use(artifactRoutes(deps.auth, deps.queries))

@@ -262,6 +262,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     installations,
     projects: new ProjectService(db, identity, installations),
     identity,
+    consoleOidc: config.oidc && { issuer: config.oidc.issuer, clientId: config.oidc.audience },
     apiKeys,
     plans,
     accounts,

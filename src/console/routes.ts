@@ -2,15 +2,24 @@ import { Elysia, t } from 'elysia'
 import { notFound } from '../domain/errors'
 import type { ConsoleBundle } from './bundle'
 
-/**
- * Only this server's own scripts and styles run; the API is asked on this origin alone. Styles may
- * be inline for the state chart's own SVG page, shown in a frame.
- */
-const CSP = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+/** The identity provider the console signs people in with (authorization code with PKCE); null: tokens are pasted. */
+export interface ConsoleOidc {
+  issuer: string
+  /** The console's client id at the provider: agentd's audience, so its ID tokens open the API. */
+  clientId: string
+}
 
-const page = async (bundle: ConsoleBundle) =>
+/**
+ * Only this server's own scripts and styles run; the API is asked on this origin alone, and the
+ * identity provider (its discovery and token endpoints) when there is one. Styles may be inline for
+ * the state chart's own SVG page, shown in a frame.
+ */
+const csp = (oidc: ConsoleOidc | null) =>
+  `default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'${oidc ? ` ${new URL(oidc.issuer).origin}` : ''}; frame-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'`
+
+const page = async (bundle: ConsoleBundle, oidc: ConsoleOidc | null) =>
   new Response((await bundle.assets()).html, {
-    headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-cache', 'content-security-policy': CSP, 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' },
+    headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-cache', 'content-security-policy': csp(oidc), 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' },
   })
 
 /**
@@ -18,9 +27,11 @@ const page = async (bundle: ConsoleBundle) =>
  * bundled files, named by their content's hash so they are cached for good. No auth here: the page
  * holds nothing; what it shows it asks of the API with the caller's token.
  */
-export const consoleRoutes = (bundle: ConsoleBundle) =>
+export const consoleRoutes = (bundle: ConsoleBundle, oidc: ConsoleOidc | null) =>
   new Elysia({ name: 'agentd/console' })
-    .get('/console', () => page(bundle), { detail: { hide: true } })
+    .get('/console', () => page(bundle, oidc), { detail: { hide: true } })
+    // What the page needs to know before anyone signs in: whether, and where, it may send them.
+    .get('/console/config.json', () => ({ oidc }), { detail: { hide: true } })
     .get(
       '/console/assets/:file',
       async ({ params }) => {
@@ -30,4 +41,4 @@ export const consoleRoutes = (bundle: ConsoleBundle) =>
       },
       { params: t.Object({ file: t.String() }), detail: { hide: true } },
     )
-    .get('/console/*', () => page(bundle), { detail: { hide: true } })
+    .get('/console/*', () => page(bundle, oidc), { detail: { hide: true } })
