@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState } from 'preact/hooks'
+import { useLayoutEffect, useRef, useState } from 'preact/hooks'
 import { SESSION_STATUSES } from '../../src/domain/status.ts'
 import { api, said, type SignedIn } from '../api'
 import { Link, Problem, StatusBadge, VirtualList } from '../components'
@@ -18,6 +18,7 @@ interface Row {
 const HARNESSES = ['harness_1', 'harness_2', 'harness_3'] as const
 /** The most rows the list holds; past it, the filters narrow it. */
 const MAX_ROWS = 5000
+const FIRST_PAGE = 50
 
 /** The org's sessions: search with filters and full text, newest first; statuses kept live. */
 export function Sessions({ who }: { who: SignedIn }) {
@@ -27,22 +28,24 @@ export function Sessions({ who }: { who: SignedIn }) {
   const [problem, setProblem] = useState<string | null>(null)
   /** Whether this search has shown its rows: a live refresh replaces them whole, never a page at a time. */
   const shown = useRef(false)
-  useEffect(() => {
+  // A layout effect: the first request leaves as the page is drawn, not a frame (or 100 ms) later.
+  useLayoutEffect(() => {
     shown.current = false
     let stop = false
     let timer: ReturnType<typeof setTimeout> | undefined
     const load = async () => {
       const query = {
-        limit: 500,
         ...(applied.q ? { q: [applied.q] } : {}),
         ...(applied.status ? { status: applied.status as (typeof SESSION_STATUSES)[number] } : {}),
         ...(applied.harness ? { harness: applied.harness as (typeof HARNESSES)[number] } : {}),
       }
-      // Page after page (500 each) until the cursor ends: the first page shows at once.
+      // Page after page until the cursor ends: the first page shows at once.
       const found: Row[] = []
       let cursor: string | undefined
       do {
-        const { data, error, response } = await api(who.token).GET('/o/{org}/sessions', { params: { path: { org: who.org }, query: { ...query, ...(cursor ? { cursor } : {}) } } })
+        // A small first page draws the list sooner; the rest come 500 at a time.
+        const page = cursor ? { limit: 500, cursor } : { limit: FIRST_PAGE }
+        const { data, error, response } = await api(who.token).GET('/o/{org}/sessions', { params: { path: { org: who.org }, query: { ...query, ...page } } })
         if (stop) return
         if (!data || !('sessions' in data)) return setProblem(said(error, response.status))
         found.push(...(data.sessions as unknown as Row[]))
