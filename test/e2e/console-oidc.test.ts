@@ -27,6 +27,7 @@ afterAll(async () => {
 
 test('Sign in with the provider: code and PKCE, the ID token kept in the tab, and the console open as that user', async () => {
   const page = await chromium.browser.newPage()
+  page.setDefaultTimeout(90_000)
   const seen: string[] = []
   page.on('request', (r) => seen.push(r.url()))
   await page.goto(`${base}/console`)
@@ -51,6 +52,7 @@ test('Sign in with the provider: code and PKCE, the ID token kept in the tab, an
   expect(await me.json()).toMatchObject({ email: 'admin@acme.test', orgs: [{ slug: 'acme', role: 'admin' }] })
   // A callback that this tab did not start (a forged state) signs nobody in.
   const other = await chromium.browser.newPage()
+  other.setDefaultTimeout(90_000)
   await other.goto(`${base}/console/signed-in?code=forged&state=forged`)
   await other.getByRole('alert').filter({ hasText: 'not started here' }).waitFor()
   expect(await other.evaluate("sessionStorage.getItem('agentd.console.signed-in')")).toBeNull()

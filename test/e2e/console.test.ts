@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { mkdtempSync, readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Page } from 'playwright-core'
@@ -26,6 +26,8 @@ beforeAll(async () => {
   artifacts = mkdtempSync(join(tmpdir(), 'agentd-console-'))
   chromium = await launchChromium({ width: 1280, height: 1000 })
   page = await chromium.browser.newPage()
+  // Every wait is for something the system says; on a loaded machine that may take a while.
+  page.setDefaultTimeout(90_000)
   // Confirmations (cancel, revoke) are accepted as a person would.
   page.on('dialog', (dialog) => void dialog.accept())
   page.on('request', (r) => {
@@ -64,7 +66,8 @@ test('sign in, start a session and watch it live, a follow-up queued then delive
 
   await page.getByRole('link', { name: 'New session' }).click()
   await page.getByLabel('Harness').selectOption('harness_1')
-  await page.getByLabel('Prompt').fill(script([{ bash: 'echo started; sleep 3; echo slept' }, { answer: 'first answer' }]))
+  // The turn waits for a file the test puts in its workspace: it runs as long as the test needs.
+  await page.getByLabel('Prompt').fill(script([{ bash: 'echo started; while [ ! -e go ]; do sleep 0.1; done; echo released' }, { answer: 'first answer' }]))
   await page.getByLabel('Output schema (JSON Schema, optional)').fill('{ not json')
   await page.getByText('The output schema is not JSON').waitFor()
   await page.getByLabel('Output schema (JSON Schema, optional)').fill('')
@@ -73,13 +76,14 @@ test('sign in, start a session and watch it live, a follow-up queued then delive
   await page.waitForURL(/\/console\/sessions\/[0-9a-f-]{36}$/)
   const id = page.url().split('/').pop()!
 
-  // Live: events are on the page while the turn still runs.
-  await page.locator('.events li').first().waitFor({ timeout: 90_000 })
+  // Live: the turn's own events are on the page while it still runs.
+  await page.locator('.events li', { hasText: 'tool_use' }).waitFor({ timeout: 90_000 })
   expect(row(id).status).toBe('running')
   // A follow-up sent while the turn runs is queued, then delivered as the next turn.
   await page.getByLabel('Follow-up').fill(script([{ answer: 'second answer' }]))
   await page.getByRole('button', { name: 'Send' }).click()
   await page.getByText('Queued: number 1 in line').waitFor()
+  writeFileSync(join(t.dir, 'sandboxes', id, 'workspace', 'go'), '')
   await page.getByText('second answer', { exact: true }).waitFor({ timeout: 90_000 })
   expect(row(id).turnsCount).toBe(2)
   await badge('completed').waitFor()
@@ -95,7 +99,7 @@ test('sign in, start a session and watch it live, a follow-up queued then delive
   expect(await page.frameLocator('iframe.chart').locator('#session[data-status]').getAttribute('data-status')).toBe('completed')
   // A finished turn cannot be cancelled (the button says so by being off); a running one can.
   expect(await page.getByRole('button', { name: 'Cancel session' }).isDisabled()).toBe(true)
-  await page.getByLabel('Follow-up').fill(script([{ bash: 'sleep 60' }, { answer: 'never' }]))
+  await page.getByLabel('Follow-up').fill(script([{ bash: 'while [ ! -e never ]; do sleep 0.1; done' }, { answer: 'never' }]))
   await page.getByRole('button', { name: 'Send' }).click()
   await badge('running').waitFor({ timeout: 60_000 })
   await page.getByRole('button', { name: 'Cancel session' }).click()
