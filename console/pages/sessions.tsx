@@ -19,6 +19,7 @@ const HARNESSES = ['harness_1', 'harness_2', 'harness_3'] as const
 /** The most rows the list holds; past it, the filters narrow it. */
 const MAX_ROWS = 5000
 const FIRST_PAGE = 50
+const NEXT_PAGE = 200
 
 /** The org's sessions: search with filters and full text, newest first; statuses kept live. */
 export function Sessions({ who }: { who: SignedIn }) {
@@ -44,7 +45,7 @@ export function Sessions({ who }: { who: SignedIn }) {
       let cursor: string | undefined
       do {
         // A small first page draws the list sooner; the rest come 500 at a time.
-        const page = cursor ? { limit: 500, cursor } : { limit: FIRST_PAGE }
+        const page = cursor ? { limit: NEXT_PAGE, cursor } : { limit: FIRST_PAGE }
         const { data, error, response } = await api(who.token).GET('/o/{org}/sessions', { params: { path: { org: who.org }, query: { ...query, ...page } } })
         if (stop) return
         if (!data || !('sessions' in data)) return setProblem(said(error, response.status))
