@@ -6,7 +6,7 @@
  * measured in the page from its navigation start (`performance.now()`). Goal: interactive within
  * 300 ms. Prints figures, never asserts.
  *
- *   bun bench/console.ts          BENCH_SESSIONS=1000 BENCH_RUNS=7
+ *   bun bench/console.ts          BENCH_SESSIONS=1000 BENCH_RUNS=7 BENCH_DEBUG=1 (each navigation's timings)
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -85,6 +85,7 @@ try {
       requestAnimationFrame(check)
     })`)) as number
     const inPage = (await page.evaluate("document.querySelectorAll('.virtual li').length")) as number
+    if (process.env.BENCH_DEBUG) console.log(JSON.stringify(await page.evaluate("performance.getEntriesByType('navigation').map(e => ({ fetchStart: Math.round(e.fetchStart), reqStart: Math.round(e.requestStart), respStart: Math.round(e.responseStart), respEnd: Math.round(e.responseEnd), domInteractive: Math.round(e.domInteractive), dcl: Math.round(e.domContentLoadedEventEnd) }))")))
     if (process.env.BENCH_DEBUG) console.log(JSON.stringify(await page.evaluate("performance.getEntriesByType('resource').map(e => [e.name.replace(location.origin, '').slice(0, 60), Math.round(e.startTime), Math.round(e.responseStart), Math.round(e.responseEnd), e.transferSize])")), atDrawn)
     await page.close()
     // The first navigation warms the server's console build and caches: not counted.
