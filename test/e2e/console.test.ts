@@ -21,7 +21,8 @@ let page: Page
 let artifacts: string
 const external: string[] = []
 beforeAll(async () => {
-  t = await makeTestApp({ AGENTD_SANDBOX: 'bwrap' })
+  // Webhook URLs on this machine's loopback (tests only), for the key page's webhook.
+  t = await makeTestApp({ AGENTD_SANDBOX: 'bwrap', AGENTD_WEBHOOK_ALLOW_PRIVATE: '1' })
   base = t.listen()
   artifacts = mkdtempSync(join(tmpdir(), 'agentd-console-'))
   chromium = await launchChromium({ width: 1280, height: 1000 })
@@ -131,3 +132,33 @@ test('sign in, start a session and watch it live, a follow-up queued then delive
   expect(external).toEqual([])
   console.log(`console screenshots: ${artifacts}`)
 }, 300_000)
+
+test('a session started with an attachment has it in its workspace; a key gets a webhook and its secret, lists its deliveries, and is rotated: the old secret stops, the new one works', async () => {
+  await page.goto(`${base}/console/new`)
+  await page.getByLabel('Harness').selectOption('harness_1')
+  await page.getByLabel('Prompt').fill(script([{ bash: 'cat /workspace/.agentd/attachments/notes.txt' }, { answer: 'read it' }]))
+  await page.getByLabel('Attachments').setInputFiles({ name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('words from the attachment') })
+  await page.getByRole('button', { name: 'Start' }).click()
+  await page.waitForURL(/\/console\/sessions\/[0-9a-f-]{36}$/)
+  const id = page.url().split('/').pop()!
+  await page.locator('.session-head .badge', { hasText: 'completed' }).waitFor()
+  expect(String(t.store.allEvents(id).find((e) => e.type === 'tool_result')!.data.output)).toContain('words from the attachment')
+  await page.getByRole('cell', { name: 'cat' }).waitFor()
+
+  await page.getByRole('link', { name: 'API keys' }).click()
+  await page.getByLabel('Name').fill('hooks')
+  await page.getByRole('button', { name: 'Create key' }).click()
+  const first = (await page.locator('.secret code').textContent())!
+  await page.getByLabel('Webhook URL of hooks').fill('http://127.0.0.1:9/agentd-hook')
+  await page.getByRole('button', { name: 'Save webhook' }).click()
+  await page.locator('.secret code', { hasText: 'whsec_' }).waitFor()
+  await page.getByRole('button', { name: 'Deliveries' }).click()
+  await page.getByText('No deliveries yet.').waitFor()
+  await page.getByRole('button', { name: 'Rotate hooks' }).click()
+  const rotated = (await page.locator('.secret code', { hasText: 'sk_live_' }).textContent())!
+  expect(rotated).not.toBe(first)
+  const read = async (token: string) => (await t.app.handle(req('GET', `/o/acme/p/_/sessions/${id}`, { token }))).status
+  expect([await read(first), await read(rotated)]).toEqual([401, 200])
+  await scan('keys-webhook')
+}, 300_000)
+
