@@ -78,12 +78,12 @@ export async function run(argv: string[], identity: IdentityService, plans: Plan
     case 'user token':
       return identity.tokenFor(required(values, 'email'))
     case 'project create': {
-      // Bound to one of the org's installations, its runs go through that one alone: checked first.
+      // Bound to one of the org's installations, its runs go through that one alone: set as it is made.
       const org = identity.orgBySlug(required(values, 'org'))
-      if (values.github && !installations.find(org.id, values.github)) throw new UsageError(`--github: org "${org.slug}" has no installation ${values.github} (github list)`)
-      const project = identity.createProject(org.slug, required(values, 'name'), values.repo ?? null)
-      if (values.github) return { ...project, github_installation: installations.bind(org.id, project.id, values.github).id }
-      return project
+      const link = values.github ? installations.find(org.id, values.github) : null
+      if (values.github && !link) throw new UsageError(`--github: org "${org.slug}" has no installation ${values.github} (github list)`)
+      const project = identity.createProject(org.slug, required(values, 'name'), values.repo ?? null, link?.id ?? null)
+      return link ? { ...project, github_installation: link.id } : project
     }
     case 'github link': {
       const number = Number(required(values, 'installation'))

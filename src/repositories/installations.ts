@@ -1,4 +1,4 @@
-import { and, asc, eq } from 'drizzle-orm'
+import { asc, eq } from 'drizzle-orm'
 import type { Db } from '../db/client'
 import { githubInstallations, projects } from '../db/schema'
 import { ApiError, conflict, forbidden, unprocessable } from '../domain/errors'
@@ -72,14 +72,6 @@ export class InstallationService {
       tx.update(projects).set({ githubInstallation: null }).where(eq(projects.githubInstallation, row.id)).run()
       tx.delete(githubInstallations).where(eq(githubInstallations.id, row.id)).run()
     })
-    return row
-  }
-
-  /** Binds a Project to one of its org's installations: its runs go through that one alone. */
-  bind(orgId: string, projectId: string, ref: string): InstallationRow {
-    const row = this.find(orgId, ref)
-    if (!row) throw new InstallationError(`the org has no installation ${ref}`)
-    this.db.update(projects).set({ githubInstallation: row.id }).where(and(eq(projects.id, projectId), eq(projects.orgId, orgId))).run()
     return row
   }
 
