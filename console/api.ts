@@ -1,36 +1,20 @@
 import { agentdClient, type AgentdClient } from '../clients/typescript/index.ts'
 
-/** Who is signed in, kept in this tab's session storage: never in a URL, gone with the tab. */
-export interface SignedIn {
-  token: string
-  email: string
-  orgs: { slug: string; role: 'admin' | 'member' }[]
-  /** The org the console shows. */
-  org: string
-}
-
-const KEY = 'agentd.console.signed-in'
-
-export function signedIn(): SignedIn | null {
-  try {
-    const raw = sessionStorage.getItem(KEY)
-    return raw ? (JSON.parse(raw) as SignedIn) : null
-  } catch {
-    return null
-  }
-}
-
-export function keep(who: SignedIn): void {
-  sessionStorage.setItem(KEY, JSON.stringify(who))
-}
-
-export function signOut(): void {
-  sessionStorage.removeItem(KEY)
-}
-
 /** The typed client of the public API, on this origin, with the signed-in token. */
 export function api(token: string): AgentdClient {
-  return agentdClient(location.origin, token)
+  return agentdClient(location.origin, token, { fetch: earlyOr })
+}
+
+/**
+ * `fetch`, except that the request the page's head script already sent (the list's first page,
+ * `early.ts`) is answered by that request, once: the same method, URL and token, so the same
+ * answer. Should the early one fail, the request is sent again.
+ */
+function earlyOr(request: Request): Promise<Response> {
+  const early = window.agentdEarly
+  if (!early || request.method !== 'GET' || request.url !== early.url || request.headers.get('authorization') !== early.authorization) return fetch(request)
+  window.agentdEarly = undefined
+  return early.response.catch(() => fetch(request))
 }
 
 /** What an error answer says, in either of the spec's envelopes ({error} or {code, message}). */

@@ -1,6 +1,5 @@
 import { render } from 'preact'
 import { useErrorBoundary, useState } from 'preact/hooks'
-import { keep, signedIn, signOut, type SignedIn } from './api'
 import { Link } from './components'
 import { Keys } from './pages/keys'
 import { NewSession } from './pages/new-session'
@@ -8,6 +7,7 @@ import { SessionPage } from './pages/session'
 import { Sessions } from './pages/sessions'
 import { SignIn } from './pages/sign-in'
 import { navigate, usePath } from './router'
+import { keep, signedIn, signOut, type SignedIn } from './signed-in'
 import './style.css'
 
 /** The page a path shows (under /console); a page that breaks says so instead of going blank. */
@@ -97,3 +97,6 @@ function Console() {
 }
 
 render(<Console />, document.getElementById('app')!)
+// The head script's early answer is taken by the list's first draw, just now, or never: later it
+// would be stale.
+window.agentdEarly = undefined

@@ -1,7 +1,5 @@
 import { useEffect, useState } from 'preact/hooks'
-
-/** The console's own paths, under /console (the server answers every one with the same page). */
-export const BASE = '/console'
+import { BASE } from './paths'
 
 export function navigate(path: string): void {
   history.pushState(null, '', `${BASE}${path}`)

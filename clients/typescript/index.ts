@@ -11,8 +11,8 @@ export type { components, paths }
  *   const agentd = agentdClient('https://agentd.example.com', process.env.AGENTD_TOKEN!)
  *   const { data, error } = await agentd.POST('/o/{org}/p/{project}/sessions', { params: { path: { org, project: '_' } }, body: { agent: 'harness_1', prompt } })
  */
-export function agentdClient(baseUrl: string, token: string) {
-  return createClient<paths>({ baseUrl: baseUrl.replace(/\/+$/, ''), headers: { authorization: `Bearer ${token}` } })
+export function agentdClient(baseUrl: string, token: string, options: { fetch?: (request: Request) => Promise<Response> } = {}) {
+  return createClient<paths>({ baseUrl: baseUrl.replace(/\/+$/, ''), headers: { authorization: `Bearer ${token}` }, ...options })
 }
 
 export type AgentdClient = ReturnType<typeof agentdClient>

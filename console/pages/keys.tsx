@@ -1,6 +1,8 @@
 import { useEffect, useState } from 'preact/hooks'
-import { api, said, type SignedIn } from '../api'
+import { api, said } from '../api'
 import { Problem } from '../components'
+import type { SignedIn } from '../signed-in'
+import { when } from '../when'
 
 interface Key {
   id: string
@@ -151,7 +153,7 @@ export function Keys({ who }: { who: SignedIn }) {
               </td>
               <td>{key.scopes.join(', ')}</td>
               <td>{key.max_concurrent}</td>
-              <td>{key.expires_at ? new Date(key.expires_at).toLocaleString() : 'never'}</td>
+              <td>{key.expires_at ? when(key.expires_at) : 'never'}</td>
               <td>
                 <label class="visually-hidden" for={`webhook-${key.id}`}>
                   Webhook URL of {key.name}

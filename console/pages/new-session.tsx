@@ -1,7 +1,8 @@
 import { useEffect, useMemo, useState } from 'preact/hooks'
-import { api, said, type SignedIn } from '../api'
+import { api, said } from '../api'
 import { Problem } from '../components'
 import { navigate } from '../router'
+import type { SignedIn } from '../signed-in'
 
 interface HarnessRow {
   id: string

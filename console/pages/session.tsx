@@ -1,8 +1,9 @@
 import { useEffect, useRef, useState } from 'preact/hooks'
-import { api, said, type SignedIn } from '../api'
+import { api, said } from '../api'
 import { JsonTree, Problem, StatusBadge } from '../components'
 import { controls, moving } from '../lifecycle'
 import { follow, type StreamEvent } from '../stream'
+import type { SignedIn } from '../signed-in'
 
 interface Session {
   execution_id: string

@@ -1,8 +1,11 @@
 import { useLayoutEffect, useRef, useState } from 'preact/hooks'
 import { SESSION_STATUSES } from '../../src/domain/status.ts'
-import { api, said, type SignedIn } from '../api'
+import { api, said } from '../api'
 import { Link, Problem, StatusBadge, VirtualList } from '../components'
+import { FIRST_PAGE } from '../first-page'
 import { moving } from '../lifecycle'
+import type { SignedIn } from '../signed-in'
+import { when } from '../when'
 
 interface Row {
   id: string
@@ -18,7 +21,6 @@ interface Row {
 const HARNESSES = ['harness_1', 'harness_2', 'harness_3'] as const
 /** The most rows the list holds; past it, the filters narrow it. */
 const MAX_ROWS = 5000
-const FIRST_PAGE = 50
 const NEXT_PAGE = 200
 
 /** The org's sessions: search with filters and full text, newest first; statuses kept live. */
@@ -52,6 +54,10 @@ export function Sessions({ who }: { who: SignedIn }) {
         found.push(...(data.sessions as unknown as Row[]))
         if (!shown.current) setRows([...found])
         cursor = (data as { next_cursor?: string | null }).next_cursor ?? undefined
+        // The next page is asked once these rows are on screen: its answer then never holds up
+        // the frame that draws them, nor the first keys typed after.
+        if (cursor && found.length === FIRST_PAGE && !shown.current) await new Promise((drawn) => requestAnimationFrame(() => setTimeout(drawn)))
+        if (stop) return
       } while (cursor && found.length < MAX_ROWS)
       setProblem(null)
       setRows(found)
@@ -122,7 +128,7 @@ export function Sessions({ who }: { who: SignedIn }) {
                 <StatusBadge status={row.status} />
                 <span class="title">{row.title ?? row.id}</span>
                 <span class="meta">
-                  {row.harness} · {row.model ?? 'default model'} · ${(row.cost_usd ?? 0).toFixed(4)} · <time dateTime={row.created_at}>{new Date(row.created_at).toLocaleString()}</time>
+                  {row.harness} · {row.model ?? 'default model'} · ${(row.cost_usd ?? 0).toFixed(4)} · <time dateTime={row.created_at}>{when(row.created_at)}</time>
                 </span>
               </Link>
             )}

@@ -1,7 +1,8 @@
 import { useEffect, useState } from 'preact/hooks'
-import { api, keep, said, type SignedIn } from '../api'
+import { api, said } from '../api'
 import { Problem } from '../components'
 import { beginSignIn, CALLBACK, finishSignIn, type OidcConfig } from '../oidc'
+import { keep, type SignedIn } from '../signed-in'
 
 /**
  * Sign in with the identity provider (when agentd has one) or by pasting a signed-in token (`npm

@@ -2,12 +2,16 @@ import { basename, join } from 'node:path'
 
 /** The console's sources (a Preact single-page app), bundled by Bun's own bundler. */
 const ENTRY = join(import.meta.dir, '../../console/main.tsx')
+/** The page's head script (the list's first request, sent before the app's script arrives), inlined. */
+const EARLY = join(import.meta.dir, '../../console/early.ts')
 
 export interface ConsoleAssets {
   /** The one page every console path answers with. */
   html: string
   /** Bundled files by their hashed names (`/console/assets/<name>`). */
   files: Map<string, { body: Uint8Array; type: string }>
+  /** The CSP source allowing the page's one inline script, by its hash (`'sha256-…'`). */
+  inlineScript: string
 }
 
 /**
@@ -40,6 +44,7 @@ async function build(): Promise<ConsoleAssets> {
   const files = new Map<string, { body: Uint8Array; type: string }>()
   for (const output of result.outputs) files.set(basename(output.path), { body: new Uint8Array(await output.arrayBuffer()), type: output.type })
   const named = (ext: string) => [...files.keys()].filter((name) => name.endsWith(ext))
+  const early = await inline(EARLY)
   const html = [
     '<!doctype html>',
     '<html lang="en">',
@@ -47,6 +52,8 @@ async function build(): Promise<ConsoleAssets> {
     '<meta charset="utf-8">',
     '<meta name="viewport" content="width=device-width, initial-scale=1">',
     '<title>agentd console</title>',
+    // Before the stylesheet: an inline script after one would wait for it.
+    `<script>${early}</script>`,
     ...named('.css').map((name) => `<link rel="stylesheet" href="/console/assets/${name}">`),
     '</head>',
     '<body>',
@@ -55,5 +62,15 @@ async function build(): Promise<ConsoleAssets> {
     '</body>',
     '</html>',
   ].join('\n')
-  return { html, files }
+  return { html, files, inlineScript: `'sha256-${new Bun.CryptoHasher('sha256').update(early).digest('base64')}'` }
+}
+
+/** A script built to run inline: one minified classic script, nothing imported at run time. */
+async function inline(entry: string): Promise<string> {
+  const result = await Bun.build({ entrypoints: [entry], target: 'browser', format: 'iife', minify: true })
+  if (!result.success) throw new Error(`the console's head script did not build: ${result.logs.map(String).join('; ')}`)
+  const text = await result.outputs[0]!.text()
+  // Inlined in a <script> element: a '</script' inside would end it early.
+  if (/<\/script/i.test(text)) throw new Error("the console's head script holds '</script'")
+  return text.trim()
 }

@@ -10,17 +10,20 @@ export interface ConsoleOidc {
 }
 
 /**
- * Only this server's own scripts and styles run; the API is asked on this origin alone, and the
- * identity provider (its discovery and token endpoints) when there is one. Styles may be inline for
- * the state chart's own SVG page, shown in a frame.
+ * Only this server's own scripts and styles run (and the page's one inline script, by its hash);
+ * the API is asked on this origin alone, and the identity provider (its discovery and token
+ * endpoints) when there is one. Styles may be inline for the state chart's own SVG page, shown in
+ * a frame.
  */
-const csp = (oidc: ConsoleOidc | null) =>
-  `default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'${oidc ? ` ${new URL(oidc.issuer).origin}` : ''}; frame-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'`
+const csp = (oidc: ConsoleOidc | null, inlineScript: string) =>
+  `default-src 'self'; script-src 'self' ${inlineScript}; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'${oidc ? ` ${new URL(oidc.issuer).origin}` : ''}; frame-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'`
 
-const page = async (bundle: ConsoleBundle, oidc: ConsoleOidc | null) =>
-  new Response((await bundle.assets()).html, {
-    headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-cache', 'content-security-policy': csp(oidc), 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' },
+const page = async (bundle: ConsoleBundle, oidc: ConsoleOidc | null) => {
+  const { html, inlineScript } = await bundle.assets()
+  return new Response(html, {
+    headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-cache', 'content-security-policy': csp(oidc, inlineScript), 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' },
   })
+}
 
 /**
  * The console (`/console`, every path under it the same page: the app routes itself), and its

@@ -20,6 +20,9 @@ let chromium: Awaited<ReturnType<typeof launchChromium>>
 let page: Page
 let artifacts: string
 const external: string[] = []
+/** Every request the page sent to the API, and what the browser said of the page's CSP. */
+const asked: string[] = []
+const refused: string[] = []
 beforeAll(async () => {
   // Webhook URLs on this machine's loopback (tests only), for the key page's webhook.
   t = await makeTestApp({ AGENTD_SANDBOX: 'bwrap', AGENTD_WEBHOOK_ALLOW_PRIVATE: '1' })
@@ -33,6 +36,10 @@ beforeAll(async () => {
   page.on('dialog', (dialog) => void dialog.accept())
   page.on('request', (r) => {
     if (!r.url().startsWith(base) && !r.url().startsWith('blob:') && !r.url().startsWith('data:') && r.url() !== 'about:srcdoc') external.push(r.url())
+    if (r.url().startsWith(`${base}/o/`)) asked.push(r.url().slice(base.length))
+  })
+  page.on('console', (m) => {
+    if (/Content Security Policy/i.test(m.text())) refused.push(m.text())
   })
 })
 afterAll(async () => {
@@ -112,6 +119,13 @@ test('sign in, start a session and watch it live, a follow-up queued then delive
   await page.getByRole('link', { name: 'Sessions' }).click()
   await page.locator('.session-row', { hasText: 'cancelled' }).waitFor()
   await scan('sessions')
+  // Opened afresh, the list's first page is asked once, by the page's head script (allowed by its
+  // hash), and the typed client takes that answer rather than asking again.
+  asked.length = 0
+  await page.reload()
+  await page.locator('.session-row', { hasText: 'cancelled' }).waitFor()
+  expect(asked.filter((url) => url.startsWith('/o/acme/sessions'))).toEqual(['/o/acme/sessions?limit=50'])
+  expect(refused).toEqual([])
 
   await page.getByRole('link', { name: 'API keys' }).click()
   await page.getByLabel('Name').fill('ci')
