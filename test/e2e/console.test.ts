@@ -176,3 +176,41 @@ test('a session started with an attachment has it in its workspace; a key gets a
   await scan('keys-webhook')
 }, 300_000)
 
+
+/** Tab until the focused element matches `selector`, at most `most` presses: the focus order gets there. */
+async function tabTo(selector: string, most = 40): Promise<void> {
+  for (let i = 0; i < most; i++) {
+    await page.keyboard.press('Tab')
+    if (await page.evaluate(`document.activeElement?.matches(${JSON.stringify(selector)}) ?? false`)) return
+  }
+  throw new Error(`${most} presses of Tab never reached ${selector}`)
+}
+
+test('with the keyboard alone: skip to the content, search, open a session and send it a follow-up', async () => {
+  await page.goto(`${base}/console`)
+  await page.locator('.session-row').first().waitFor()
+  // The first stop is the skip link; it lands on the page's content, past the navigation.
+  await page.keyboard.press('Tab')
+  expect(await page.evaluate('document.activeElement.textContent')).toBe('Skip to content')
+  await page.keyboard.press('Enter')
+  expect(await page.evaluate('document.activeElement.id')).toBe('main')
+  // The search box comes next; Enter searches.
+  await tabTo('input[name=q]', 3)
+  await page.keyboard.type('attachments/notes.txt')
+  await page.keyboard.press('Enter')
+  await page.locator('.count', { hasText: /^1 session$/ }).waitFor()
+  // Through the filters to the list's one row; Enter opens it.
+  await tabTo('.session-row', 8)
+  await page.keyboard.press('Enter')
+  await page.waitForURL(/\/console\/sessions\/[0-9a-f-]{36}$/)
+  const id = page.url().split('/').pop()!
+  await page.locator('.session-head .badge', { hasText: 'completed' }).waitFor()
+  // The follow-up box, then its Send button, in the order they read.
+  await tabTo('#follow-up')
+  await page.keyboard.type(script([{ answer: 'sent by keyboard' }]))
+  await tabTo('button[type=submit]', 2)
+  expect(await page.evaluate('document.activeElement.textContent')).toBe('Send')
+  await page.keyboard.press('Enter')
+  await page.getByText('sent by keyboard', { exact: true }).waitFor()
+  expect(t.store.get(id)!.turnsCount).toBe(2)
+}, 300_000)
