@@ -2,8 +2,8 @@
 # Installs what agentd's sandboxes need from Debian's packages when it is missing: gVisor's runsc,
 # bubblewrap, socat (the gateway relay inside an isolated sandbox), e2fsprogs and mount (the
 # per-sandbox disk image). With `--test` it also
-# installs Chromium, which the state chart's browser test drives, and openssl, which makes the skills
-# test's throwaway CA. Only as root on Debian;
+# installs Chromium, which the state chart's browser test drives, openssl, which makes the skills
+# test's throwaway CA, and strace (the freezer test). Only as root on Debian;
 # otherwise it says what to install and goes on (the server then refuses to start without an
 # isolating driver, and says why).
 set -u
@@ -18,6 +18,8 @@ command -v losetup >/dev/null 2>&1 || missing="$missing mount"
 if [ "${1:-}" = "--test" ]; then
   [ -x /usr/bin/chromium ] || missing="$missing chromium"
   command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
+  # The freezer test traces a loop with strace, as gVisor's sentry traces its stubs.
+  command -v strace >/dev/null 2>&1 || missing="$missing strace"
 fi
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then

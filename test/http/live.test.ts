@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { json, req, script, waitFor } from '../helpers/http'
+import { poll } from '../helpers/poll'
 import { openSse } from '../helpers/sse'
 
 let t: TestApp
@@ -291,10 +292,10 @@ describe('PATCH pause, resume, stop_turn', () => {
     const id = await start(script([{ bash: 'sleep 29.75 & echo started' }, { sleep: 10_000 }]))
     await waitFor(async () => t.store.allEvents(id).some((e) => e.type === 'tool_result'), Boolean)
     expect((await call('PATCH', path(id), { status: 'cancelled' })).status).toBe(200)
-    await Bun.sleep(300)
+    // The sandbox's folder goes last, once its processes are dead: then not one may be left.
+    await poll('the sandbox removed', () => !existsSync(join(t.dir, 'sandboxes', id)))
     const survivors = Bun.spawnSync(['pgrep', '-x', '-f', 'sleep 29.75']).stdout.toString().trim()
     expect(survivors).toBe('')
-    expect(existsSync(join(t.dir, 'sandboxes', id))).toBe(false)
   })
 
   test('any other field or status is 400', async () => {
