@@ -3,6 +3,7 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { SandboxHandle, SandboxProcess } from '../../sandbox/driver'
 import { GvisorDriver, gvisorWorks } from '../../sandbox/gvisor'
+import type { TailedProcess } from '../../sandbox/tail'
 import { alive, fakeGateway, hostSandboxSkipReason, skipAllowed, readNumber, removeScope, specFor, tempRoot, testScope, text, waitFor } from './helpers'
 
 /**
@@ -57,6 +58,8 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
     })()
     return { seen, done }
   }
+  /** The lines an exec has written to its output file on the host: what its reader is to see. */
+  const written = (proc: SandboxProcess) => (readFileSync(`${(proc as TailedProcess).prefix}.out`, 'utf8').match(/\n/g) ?? []).length
 
   test('a file written in one exec is there in the next, after park and wake', async () => {
     const s = spec()
@@ -115,7 +118,8 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
     const out = lines(proc)
     await waitFor('a few lines', () => out.seen.length >= 3)
     await driver.park(handle)
-    await Bun.sleep(200)
+    // Counted once the reader has every line written before the park (it tails the file).
+    await waitFor('the lines written before the park, read', () => out.seen.length === written(proc))
     const seen = out.seen.length
     await Bun.sleep(300)
     expect(out.seen.length).toBe(seen)
@@ -134,8 +138,9 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
     await Bun.sleep(300)
     first.kill('SIGTERM')
     expect(await first.exited).toBe(143)
-    const second = sh(handle, 'sleep 600')
-    await Bun.sleep(300)
+    const second = sh(handle, 'sleep 600') as TailedProcess
+    // Running inside (its wrapper wrote its group) before the park: the kill has a process to land on.
+    await waitFor('it to run', () => second.groupId())
     await driver.park(handle)
     second.kill('SIGKILL')
     const third = sh(handle, 'echo started after wake')
@@ -158,8 +163,8 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
     await driver.park(handle)
     expect(logs.join('\n')).toContain('parked without a checkpoint')
     // What the node process printed before the freeze may still be on its way through the output
-    // file's tail (polled every 250 ms at most): count from once that has come.
-    await Bun.sleep(300)
+    // file's tail: count from once that has come.
+    await waitFor('the echoes written before the freeze, read', () => out.seen.length === written(server))
     const echoed = out.seen.length
     await Bun.sleep(600)
     expect(out.seen.length).toBe(echoed)
@@ -188,8 +193,8 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
     const [code, out, err] = await Promise.all([proc.exited, text(proc.stdout), text(proc.stderr)])
     expect({ code, out }).toEqual({ code: 2, out: '' })
     expect(err).toContain('fork')
-    await Bun.sleep(2500)
-    expect(await sh(handle, 'true').exited).toBe(0)
+    // Once the bomb's sleeps end, a process starts again.
+    await waitFor('a process to start again', async () => (await sh(handle, 'true').exited) === 0, 30_000)
     await driver.destroy(handle)
   }, 60_000)
 
@@ -221,9 +226,9 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
     const handle = await driver.create(s)
     const counter = join(handle.hostWorkspace, 'count')
     await sh(handle, 'setsid sh -c \'i=0; while :; do i=$((i+1)); echo $i > /workspace/count.new; mv /workspace/count.new /workspace/count; sleep 0.05; done\' </dev/null >/dev/null 2>&1 &').exited
-    sh(handle, 'exec sleep 600') // the turn in flight when the server died
+    const turn = sh(handle, 'exec sleep 600') as TailedProcess // the turn in flight when the server died
     await waitFor('the counter', () => readNumber(counter) >= 3)
-    await Bun.sleep(300)
+    await waitFor('the turn to run', () => turn.groupId())
     const next = make()
     const recovered = await next.recover(s)
     await next.wake(recovered!)
