@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { clientTypes } from '../../scripts/client'
 import { makeTestApp, type TestApp } from '../helpers/app'
-import { json, req, script } from '../helpers/http'
+import { json, req, script, waitFor } from '../helpers/http'
 
 /**
  * The clients of clients/: the typed TypeScript client's types are those of the live OpenAPI
@@ -60,7 +60,8 @@ test('agentd run --follow shows status, the tool call, tokens and cost, and exit
 test('send, cancel, follow of a cancelled run (exit 1), keys, and an API refusal (exit 3)', async () => {
   const started = await agentd('run', '--agent', 'harness_2', script([{ sleep: 20_000 }, { answer: 'never' }]))
   const id = started.out.split(' ')[0]!
-  await Bun.sleep(500)
+  // A message is taken once the run has started (before, it is 409).
+  await waitFor(async () => t.store.get(id)?.status, (status) => status === 'running')
   expect((await agentd('send', id, 'one more thing')).out.trim()).toMatch(/^(sent|queued at 1)$/)
   expect(await agentd('cancel', id)).toMatchObject({ code: 0, out: 'cancel: cancelled\n' })
   expect((await agentd('follow', id)).code).toBe(1)

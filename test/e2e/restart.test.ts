@@ -48,7 +48,7 @@ for (const driver of ['default', 'process'] as const) {
       while ((await call('GET', `/o/acme/p/_/sessions/${id}`)).status !== 'running') await Bun.sleep(20)
       // Let the CLI get into its model call.
       await Bun.sleep(800)
-      expect(processesMentioning(id).length).toBeGreaterThan(0)
+      await waitFor(async () => processesMentioning(id).length, (n) => n > 0, 20_000)
       await server.stop('SIGKILL')
 
       server = await startServer(env)

@@ -9,6 +9,7 @@ import { join } from 'node:path'
 import { ConfigError } from '../../src/config'
 import { startGateway, type Gateway, type Providers, type UsageRecord } from '../../src/gateway/gateway'
 import { loadProviders, parseProviders } from '../../src/gateway/providers'
+import { poll } from '../helpers/poll'
 
 const SESSION_TOKEN = 'agw_session_token'
 const PROVIDER_KEY = 'sk-provider-secret'
@@ -91,7 +92,8 @@ describe('forwarding to a configured provider', () => {
         expect(res.status).toBe(200)
         const text = await res.text()
         expect(text).toContain('forwarded')
-        await Bun.sleep(20) // metering reads its copy of the stream asynchronously
+        // Metering reads its copy of the stream asynchronously.
+        await poll('the answer metered', () => usage.length > 0 && providerUsage.length > 0, { timeoutMs: 5_000 })
 
         expect(seen).toHaveLength(1)
         expect(JSON.stringify(seen[0])).not.toContain(SESSION_TOKEN)

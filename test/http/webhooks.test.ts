@@ -66,13 +66,17 @@ describe('runFinished through real runs', () => {
     // The addresses work with the key (AGENTD_PUBLIC_URL is the base).
     const read = await t.call('GET', body.data.result_url.slice(PUBLIC.length), key.secret)
     expect(read.body.result).toEqual(body.data.result)
-    const deliveries = (await t.call('GET', `/o/acme/api-keys/${key.id}/deliveries`, t.admin.token)).body.data
-    const mine = deliveries.find((d: { run_id: string }) => d.run_id === id)
+    // Recorded as delivered once the receiver's answer is in.
+    const deliveries = await waitFor(
+      async () => (await t.call('GET', `/o/acme/api-keys/${key.id}/deliveries`, t.admin.token)).body.data as { run_id: string; state: string }[],
+      (list) => list.find((d) => d.run_id === id)?.state === 'delivered',
+    )
+    const mine = deliveries.find((d: { run_id: string }) => d.run_id === id) as any
     expect(mine).toMatchObject({ id: hook!.headers['webhook-id'], state: 'delivered', type: 'run.completed' })
     expect(mine.attempts).toHaveLength(1)
     expect(mine.attempts[0]).toMatchObject({ attempt: 1, status_code: 200, url: rx.url, error: null })
-    // First attempt well within the spec's ~30 s (the bench measures it).
-    expect(hook!.at - Date.parse(result.completed_at)).toBeLessThan(1_000)
+    // First attempt within the spec's ~30 s; how soon is the bench's to measure, not a test's.
+    expect(hook!.at - Date.parse(result.completed_at)).toBeLessThan(30_000)
   }, 60_000)
 
   test('a follow-up turn of the resumable run is a delivery of its own, with its own webhook-id', async () => {

@@ -128,6 +128,8 @@ describe('runFinished delivery', () => {
     // A wrong secret or a changed body does not verify.
     expect(() => new Webhook(`whsec_${Buffer.from('x'.repeat(32)).toString('base64')}`).verify(hook.body, hook.headers)).toThrow()
     expect(() => new Webhook(key.whsec).verify(hook.body.replace('done', 'DONE'), hook.headers)).toThrow()
+    // Marked delivered once the receiver's answer is in; then nothing more comes.
+    await waitFor(async () => w.delivery(hook.headers['webhook-id']!)?.state, (state) => state === 'delivered')
     await Bun.sleep(300)
     expect(rx.requests).toHaveLength(1)
     expect(w.delivery(hook.headers['webhook-id']!)).toMatchObject({ state: 'delivered', attempts: 1 })
@@ -224,6 +226,8 @@ describe('retries', () => {
     const id = w.startRun(key.id)
     w.endTurn(id, 'completed')
     await waitFor(async () => rx.requests.length, (n) => n === 3, 10_000)
+    // The third attempt is recorded once its answer is in.
+    await waitFor(async () => w.keys.deliveries(w.access, key.id, 1).data[0]?.state, (state) => state === 'delivered', 10_000)
     await Bun.sleep(2_000 * SCALE * 60) // past the third retry's slot: nothing more comes
     expect(rx.requests).toHaveLength(3)
     const ids = new Set(rx.requests.map((r) => r.headers['webhook-id']))
