@@ -98,22 +98,8 @@ export function NewSession({ who }: { who: SignedIn }) {
             <option value={e}>{e}</option>
           ))}
         </select>
-        <fieldset>
-          <legend>Persistence</legend>
-          {['resumable', 'ephemeral'].map((p) => (
-            <label class="inline">
-              <input type="radio" name="persistence" value={p} checked={form.persistence === p} onChange={set('persistence')} /> {p}
-            </label>
-          ))}
-        </fieldset>
-        <fieldset>
-          <legend>Mode</legend>
-          {['headless', 'interactive'].map((m) => (
-            <label class="inline">
-              <input type="radio" name="mode" value={m} checked={form.mode === m} onChange={set('mode')} /> {m}
-            </label>
-          ))}
-        </fieldset>
+        <Choice legend="Persistence" name="persistence" options={['resumable', 'ephemeral']} value={form.persistence} onChange={set('persistence')} />
+        <Choice legend="Mode" name="mode" options={['headless', 'interactive']} value={form.mode} onChange={set('mode')} />
         <label for="prompt">Prompt</label>
         <textarea id="prompt" rows={8} required value={form.prompt} onInput={set('prompt')} />
         <label for="schema">Output schema (JSON Schema, optional)</label>
@@ -129,5 +115,19 @@ export function NewSession({ who }: { who: SignedIn }) {
       </form>
       <Problem text={problem} />
     </section>
+  )
+}
+
+/** One of a few values, as radio buttons under a legend. */
+function Choice({ legend, name, options, value, onChange }: { legend: string; name: string; options: string[]; value: string; onChange(e: Event): void }) {
+  return (
+    <fieldset>
+      <legend>{legend}</legend>
+      {options.map((option) => (
+        <label class="inline">
+          <input type="radio" name={name} value={option} checked={value === option} onChange={onChange} /> {option}
+        </label>
+      ))}
+    </fieldset>
   )
 }

@@ -86,24 +86,8 @@ export function Sessions({ who }: { who: SignedIn }) {
           Text
           <input type="search" name="q" value={filters.q} onInput={(e) => setFilters({ ...filters, q: e.currentTarget.value })} />
         </label>
-        <label>
-          Status
-          <select name="status" value={filters.status} onChange={(e) => setFilters({ ...filters, status: e.currentTarget.value })}>
-            <option value="">any</option>
-            {SESSION_STATUSES.map((s) => (
-              <option value={s}>{s.replace('_', ' ')}</option>
-            ))}
-          </select>
-        </label>
-        <label>
-          Harness
-          <select name="harness" value={filters.harness} onChange={(e) => setFilters({ ...filters, harness: e.currentTarget.value })}>
-            <option value="">any</option>
-            {HARNESSES.map((h) => (
-              <option value={h}>{h}</option>
-            ))}
-          </select>
-        </label>
+        <AnyOf label="Status" name="status" options={SESSION_STATUSES} text={(s) => s.replace('_', ' ')} value={filters.status} onChange={(status) => setFilters({ ...filters, status })} />
+        <AnyOf label="Harness" name="harness" options={HARNESSES} value={filters.harness} onChange={(harness) => setFilters({ ...filters, harness })} />
         <button type="submit">Search</button>
       </form>
       <Problem text={problem} />
@@ -136,5 +120,20 @@ export function Sessions({ who }: { who: SignedIn }) {
         </>
       )}
     </section>
+  )
+}
+
+/** A filter: any, or one of `options`, each shown as `text` says. */
+function AnyOf({ label, name, options, value, onChange, text = (option) => option }: { label: string; name: string; options: readonly string[]; value: string; onChange(value: string): void; text?(option: string): string }) {
+  return (
+    <label>
+      {label}
+      <select name={name} value={value} onChange={(e) => onChange(e.currentTarget.value)}>
+        <option value="">any</option>
+        {options.map((option) => (
+          <option value={option}>{text(option)}</option>
+        ))}
+      </select>
+    </label>
   )
 }
