@@ -30,6 +30,11 @@ export interface TurnSpec {
    * gateway token as its bearer token (the egress proxy puts on the server's own credential).
    */
   mcpServers?: string[]
+  /**
+   * Variables of the session's Project for the CLI and everything it starts: its secrets and the
+   * egress proxy (src/runtime/environment.ts). The adapter's own variables win over them.
+   */
+  env?: Record<string, string>
 }
 
 /** Where the CLI reaches its tool server `name`: the gateway's egress proxy. */

@@ -15,6 +15,8 @@ import { turnOutput } from './turn-output'
 import { failedOutcome, followTurn, startTurn, type RunningTurn } from './turn-runner'
 import { firstTurnPrompt, turnSpec, type TurnSpecDeps } from './turn-spec'
 import { sandboxDir, sandboxSpec } from './sandbox-spec'
+import { runSetup, sandboxVariables, type SandboxEnvironment } from './environment'
+import type { SecretMasks } from '../sessions/masks'
 
 /** Besides what a turn's spec is made from (the store, the catalog, the installer, tool servers): */
 export interface RuntimeDeps extends TurnSpecDeps, Pick<TurnEndDeps, 'publish'> {
@@ -45,7 +47,17 @@ export interface RuntimeDeps extends TurnSpecDeps, Pick<TurnEndDeps, 'publish'> 
   admit: () => void
   /** Readies a session's turn for a freeze at shutdown: its model requests end, new ones wait (Gateway.quiesce). */
   quiesce: (sessionId: string, deadline: number) => Promise<number | null>
+  /**
+   * The Project environment the session's sandbox runs in (its secrets, setup and network), read
+   * afresh before each turn so a changed secret applies from the next turn on; null for none.
+   */
+  environment?: (row: SessionRow) => Promise<SandboxEnvironment | null>
+  /** Every secret value handed to a sandbox is masked in what the session stores from then on. */
+  masks?: SecretMasks
 }
+
+/** Who wrote a line of a session's log: the CLI's stderr, agentd itself, or the Project's setup. */
+type LogWriter = 'cli' | 'agentd' | 'setup'
 
 interface Live {
   handle?: SandboxHandle
@@ -53,8 +65,8 @@ interface Live {
   turn?: LiveTurn
   /** Sandbox operations of this session run one after the other, in the order they were asked. */
   ops: Promise<unknown>
-  /** Stored log bytes by who wrote them: the CLI's stderr cannot crowd out agentd's own lines. */
-  logBytes: Record<'cli' | 'agentd', number>
+  /** Stored log bytes by who wrote them: the CLI's stderr (or a setup's output) cannot crowd out agentd's own lines. */
+  logBytes: Record<LogWriter, number>
 }
 
 /** A machine action as `transition()` returns it. */
@@ -126,7 +138,7 @@ export class SessionRuntime {
   private liveOf(id: string): Live {
     let live = this.live.get(id)
     if (!live) {
-      live = { parked: false, ops: Promise.resolve(), logBytes: { cli: 0, agentd: 0 } }
+      live = { parked: false, ops: Promise.resolve(), logBytes: { cli: 0, agentd: 0, setup: 0 } }
       this.live.set(id, live)
     }
     return live
@@ -235,12 +247,25 @@ export class SessionRuntime {
     const summary = { last: null as string | null }
     try {
       if (!adapter) throw new Error(`${row.harness} has no runner on this server`)
+      const env = await this.environmentOf(row)
       this.deps.beforeTurn(row, handle, token)
-      // The first turn's skills and attachments land before the CLI starts; its prompt names the files.
-      const prompt = turn === 1 ? firstTurnPrompt(row, await this.deps.prepareFirstTurn(row, handle)) : this.deps.store.messageForTurn(id, turn)?.content
+      let prompt: string | undefined
+      if (turn === 1) {
+        // The first turn's skills and attachments land before the CLI starts; its prompt names the files.
+        const attachments = await this.deps.prepareFirstTurn(row, handle)
+        // Then the Project's setup, once per sandbox: a failure ends the session before any model request.
+        const setup = env?.setup ? await this.setup(id, turn, handle, env, token) : null
+        if (setup) {
+          this.deps.gatewaySessions.close(token)
+          this.deps.gatewaySessions.settle(token)
+          this.deps.apply(id, { type: 'sandbox.failed', error: setup })
+          return
+        }
+        prompt = firstTurnPrompt(row, attachments)
+      } else prompt = this.deps.store.messageForTurn(id, turn)?.content
       if (prompt === undefined) throw new Error(`no prompt is stored for turn ${turn}`)
       run.prompt = prompt
-      const spec = await turnSpec(this.deps, row, turn, prompt, handle, token)
+      const spec = { ...(await turnSpec(this.deps, row, turn, prompt, handle, token)), env: sandboxVariables(env, handle, token) }
       this.follow(id, run, summary, await startTurn(this.deps.driver, handle, adapter, spec, turnOutput(this.deps.store, (text) => this.log(id, turn, text), id, turn, summary, new StoredPrefix(null)), this.turnOptions))
     } catch (err) {
       await this.finish(id, run, summary, Promise.reject(err))
@@ -260,6 +285,8 @@ export class SessionRuntime {
     const { turn, token, meter } = handover
     let opening, spec
     try {
+      // Its output from here on is masked as the earlier server's was.
+      await this.environmentOf(row)
       opening = turnOpening(this.deps.catalog, row, turn, handle, await this.deps.turnTerms(row))
       spec = await turnSpec(this.deps, row, turn, handover.prompt, handle, token)
     } catch (err) {
@@ -272,12 +299,27 @@ export class SessionRuntime {
     Object.assign(live, { handle, parked: true })
     this.deps.gatewaySessions.open(opening, { token, meter })
     const stored = this.deps.store.events.storedOfTurn(row.id, turn)
-    live.logBytes = loggedOf(stored, LOG_CAP_BYTES)
+    live.logBytes = { ...loggedOf(stored, LOG_CAP_BYTES), setup: 0 }
     const run: TurnRun = { ...handover, handle, oomBefore: (await this.deps.driver.stats(handle).catch(() => null))?.oomKills ?? 0 }
     const summary = { last: null as string | null }
     this.follow(row.id, run, summary, followTurn(proc, adapter, spec, turnOutput(this.deps.store, (text) => this.log(row.id, turn, text), row.id, turn, summary, new StoredPrefix(stored)), this.turnOptions))
     if (row.status === 'running') this.serial(row.id, () => this.wake(row.id))
     return true
+  }
+
+  /** The session's Project environment, its secret values added to the session's masks first. */
+  private async environmentOf(row: SessionRow): Promise<SandboxEnvironment | null> {
+    const env = (await this.deps.environment?.(row)) ?? null
+    if (env) this.deps.masks?.add(row.id, Object.values(env.secrets))
+    return env
+  }
+
+  /** Runs the Project's setup in the sandbox; null when it succeeded, else the session's error. */
+  private async setup(id: string, turn: number, handle: SandboxHandle, env: SandboxEnvironment, token: string): Promise<string | null> {
+    this.log(id, turn, `${new Date().toISOString()} agentd: setup started\n`, 'setup')
+    const result = await runSetup(this.deps.driver, handle, env.setup!, sandboxVariables(env, handle, token), env.setupTimeoutMs, (text) => this.log(id, turn, text, 'setup'))
+    this.log(id, turn, `${new Date().toISOString()} agentd: ${result.ok ? 'setup done' : result.error}\n`, 'setup')
+    return result.ok ? null : result.error
   }
 
   private get turnOptions() { return { transcriptMaxBytes: this.deps.transcriptMaxBytes } }
@@ -330,9 +372,11 @@ export class SessionRuntime {
   }
 
   /** A line for the session's stored log (the CLI's stderr, or agentd's own: the gateway's requests), each within the log cap. */
-  log(id: string, turn: number, text: string, from: 'cli' | 'agentd' = 'cli'): void {
+  log(id: string, turn: number, raw: string, from: LogWriter = 'cli'): void {
     const bytes = this.liveOf(id).logBytes
     if (bytes[from] >= LOG_CAP_BYTES) return
+    // Masked here too, not only in the store: the same line goes to Loki.
+    const text = this.deps.masks?.of(id)?.mask(raw) ?? raw
     bytes[from] += text.length
     const data = bytes[from] >= LOG_CAP_BYTES ? { truncated: true } : { text }
     this.deps.store.events.append(id, [{ turn, kind: 'log', type: from === 'cli' ? 'stderr' : 'agentd', data }])

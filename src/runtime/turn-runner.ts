@@ -97,7 +97,7 @@ export async function startTurn(
   const command = adapter.buildTurn(spec)
   // The home is the sandbox's: a link planted there by an earlier turn is replaced, never followed.
   for (const [path, content] of Object.entries(command.files ?? {})) writeInTree(handle.hostHome, path, content)
-  return followTurn(driver.exec(handle, command.argv, { env: command.env }), adapter, spec, callbacks, options)
+  return followTurn(driver.exec(handle, command.argv, { env: { ...spec.env, ...command.env } }), adapter, spec, callbacks, options)
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { Database } from 'bun:sqlite'
+import type { Masker, SecretMasks } from './masks'
 
 /** An event as stored and streamed: `seq` is its SSE id, unique and increasing per session. */
 export interface StoredEvent {
@@ -37,6 +38,8 @@ export interface EventLogOptions {
   /** Buffered events that make a batch go without waiting for flushMs. */
   batchSize?: number
   now?: () => number
+  /** Secret values masked in what a session stores (events, raw lines), as they enter the log. */
+  masks?: SecretMasks
 }
 
 /**
@@ -56,6 +59,7 @@ export class EventLog {
   private readonly flushMs: number
   private readonly batchSize: number
   private readonly now: () => number
+  private readonly masks: SecretMasks | null
   /** Transactions written by `flush` (for the events benchmark). */
   transactions = 0
   /** Events written since the start (for /metrics). */
@@ -74,6 +78,7 @@ export class EventLog {
     this.flushMs = options.flushMs ?? 10
     this.batchSize = options.batchSize ?? 200
     this.now = options.now ?? Date.now
+    this.masks = options.masks ?? null
     this.insertEvent = sqlite.prepare(
       'INSERT INTO session_events (session_id, seq, turn, kind, type, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
     )
@@ -108,8 +113,10 @@ export class EventLog {
       this.pending.set(sessionId, pending)
     }
     const createdAt = this.now()
-    for (const event of events) pending.events.push({ ...event, seq: this.nextSeq(sessionId), createdAt })
-    pending.rawLines.push(...rawLines)
+    const masker = this.masks?.of(sessionId)
+    for (const event of events) pending.events.push({ ...(masker ? maskedEvent(event, masker) : event), seq: this.nextSeq(sessionId), createdAt })
+    if (masker) for (const raw of rawLines) pending.rawLines.push({ turn: raw.turn, line: masker.mask(raw.line) })
+    else pending.rawLines.push(...rawLines)
     this.buffered += events.length + rawLines.length
     // A full batch goes at once; a trickle waits at most flushMs. Under load that is about one
     // transaction per `batchSize` events, which is what replicated SQLite sustains.
@@ -146,7 +153,8 @@ export class EventLog {
     this.pending.clear()
     this.buffered = 0
     const createdAt = this.now()
-    const own: Pending = { sessionId, events: events.map((e) => ({ ...e, seq: this.nextSeq(sessionId), createdAt })), rawLines: [] }
+    const masker = this.masks?.of(sessionId)
+    const own: Pending = { sessionId, events: events.map((e) => ({ ...(masker ? maskedEvent(e, masker) : e), seq: this.nextSeq(sessionId), createdAt })), rawLines: [] }
     this.write([...batches, own])
     return () => {
       for (const batch of batches) this.publish(batch.sessionId, batch.events)
@@ -236,4 +244,10 @@ export class EventLog {
     this.seqs.delete(sessionId)
     this.lineNos.delete(sessionId)
   }
+}
+
+/** `event` with its data's secret values masked; its JSON made once here and kept for the row and the stream. */
+function maskedEvent(event: NewEvent, masker: Masker): NewEvent & { json: string } {
+  const json = masker.mask(JSON.stringify(event.data))
+  return { ...event, data: JSON.parse(json) as Record<string, unknown>, json }
 }

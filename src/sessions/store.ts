@@ -3,6 +3,7 @@ import type { Db } from '../db/client'
 import { sessionEvents, sessionMessages, sessions, sessionSnapshots, sessionTranscriptLines } from '../db/schema'
 import type { SessionStatus } from '../domain/status'
 import { EventLog, type NewEvent } from './event-log'
+import type { SecretMasks } from './masks'
 
 export type SessionRow = typeof sessions.$inferSelect
 export type SessionInsert = typeof sessions.$inferInsert
@@ -23,8 +24,10 @@ export class SessionStore {
     private readonly now: () => number,
     /** Told after each write of a session's row, so caches of it can drop their copy. */
     private readonly written: (id: string) => void = () => {},
+    /** Secret values masked in everything stored about a session (see masks.ts). */
+    private readonly masks?: SecretMasks,
   ) {
-    this.events = new EventLog(db.$client, { now })
+    this.events = new EventLog(db.$client, { now, ...(masks ? { masks } : {}) })
     // The hottest read of all, so plain bun:sqlite and a mapper built once from the table's
     // columns: drizzle's per-call query machinery cost more than the query itself.
     this.byId = db.$client.prepare<Record<string, unknown>, [string]>('SELECT * FROM sessions WHERE id = ?')
@@ -73,7 +76,7 @@ export class SessionStore {
         .returning({ version: sessionSnapshots.version })
         .all()
       if (updated.length !== 1) throw new VersionConflict(`session ${id} changed under us`)
-      this.db.update(sessions).set({ ...patch, status, updatedAt: this.now() }).where(eq(sessions.id, id)).run()
+      this.db.update(sessions).set({ ...this.masked(id, patch), status, updatedAt: this.now() }).where(eq(sessions.id, id)).run()
       writes()
       return this.events.inTransaction(id, events)
     })
@@ -82,6 +85,15 @@ export class SessionStore {
     } finally {
       this.written(id)
     }
+  }
+
+  /** `patch` with the session's secret values masked in its texts (result, summary, error, …). */
+  private masked(id: string, patch: SessionPatch): SessionPatch {
+    const masker = this.masks?.of(id)
+    if (!masker) return patch
+    const out: Record<string, unknown> = {}
+    for (const [key, value] of Object.entries(patch)) out[key] = typeof value === 'string' ? masker.mask(value) : value !== null && typeof value === 'object' ? masker.maskJson(value) : value
+    return out as SessionPatch
   }
 
   /** Every stored event of a session, logs included, in order. */
@@ -179,5 +191,6 @@ export class SessionStore {
 
   forget(id: string): void {
     this.events.forget(id)
+    this.masks?.forget(id)
   }
 }

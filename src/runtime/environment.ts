@@ -1,0 +1,119 @@
+import type { SandboxDriver, SandboxHandle } from '../../sandbox/driver'
+
+/**
+ * A Project's environment as one session's sandbox gets it (contract section 10): its secrets as
+ * environment variables, its setup script, and whether it has network through the egress proxy.
+ */
+export interface SandboxEnvironment {
+  /** The Project's secrets, by name: environment variables of the setup and of every turn's CLI. */
+  secrets: Record<string, string>
+  /** A bash script run once per sandbox before the first turn, or null. */
+  setup: string | null
+  setupTimeoutMs: number
+  /** Whether `network.allow` names anything: then HTTP(S)_PROXY lead to agentd's egress proxy. */
+  network: boolean
+}
+
+/** The user the proxy URL names; the password is the turn's gateway key, which tells the proxy the session. */
+export const PROXY_USER = 'agentd'
+
+/**
+ * The variables a sandbox process gets from its Project: the secrets, and with network the proxy
+ * variables every package manager reads (curl, npm, pip, cargo, go and apt honour them). The
+ * gateway itself stays direct (NO_PROXY): it is the same address, and a CLI that sent its model
+ * requests through the proxy would be refused there, loopback never being a public address. On the
+ * `process` driver (no isolation) nothing is proxied: its processes reach the network as they are.
+ */
+export function sandboxVariables(env: SandboxEnvironment | null, handle: SandboxHandle, gatewayToken: string): Record<string, string> {
+  if (!env) return {}
+  const vars: Record<string, string> = { ...env.secrets }
+  if (env.network && handle.kind !== 'process') {
+    const gateway = new URL(handle.gatewayUrl)
+    const proxy = `http://${PROXY_USER}:${gatewayToken}@${gateway.host}`
+    for (const name of ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy']) vars[name] = proxy
+    for (const name of ['NO_PROXY', 'no_proxy']) vars[name] = `${gateway.hostname},localhost`
+  }
+  return vars
+}
+
+/** Setup output stored in the session's log at most (the rest is read and dropped, counted in one line). */
+export const SETUP_LOG_MAX_BYTES = 512 * 1024
+
+export type SetupResult = { ok: true } | { ok: false; error: string }
+
+/**
+ * Runs the Project's setup script in the sandbox: `bash -e` in the workspace, with the Project's
+ * variables, within its time limit. Every line of its output goes to `log` prefixed `setup: `, up
+ * to SETUP_LOG_MAX_BYTES; past that the output is still read to its end (so the script never
+ * blocks on a full pipe) but dropped, and one line says how much. At the time limit its whole
+ * process group is killed.
+ */
+export async function runSetup(driver: SandboxDriver, handle: SandboxHandle, script: string, variables: Record<string, string>, timeoutMs: number, log: (text: string) => void): Promise<SetupResult> {
+  const env = { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: handle.home, LANG: 'C.UTF-8', ...variables }
+  const proc = driver.exec(handle, ['/bin/bash', '-e', '-c', script, 'setup'], { env, cwd: handle.workspace })
+  let timedOut = false
+  const timer = setTimeout(() => {
+    timedOut = true
+    proc.kill('SIGKILL')
+  }, timeoutMs)
+  const output = new SetupOutput(log)
+  try {
+    const [code] = await Promise.all([proc.exited, output.read(proc.stdout), output.read(proc.stderr)])
+    output.end()
+    if (timedOut) return { ok: false, error: `setup timed out after ${Math.round(timeoutMs / 1000)} s` }
+    return code === 0 ? { ok: true } : { ok: false, error: `setup failed: exit ${code}` }
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/** Setup's two streams, each split into lines, written to the log as `setup: <line>` within the cap. */
+class SetupOutput {
+  private logged = 0
+  private dropped = 0
+
+  constructor(private readonly log: (text: string) => void) {}
+
+  async read(stream: ReadableStream<Uint8Array>): Promise<void> {
+    const decoder = new TextDecoder()
+    let tail = ''
+    for await (const chunk of stream) {
+      if (this.logged >= SETUP_LOG_MAX_BYTES) {
+        this.dropped += chunk.byteLength
+        continue
+      }
+      const text = tail + decoder.decode(chunk, { stream: true })
+      const cut = text.lastIndexOf('\n')
+      // A line is logged whole (a secret split between two writes is still masked): the last,
+      // unfinished one waits for its end, unless it alone grew past the cap.
+      tail = cut < 0 ? text : text.slice(cut + 1)
+      if (cut >= 0) this.lines(text.slice(0, cut))
+      if (tail.length > SETUP_LOG_MAX_BYTES) {
+        this.lines(tail)
+        tail = ''
+      }
+    }
+    tail += decoder.decode()
+    if (tail !== '') this.lines(tail)
+  }
+
+  private lines(text: string): void {
+    const out = text
+      .split('\n')
+      .map((line) => `setup: ${line}\n`)
+      .join('')
+    const room = SETUP_LOG_MAX_BYTES - this.logged
+    if (room <= 0) {
+      this.dropped += text.length
+      return
+    }
+    const kept = out.length <= room ? out : out.slice(0, out.lastIndexOf('\n', room) + 1)
+    this.dropped += out.length - kept.length
+    this.logged += kept.length
+    if (kept !== '') this.log(kept)
+  }
+
+  end(): void {
+    if (this.dropped > 0) this.log(`setup: (${this.dropped} more bytes of output not kept)\n`)
+  }
+}

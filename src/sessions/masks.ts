@@ -1,0 +1,79 @@
+/**
+ * Secret masking, where a session's text enters storage. A Project's secrets reach its sandbox as
+ * environment variables, so anything the agent, its setup script or its tools print may hold one.
+ * As CI systems mask job logs, every occurrence of a value of MIN_MASKED_CHARS or more reads `***`
+ * in what agentd stores or streams about the session (events, raw transcript lines, logs, result,
+ * the row's texts, and so the webhook body). Masking at the store, not at each read path, means no
+ * read path can miss it. Shorter values are left alone: masking `abc` would rewrite ordinary words.
+ */
+
+export const MASK = '***'
+export const MIN_MASKED_CHARS = 4
+
+/** Replaces each secret value (and its JSON-escaped form, for text that is JSON) with `***`. */
+export class Masker {
+  private readonly pattern: RegExp | null
+
+  constructor(readonly values: ReadonlySet<string>) {
+    const forms = new Set<string>()
+    for (const value of values) {
+      if (value.length < MIN_MASKED_CHARS) continue
+      forms.add(value)
+      // In stored JSON a quote, a backslash or a control character of the value is escaped.
+      forms.add(JSON.stringify(value).slice(1, -1))
+    }
+    // Longest first, so a value that contains another is masked whole.
+    const sorted = [...forms].sort((a, b) => b.length - a.length)
+    this.pattern = sorted.length > 0 ? new RegExp(sorted.map(escapeRegExp).join('|'), 'g') : null
+  }
+
+  mask(text: string): string {
+    if (!this.pattern) return text
+    return text.replace(this.pattern, MASK)
+  }
+
+  /** A JSON-shaped value with every string in it masked (by its JSON text, so keys and nesting stay). */
+  maskJson<T>(value: T): T {
+    if (!this.pattern || value === null || value === undefined) return value
+    const json = JSON.stringify(value)
+    const masked = this.mask(json)
+    return masked === json ? value : (JSON.parse(masked) as T)
+  }
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&')
+}
+
+/**
+ * The secret values each live session's sandbox was given: every value handed to its setup or a
+ * turn stays masked for the session's life, even after the Project's secret changes (the old value
+ * may still be printed by something that read it). In memory only: after a restart the runtime
+ * adds the Project's current values again before the session's next output.
+ */
+export class SecretMasks {
+  private readonly given = new Map<string, Set<string>>()
+  private readonly maskers = new Map<string, Masker>()
+
+  /** Adds values given to session `sessionId`'s sandbox. */
+  add(sessionId: string, values: Iterable<string>): void {
+    let set = this.given.get(sessionId)
+    const before = set?.size ?? 0
+    for (const value of values) {
+      if (value.length < MIN_MASKED_CHARS) continue
+      if (!set) this.given.set(sessionId, (set = new Set()))
+      set.add(value)
+    }
+    if (set && set.size !== before) this.maskers.set(sessionId, new Masker(set))
+  }
+
+  /** The session's masker, or null when it was given no secret worth masking. */
+  of(sessionId: string): Masker | null {
+    return this.maskers.get(sessionId) ?? null
+  }
+
+  forget(sessionId: string): void {
+    this.given.delete(sessionId)
+    this.maskers.delete(sessionId)
+  }
+}
