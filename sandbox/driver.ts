@@ -27,6 +27,11 @@ export interface SandboxSpec {
    */
   gateway: { host: string; port: number }
   limits: SandboxLimits
+  /**
+   * A disk image to start the sandbox's disk from (a Project's prebuilt image, saved by
+   * `saveDisk`): copied at create, never written. Drivers without disk images ignore it.
+   */
+  baseImage?: string
 }
 
 export interface SandboxLimits {
@@ -177,6 +182,11 @@ export interface SandboxDriver {
    */
   reattach?(handle: SandboxHandle, ref: string): SandboxProcess | null
   stats(handle: SandboxHandle): Promise<SandboxStats>
+  /**
+   * Copies the sandbox's disk, as it is now, to the image file `dest` (a Project's prebuilt image,
+   * for `SandboxSpec.baseImage`); the sandbox goes on running. Absent on drivers without disk images.
+   */
+  saveDisk?(handle: SandboxHandle, dest: string): Promise<void>
   /**
    * After a restart, before `recover`: kills and removes what this driver left running for
    * sandboxes not in `liveIds` (processes, cgroups, containers, relay sockets), within this

@@ -374,6 +374,21 @@ export class GvisorDriver implements SandboxDriver {
     return sandbox.handle
   }
 
+  /**
+   * gVisor's sentry keeps written file data in its own cache before it reaches the host file
+   * through the gofer: a `sync` inside flushes it, then the disk image is frozen and copied.
+   */
+  async saveDisk(handle: SandboxHandle, dest: string): Promise<void> {
+    const sandbox = this.sandbox(handle)
+    if (sandbox.status !== 'running') throw new Error(`the sandbox is ${sandbox.status}, not running`)
+    const sync = this.exec(handle, ['/bin/sync'], { env: { PATH: '/usr/bin:/bin' } })
+    void new Response(sync.stdout).arrayBuffer()
+    void new Response(sync.stderr).arrayBuffer()
+    const code = await sync.exited
+    if (code !== 0) throw new Error(`sync in the sandbox exited ${code}`)
+    await this.volume(sandbox.spec).saveTo(dest)
+  }
+
   async stats(handle: SandboxHandle): Promise<SandboxStats> {
     const sandbox = this.sandbox(handle)
     const cgroup = this.cgroupOf(sandbox.cid).stats()

@@ -202,6 +202,13 @@ export abstract class HostDriver implements SandboxDriver {
     return this.create(spec)
   }
 
+  /** The sandbox's disk image, frozen while it is copied (see SandboxVolume.saveTo). */
+  async saveDisk(handle: SandboxHandle, dest: string): Promise<void> {
+    const volume = this.sandbox(handle).volume
+    if (!volume) throw new Error(`a ${this.kind} sandbox has no disk image to save`)
+    await volume.saveTo(dest)
+  }
+
   async stats(handle: SandboxHandle): Promise<SandboxStats> {
     const sandbox = this.sandbox(handle)
     const disk = sandbox.volume ? volumeDiskUsage(sandbox.volume) : diskUsage([sandbox.spec.hostWorkspace, sandbox.spec.hostHome, sandbox.spec.stateDir])

@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { cgroupName } from './cgroup'
 import { diskUsage } from './disk'
@@ -29,7 +29,7 @@ export class SandboxVolume {
   readonly mountDir: string
 
   constructor(
-    readonly spec: Pick<SandboxSpec, 'id' | 'hostWorkspace' | 'hostHome' | 'stateDir'>,
+    readonly spec: Pick<SandboxSpec, 'id' | 'hostWorkspace' | 'hostHome' | 'stateDir' | 'baseImage'>,
     readonly sizeBytes: number,
   ) {
     this.image = join(spec.stateDir, 'disk.img')
@@ -75,7 +75,12 @@ export class SandboxVolume {
     if (!mounted.has(this.mountDir)) {
       const fresh = !existsSync(this.image)
       const spares = SpareImages.beside(stateDir, this.sizeBytes)
-      if (!(fresh && (await spares.take(this.image, this.mountDir)))) {
+      if (fresh && this.spec.baseImage) {
+        // A prebuilt image: copied (its blocks shared where the file system can), never written.
+        await copyImage(this.spec.baseImage, this.image)
+        await mountImage(this.image, this.mountDir)
+        this.clearBesideFolders()
+      } else if (!(fresh && (await spares.take(this.image, this.mountDir)))) {
         if (fresh) await formatImage(this.image, this.sizeBytes)
         await mountImage(this.image, this.mountDir)
       }
@@ -120,6 +125,32 @@ export class SandboxVolume {
     }
   }
 
+  /**
+   * Only the workspace and home of a prebuilt image carry over: the temp folders and exec output of
+   * the sandbox it was saved from go (nothing of that sandbox's processes belongs to this one).
+   */
+  private clearBesideFolders(): void {
+    const keep = new Set(['workspace', 'home', 'lost+found'])
+    for (const name of readdirSync(this.mountDir)) if (!keep.has(name)) rmSync(join(this.mountDir, name), { recursive: true, force: true })
+  }
+
+  /**
+   * Copies the mounted image to `dest` as it is now (a prebuilt image): the file system is frozen
+   * for the copy (fsfreeze flushes it first and holds every write), so the copy is a consistent
+   * ext4 image, not one caught mid-write. The sandbox's processes should be idle: a write of
+   * theirs waits until the copy is done.
+   */
+  async saveTo(dest: string): Promise<void> {
+    if (!mountPoints().has(this.mountDir)) throw new Error('the sandbox disk is not mounted')
+    const frozen = await runHelper(['fsfreeze', '--freeze', this.mountDir], 60_000)
+    if (frozen.code !== 0) throw new Error(`could not freeze the sandbox disk: ${frozen.stderr.trim().split('\n')[0] ?? ''}`)
+    try {
+      await copyImage(this.image, dest)
+    } finally {
+      await runHelper(['fsfreeze', '--unfreeze', this.mountDir], 60_000)
+    }
+  }
+
   /** Unmounts everything and deletes the image; the sandbox's processes must be gone. */
   async remove(): Promise<void> {
     const mounted = mountPoints()
@@ -138,6 +169,23 @@ export class SandboxVolume {
       return 0
     }
   }
+}
+
+/**
+ * A copy of a sandbox disk image at `dest` (0600), made under another name and renamed: shares its
+ * blocks with `source` where the file system can (a reflink, on XFS or btrfs), else copies only the
+ * blocks written (a sparse copy: the holes of a 10 GB image with 200 MB in it cost nothing).
+ */
+export async function copyImage(source: string, dest: string): Promise<void> {
+  const building = `${dest}.new`
+  rmSync(building, { force: true })
+  const copied = await runHelper(['cp', '--reflink=auto', '--sparse=always', '--', source, building], 600_000)
+  if (copied.code !== 0) {
+    rmSync(building, { force: true })
+    throw new Error(`could not copy the disk image: ${copied.stderr.trim().split('\n')[0] ?? `cp exited ${copied.code}`}`)
+  }
+  chmodSync(building, 0o600)
+  renameSync(building, dest)
 }
 
 /** Disk use of a volume-backed sandbox: its image plus the driver's other state (checkpoints, bundle). */

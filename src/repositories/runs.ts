@@ -1,6 +1,7 @@
 import type { SandboxDriver, SandboxHandle } from '../../sandbox/driver'
 import type { SessionRow } from '../sessions/store'
 import { cloneInSandbox, pushChanges, writeGitConfig } from './clone'
+import { remoteHead } from './remote-head'
 import type { CodeHost, Repository } from './code-host'
 import type { InstallationService, RunRepositoryScope } from './installations'
 import type { RepositoryAccess } from './run-access'
@@ -51,6 +52,17 @@ export class RepositoryRuns implements RepositoryAccess {
   async checkout(row: RunRow & Pick<SessionRow, 'onPr' | 'baseBranch'>, handle: SandboxHandle): Promise<void> {
     const repository = RepositoryRuns.repositoryOf(row)
     if (repository) await cloneInSandbox(this.driver, handle, repository, this.gitUrl, row.onPr !== null ? await this.pullHead(row, repository, row.onPr) : row.baseBranch)
+  }
+
+  /**
+   * The commit the first turn's checkout will get (`<branch>@<sha>`), asked of the code host before
+   * the sandbox exists: a prebuilt image's key. Null for a run without a repository.
+   */
+  async headCommit(row: RunRow & Pick<SessionRow, 'onPr' | 'baseBranch'>): Promise<string | null> {
+    const repository = RepositoryRuns.repositoryOf(row)
+    if (!repository) return null
+    const branch = row.onPr !== null ? await this.pullHead(row, repository, row.onPr) : row.baseBranch
+    return remoteHead(this.gitUrl, repository, await this.token(row), branch)
   }
 
   /** After a turn with changes: pushed to the session's branch (or its pull request's), and a pull request opened. */
