@@ -2,7 +2,7 @@ import http from 'node:http'
 import https from 'node:https'
 import { isIP } from 'node:net'
 import { Readable } from 'node:stream'
-import { hostOf, isPublicAddress, type ResolveHost } from '../webhooks/url-policy'
+import { checkedLookup, hostOf, isPublicAddress, type ResolveHost } from '../egress/address-policy'
 
 /**
  * Headers of one hop only, what the proxy sets itself, and what would tell the server about the
@@ -67,16 +67,7 @@ export function proxyToolRequest(req: Request, target: ProxyTarget, options: Pro
       clearTimeout(timer)
       resolve(response)
     }
-    const lookup = (hostname: string, opts: { all?: boolean }, callback: (err: Error | null, address: string | { address: string; family: number }[], family?: number) => void) => {
-      const all = opts.all === true
-      options.resolve(hostname).then((addresses) => {
-        const inside = addresses.find((a) => !isPublicAddress(a))
-        if (addresses.length === 0) return callback(new Error(`${hostname} does not resolve`), all ? [] : '', 0)
-        if (inside && !options.allowPrivate) return callback(new Error(`${hostname} resolves to a non-public address (${inside})`), all ? [] : '', 0)
-        if (all) callback(null, addresses.map((address) => ({ address, family: isIP(address) })))
-        else callback(null, addresses[0]!, isIP(addresses[0]!))
-      }, (err: Error) => callback(err, all ? [] : '', 0))
-    }
+    const lookup = checkedLookup(options)
     const upstream = (secure ? https : http).request(
       {
         protocol: url.protocol,

@@ -7,7 +7,7 @@ import { ApiError, badRequest, notFound, unprocessable } from '../domain/errors'
 import type { KeySealer } from '../accounts/seal'
 import { findProject } from '../identity/projects'
 import type { OrgAccess, Principal } from '../identity/service'
-import { hostOf, isPublicAddress, type ResolveHost } from '../webhooks/url-policy'
+import { hostOf, isPublicAddress, type ResolveHost } from '../egress/address-policy'
 import { CONNECTION_NAME, type CreateConnectionBody } from './model'
 
 export interface ConnectionServiceDeps {

@@ -2,7 +2,7 @@ import http from 'node:http'
 import https from 'node:https'
 import tls from 'node:tls'
 import { isIP } from 'node:net'
-import { hostOf, isPublicAddress, type ResolveHost } from '../webhooks/url-policy'
+import { checkedLookup, hostOf, isPublicAddress, type ResolveHost } from '../egress/address-policy'
 
 /**
  * GET of a URL a caller named (an image block's URL), under the webhook rules (spec 4.5): https
@@ -56,17 +56,7 @@ export function publicGet(raw: string, options: PublicGetOptions): Promise<Fetch
       reject(tooLarge ? new FetchTooLarge(message) : new FetchRefused(message))
     }
     const timer = setTimeout(() => fail(`${url.host} did not answer within ${options.timeoutMs / 1000} s`), options.timeoutMs)
-    const lookup = (hostname: string, opts: { all?: boolean }, callback: LookupCallback) => {
-      const all = opts.all === true
-      const refuse = (err: Error) => callback(err, all ? [] : '', 0)
-      options.resolve(hostname).then((addresses) => {
-        if (addresses.length === 0) return refuse(new Error(`${hostname} does not resolve`))
-        const inside = addresses.find((a) => !isPublicAddress(a))
-        if (inside && !options.allowPrivate) return refuse(new Error(`${hostname} resolves to a non-public address (${inside})`))
-        if (all) callback(null, addresses.map((address) => ({ address, family: isIP(address) })))
-        else callback(null, addresses[0]!, isIP(addresses[0]!))
-      }, refuse)
-    }
+    const lookup = checkedLookup(options)
     const request = (secure ? https : http).get(
       {
         protocol: url.protocol,
@@ -104,5 +94,3 @@ export function publicGet(raw: string, options: PublicGetOptions): Promise<Fetch
     request.on('error', (err) => fail(`${url.host} could not be reached: ${err.message}`))
   })
 }
-
-type LookupCallback = (err: Error | null, address: string | { address: string; family: number }[], family?: number) => void

@@ -9,7 +9,8 @@ import type { SessionStatus } from '../domain/status'
 import type { StatusChange } from '../sessions/service'
 import type { SessionRow } from '../sessions/store'
 import { answerOf } from '../sessions/view'
-import { hostOf, isPublicAddress, resolveHost, webhookUrlProblem, type ResolveHost } from './url-policy'
+import { AddressRefused, checkedLookup, hostOf, isPublicAddress, resolveHost, type ResolveHost } from '../egress/address-policy'
+import { webhookUrlProblem } from './url-policy'
 import { isLive } from '../api-keys/live'
 
 export interface WebhookDeps {
@@ -99,6 +100,8 @@ interface Answer {
 export class WebhookService {
   private readonly now: () => number
   private readonly resolve: ResolveHost
+  /** Resolves and checks a receiver's name as each connection is made. */
+  private readonly lookup: ReturnType<typeof checkedLookup>
   private readonly log: (line: string) => void
   private readonly agents = {
     http: new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY }),
@@ -112,6 +115,7 @@ export class WebhookService {
   constructor(private readonly deps: WebhookDeps) {
     this.now = deps.now ?? Date.now
     this.resolve = deps.resolve ?? resolveHost
+    this.lookup = checkedLookup({ resolve: this.resolve, allowPrivate: deps.allowPrivate })
     this.log = deps.log ?? console.error
   }
 
@@ -365,7 +369,7 @@ export class WebhookService {
             agent: secure ? this.agents.https : this.agents.http,
             headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
             ...(secure && !isIP(host) ? { servername: host } : {}),
-            lookup: (hostname: string, options: { all?: boolean }, callback: LookupCallback) => this.lookup(hostname, options.all === true, callback),
+            lookup: this.lookup,
           },
           (res) => {
             res.resume()
@@ -373,28 +377,12 @@ export class WebhookService {
             finish(code, code !== null && code >= 300 && code < 400 ? `redirect refused (to ${res.headers.location ?? 'nowhere'})` : null)
           },
         )
-        request.on('error', (err) => fail(err.message))
+        request.on('error', (err) => fail(err instanceof AddressRefused ? `refused: ${err.message}` : err.message))
         request.end(body)
       } catch (err) {
         fail((err as Error).message)
       }
     })
   }
-
-  /** `lookup` for node:http, in both its callback forms (`all` or one address). */
-  private lookup(hostname: string, all: boolean, callback: LookupCallback): void {
-    const fail = (err: Error) => callback(err, all ? [] : '', 0)
-    this.resolve(hostname).then(
-      (addresses) => {
-        if (addresses.length === 0) return fail(new Error(`${hostname} does not resolve`))
-        const inside = addresses.find((a) => !isPublicAddress(a))
-        if (inside && !this.deps.allowPrivate) return fail(new Error(`refused: ${hostname} resolves to a non-public address (${inside})`))
-        if (all) callback(null, addresses.map((address) => ({ address, family: isIP(address) })))
-        else callback(null, addresses[0]!, isIP(addresses[0]!))
-      },
-      (err: Error) => fail(err),
-    )
-  }
 }
 
-type LookupCallback = (err: Error | null, address: string | { address: string; family: number }[], family?: number) => void
