@@ -12,6 +12,28 @@ export interface SandboxEnvironment {
   setupTimeoutMs: number
   /** Whether `network.allow` names anything: then HTTP(S)_PROXY lead to agentd's egress proxy. */
   network: boolean
+  /** The environment's revision and the secrets' digest, as read with the values above: with the commit, a prebuilt image's key. */
+  revision: number
+  secretsDigest: string
+}
+
+/** What a prebuilt image is kept by (contract section 10). */
+export interface PrebuildKey {
+  revision: number
+  /** `<branch>@<sha>` of the checkout, '' for a session without a repository. */
+  commit: string
+  secretsDigest: string
+}
+
+/** The Project's prebuilt images, as the runtime uses them. */
+export interface PrebuildPort {
+  /**
+   * Before the session's sandbox is made: the commit its checkout will get, and the image with the
+   * session's key, if one is kept. Null when the session's Project has no setup to skip.
+   */
+  find(row: { id: string; projectId: string | null }): Promise<{ commit: string; image: { id: string; image: string } | null } | null>
+  /** After a setup exited 0: keeps the sandbox's disk (`write` copies it) under `key`. */
+  save(projectId: string, key: PrebuildKey, write: (path: string) => Promise<void>): Promise<{ id: string }>
 }
 
 /** The user the proxy URL names; the password is the turn's gateway key, which tells the proxy the session. */

@@ -15,7 +15,7 @@ import { turnOutput } from './turn-output'
 import { failedOutcome, followTurn, startTurn, type RunningTurn } from './turn-runner'
 import { firstTurnPrompt, turnSpec, type TurnSpecDeps } from './turn-spec'
 import { sandboxDir, sandboxSpec } from './sandbox-spec'
-import { runSetup, sandboxVariables, type SandboxEnvironment } from './environment'
+import { runSetup, sandboxVariables, type PrebuildPort, type SandboxEnvironment } from './environment'
 import type { SecretMasks } from '../sessions/masks'
 
 /** Besides what a turn's spec is made from (the store, the catalog, the installer, tool servers): */
@@ -29,8 +29,12 @@ export interface RuntimeDeps extends TurnSpecDeps, Pick<TurnEndDeps, 'publish'> 
   /** What the gateway holds a turn of this session to: the plan's limits mid-turn, or the caller's own provider account. */
   turnTerms: (row: SessionRow) => Promise<TurnTerms>
   artifacts: ArtifactStore
-  /** Before the first turn: checks out its repository, installs its skills, writes its attachments; the prompt's lines naming them, or null. */
-  prepareFirstTurn: (row: SessionRow, handle: SandboxHandle) => Promise<string | null>
+  /**
+   * Before the first turn: checks out its repository (unless the sandbox started from a prebuilt
+   * image, which holds the checkout), installs its skills, writes its attachments; the prompt's
+   * lines naming them, or null.
+   */
+  prepareFirstTurn: (row: SessionRow, handle: SandboxHandle, prebuilt: boolean) => Promise<string | null>
   /** Before every turn's CLI, with the turn's gateway key (its repository's git config). */
   beforeTurn: (row: SessionRow, handle: SandboxHandle, token: string) => void
   dataDir: string
@@ -54,6 +58,8 @@ export interface RuntimeDeps extends TurnSpecDeps, Pick<TurnEndDeps, 'publish'> 
   environment?: (row: SessionRow) => Promise<SandboxEnvironment | null>
   /** Every secret value handed to a sandbox is masked in what the session stores from then on. */
   masks?: SecretMasks
+  /** Prebuilt images: a sandbox whose Project has one for its key starts from it and skips setup. */
+  prebuilds?: PrebuildPort
 }
 
 /** Who wrote a line of a session's log: the CLI's stderr, agentd itself, or the Project's setup. */
@@ -65,6 +71,11 @@ interface Live {
   turn?: LiveTurn
   /** Sandbox operations of this session run one after the other, in the order they were asked. */
   ops: Promise<unknown>
+  /**
+   * Set at provision for a session whose Project has a setup: the commit its checkout gets (part of
+   * a prebuilt image's key) and the prebuilt image its disk was copied from, if any.
+   */
+  prebuild?: { commit: string; reused: string | null }
   /** Stored log bytes by who wrote them: the CLI's stderr (or a setup's output) cannot crowd out agentd's own lines. */
   logBytes: Record<LogWriter, number>
 }
@@ -164,9 +175,11 @@ export class SessionRuntime {
    */
   private async provision(id: string): Promise<void> {
     const causes: string[] = []
+    const base = await this.prebuildFor(id)
     for (let attempt = 1; attempt <= 2; attempt++) {
       try {
-        const handle = await this.deps.starts.run(() => this.deps.driver.create(this.spec(id)))
+        const spec = { ...this.spec(id), ...(base ? { baseImage: base } : {}) }
+        const handle = await this.deps.starts.run(() => this.deps.driver.create(spec))
         Object.assign(this.liveOf(id), { handle, parked: false })
         if (!this.deps.apply(id, { type: 'sandbox.ready' })) await this.destroy(id)
         return
@@ -178,6 +191,25 @@ export class SessionRuntime {
     }
     const why = causes[0] === causes[1] ? `${causes[0]} (twice)` : `${causes[1]} (first attempt: ${causes[0]})`
     this.deps.apply(id, { type: 'sandbox.failed', error: `sandbox could not start: ${why}` })
+  }
+
+  /**
+   * For a session whose Project has a setup: the prebuilt image its sandbox starts from (null when
+   * none fits its key), the key's commit noted for saving one after its setup. A code host that
+   * cannot say the commit costs the reuse, not the session: setup runs.
+   */
+  private async prebuildFor(id: string): Promise<string | null> {
+    const row = this.deps.store.get(id)
+    if (!row || !this.deps.prebuilds) return null
+    try {
+      const found = await this.deps.prebuilds.find(row)
+      if (!found) return null
+      this.liveOf(id).prebuild = { commit: found.commit, reused: found.image?.id ?? null }
+      return found.image?.image ?? null
+    } catch (err) {
+      this.deps.log(`no prebuilt image looked up: ${(err as Error).message}`, { session: id })
+      return null
+    }
   }
 
   /** The session's sandbox handle; after a restart, found again on disk by the driver. */
@@ -251,10 +283,14 @@ export class SessionRuntime {
       this.deps.beforeTurn(row, handle, token)
       let prompt: string | undefined
       if (turn === 1) {
+        const reused = this.liveOf(id).prebuild?.reused ?? null
         // The first turn's skills and attachments land before the CLI starts; its prompt names the files.
-        const attachments = await this.deps.prepareFirstTurn(row, handle)
-        // Then the Project's setup, once per sandbox: a failure ends the session before any model request.
-        const setup = env?.setup ? await this.setup(id, turn, handle, env, token) : null
+        const attachments = await this.deps.prepareFirstTurn(row, handle, reused !== null)
+        // Then the Project's setup, once per sandbox: a failure ends the session before any model
+        // request. A sandbox made from a prebuilt image has had it.
+        if (env?.setup && reused) this.log(id, turn, `setup: reused prebuilt image ${reused}\n`, 'setup')
+        const setup = env?.setup && !reused ? await this.setup(id, turn, handle, env, token) : null
+        if (env?.setup && !reused && !setup) await this.keepPrebuild(id, turn, row, handle, env)
         if (setup) {
           this.deps.gatewaySessions.close(token)
           this.deps.gatewaySessions.settle(token)
@@ -320,6 +356,19 @@ export class SessionRuntime {
     const result = await runSetup(this.deps.driver, handle, env.setup!, sandboxVariables(env, handle, token), env.setupTimeoutMs, (text) => this.log(id, turn, text, 'setup'))
     this.log(id, turn, `${new Date().toISOString()} agentd: ${result.ok ? 'setup done' : result.error}\n`, 'setup')
     return result.ok ? null : result.error
+  }
+
+  /** After a setup that exited 0: the sandbox's disk becomes a prebuilt image of the Project (a failure is logged, the turn goes on). */
+  private async keepPrebuild(id: string, turn: number, row: SessionRow, handle: SandboxHandle, env: SandboxEnvironment): Promise<void> {
+    const { prebuilds, driver } = this.deps
+    const commit = this.liveOf(id).prebuild?.commit
+    if (!prebuilds || !driver.saveDisk || commit === undefined || !row.projectId) return
+    try {
+      const kept = await prebuilds.save(row.projectId, { revision: env.revision, commit, secretsDigest: env.secretsDigest }, (path) => driver.saveDisk!(handle, path))
+      this.log(id, turn, `${new Date().toISOString()} agentd: kept prebuilt image ${kept.id}\n`, 'setup')
+    } catch (err) {
+      this.log(id, turn, `${new Date().toISOString()} agentd: prebuilt image not kept: ${(err as Error).message}\n`, 'setup')
+    }
   }
 
   private get turnOptions() { return { transcriptMaxBytes: this.deps.transcriptMaxBytes } }
