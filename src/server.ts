@@ -101,7 +101,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
   // Read at each scrape: the store is made below, and a scrape only comes once the app serves.
   const metrics = new Metrics({ sessionsByStatus: () => store.countByStatus(), eventsWritten: () => store.events.written, capacity: config.capacity })
   const providers = loadProviders(config.configFile)
-  const accountsKey = loadAccountsKey(config.configFile)
+  // Every sealed value's key: the config's, else the one generated in DATA_DIR at the first start.
+  const accountsKey = loadAccountsKey(config.configFile, config.dataDir, log)
   const mcpInFlight = new Map<string, number>()
   const gateway = await startGateway({
     resolve: (token) => gatewaySessions.resolve(token),

@@ -146,11 +146,11 @@ describe('provider accounts', () => {
   }, 60_000)
 })
 
-test('without accounts.encryption_key the server stores no key (422); a malformed key stops the start', async () => {
+test('without accounts.encryption_key the server seals under the key it generated in DATA_DIR (contract section 10); a malformed key stops the start', async () => {
   await using plain = await makeTestApp()
   const res = await plain.app.handle(req('POST', '/o/acme/accounts', { token: plain.admin.token, body: { provider: 'anthropic', api_key: 'sk-ant-0123456789' } }))
-  expect(res.status).toBe(422)
-  expect((await json(res)).code).toBe('ACCOUNTS_NOT_CONFIGURED')
+  expect(res.status).toBe(201)
+  expect(Buffer.from(readFileSync(join(plain.dir, 'encryption.key'), 'utf8').trim(), 'base64').length).toBe(32)
   const config = join(dir, 'bad.json')
   writeFileSync(config, JSON.stringify({ accounts: { encryption_key: 'too short' } }))
   await expect(makeTestApp({ AGENTD_CONFIG: config })).rejects.toThrow(/accounts\.encryption_key must be 32 bytes/)
