@@ -13,6 +13,9 @@ import { accountRoutes } from './accounts/routes'
 import { fileRoutes } from './files/routes'
 import { agentProfileRoutes } from './agents/routes'
 import { connectionRoutes } from './connections/routes'
+import { environmentRoutes } from './environments/routes'
+import type { EnvironmentService } from './environments/environment'
+import type { SecretService } from './environments/secrets'
 import { agentRoutes } from './catalog/routes'
 import { apiKeyRoutes } from './api-keys/routes'
 import { SERVER_BODY_LIMIT } from './http/body'
@@ -67,6 +70,9 @@ export interface AppDeps {
   files: FileService
   agents: AgentService
   connections: ConnectionService
+  /** Project environments and secrets (contract section 10). */
+  environments: EnvironmentService
+  secrets: SecretService
   metrics: Metrics
   /** AGENTD_METRICS_TOKEN (null: /metrics is off). */
   metricsToken: string | null
@@ -205,6 +211,7 @@ export function createApp(deps: AppDeps) {
     .use(fileRoutes(deps.auth, deps.files))
     .use(agentProfileRoutes(deps.auth, deps.agents))
     .use(connectionRoutes(deps.auth, deps.connections))
+    .use(environmentRoutes(deps.auth, deps.environments, deps.secrets))
     .use(metricsRoutes(deps.metrics, deps.metricsToken))
 }
 

@@ -19,6 +19,8 @@ import { SessionSearch } from './search/service'
 import { loadAccountsKey } from './accounts/config'
 import { KeySealer } from './accounts/seal'
 import { AccountService } from './accounts/service'
+import { EnvironmentService } from './environments/environment'
+import { SecretService } from './environments/secrets'
 import { Metrics } from './metrics/metrics'
 import { loadDefaultPlan } from './plans/config'
 import { PlanService } from './plans/service'
@@ -161,6 +163,9 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const installer = new HarnessInstaller(join(config.dataDir, 'harnesses'))
   const plans = new PlanService({ db, catalog, defaultPlan: loadDefaultPlan(config.configFile), now })
   const accounts = new AccountService({ db, sealer: accountsKey && new KeySealer(accountsKey), catalog, providers, now })
+  // A Project's environment and secrets (contract section 10): its sandboxes run in them.
+  const environments = new EnvironmentService({ db, now })
+  const secrets = new SecretService({ db, sealer: new KeySealer(accountsKey), now })
   const queue = new AdmissionQueue()
   const loki = config.lokiUrl ? new LokiLogs(config.lokiUrl, now, log) : null
   const files = new FileService({ db, unusedMs: config.unusedFileMs, quotaBytes: config.fileQuotaBytes, now })
@@ -270,6 +275,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
     files,
     agents,
     connections,
+    environments,
+    secrets,
     metrics,
     metricsToken: config.metricsToken,
     catalog,
@@ -296,6 +303,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
     plans,
     files,
     installations,
+    environments,
+    secrets,
     metrics,
     gateway,
     driver,

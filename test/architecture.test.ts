@@ -12,7 +12,7 @@ import { dirname, join, relative, resolve } from 'node:path'
  */
 const root = join(import.meta.dir, '..')
 
-const FEATURES = ['accounts', 'agents', 'api-keys', 'catalog', 'connections', 'files', 'identity', 'metrics', 'plans', 'runtime', 'search', 'sessions', 'skills', 'statechart', 'transcript', 'webhooks'].map((f) => `src/${f}`)
+const FEATURES = ['accounts', 'agents', 'api-keys', 'catalog', 'connections', 'environments', 'files', 'identity', 'metrics', 'plans', 'runtime', 'search', 'sessions', 'skills', 'statechart', 'transcript', 'webhooks'].map((f) => `src/${f}`)
 const HTTP = ['src/http', 'src/app.ts']
 const BELOW = ['machines', 'sandbox', 'src/db', 'src/gateway', 'src/harness']
 

@@ -45,7 +45,8 @@ export function agentsAvailable(catalog: Catalog, runnable: HarnessVersions, che
         native_tools: h.native_tools.map((tool) => ({ ...tool, available: version !== null })),
         plugins: [],
         capabilities: Object.fromEntries(
-          CAPABILITIES.map((c) => [c, { available: false, disabled_reason: 'not offered by this server yet' }]),
+          // network_allowlist: a Project's `network.allow` (contract section 10).
+          CAPABILITIES.map((c) => [c, c === 'network_allowlist' ? { available: true } : { available: false, disabled_reason: 'not offered by this server yet' }]),
         ),
       }
     })

@@ -11,6 +11,8 @@ export const CREATE_BODY_LIMIT = 16 * MiB
 export const UPLOAD_FILE_LIMIT = 32 * MiB
 /** An upload's whole multipart body: the file part plus its boundaries and part headers. */
 export const UPLOAD_BODY_LIMIT = UPLOAD_FILE_LIMIT + 64 * KiB
+/** A Project secret's value or environment's setup script (64 KiB each), with room for JSON's escapes (`\u0001` is 6 bytes). */
+export const ENVIRONMENT_BODY_LIMIT = 512 * KiB
 /** Every other JSON body: settings and names, never large. */
 export const JSON_BODY_LIMIT = 64 * KiB
 /**
@@ -26,6 +28,8 @@ const LARGE_BODIES = new Map([
   ['POST /o/:org/p/:project/sessions', CREATE_BODY_LIMIT],
   ['POST /o/:org/p/:project/sessions/:session/messages', PROMPT_BODY_LIMIT],
   ['POST /o/:org/files', UPLOAD_BODY_LIMIT],
+  ['PUT /o/:org/projects/:project/secrets/:name', ENVIRONMENT_BODY_LIMIT],
+  ['PUT /o/:org/projects/:project/environment', ENVIRONMENT_BODY_LIMIT],
 ])
 
 export function bodyLimit(method: string, route: string): number {

@@ -85,7 +85,9 @@ function issuesOf(error: unknown): FieldIssue[] {
     const path = (e.path ?? '').replace(/^\//, '').replaceAll('/', '.') || whole
     // Elysia decodes path parameters and leaves null where the percent-encoding is malformed.
     if (type === 'params' && (value as Record<string, unknown> | undefined)?.[path] === null) return { path, message: BAD_PERCENT_ENCODING }
-    return { path, message: e.summary ?? e.message ?? 'invalid' }
+    // Never what the caller sent: Elysia's summary ends `but found: <value>`, and that value may be
+    // a secret sent in the wrong shape (`{"value": ["…"]}`), which an error must not repeat.
+    return { path, message: (e.summary ?? e.message ?? 'invalid').replace(/ but found: [\s\S]*$/, '') }
   })
 }
 

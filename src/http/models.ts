@@ -1,5 +1,6 @@
 import { Elysia } from 'elysia'
 import { ApiKey } from '../api-keys/model'
+import { ProjectEnvironment, ProjectSecret } from '../environments/model'
 import { Session } from '../search/model'
 import { CloudRunSession } from '../sessions/model'
 import { SessionEventSchema, ToolCallSchema } from '../transcript/model'
@@ -16,5 +17,7 @@ export const models = new Elysia({ name: 'agentd/models' }).model({
   ApiKey,
   SessionEvent: SessionEventSchema,
   ToolCall: ToolCallSchema,
+  ProjectEnvironment,
+  ProjectSecret,
   Error: ErrorBody,
 })
