@@ -6,6 +6,7 @@
  */
 import { parseArgs } from 'node:util'
 import { agentdClient } from '../typescript/index'
+import { ENV_HELP, envCommand, secretsCommand, UsageError } from './environments'
 
 const HELP = `agentd: start, follow and steer agentd sessions
 
@@ -22,16 +23,16 @@ commands:
   cancel <session>        cancel a session
   search [query]          search the org's sessions (--status, --limit)
   keys                    list the org's API keys (admins)
+${ENV_HELP}
 
 options:
   --org <slug>            the org (or AGENTD_ORG)
   --project <handle>      the Project (default _: no Project)
+  --value <value>         secrets set: the value (else read from stdin, which keeps it out of ps)
   --json                  print the API's JSON answers instead of text
   --help                  this text
 
 environment: AGENTD_URL (default http://127.0.0.1:8787), AGENTD_TOKEN, AGENTD_ORG`
-
-class UsageError extends Error {}
 
 interface Options {
   org: string
@@ -59,6 +60,10 @@ async function main(argv: string[], out: (line: string) => void): Promise<number
       effort: { type: 'string' },
       status: { type: 'string' },
       limit: { type: 'string' },
+      value: { type: 'string' },
+      'setup-file': { type: 'string' },
+      'setup-timeout': { type: 'string' },
+      allow: { type: 'string' },
       follow: { type: 'boolean', default: false },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
@@ -76,6 +81,7 @@ async function main(argv: string[], out: (line: string) => void): Promise<number
   const base = process.env.AGENTD_URL ?? 'http://127.0.0.1:8787'
   const api = agentdClient(base, token)
   const opts: Options = { ...values, org, project: values.project ?? '_', json: values.json, follow: values.follow }
+  const envOptions = { value: values.value, setupFile: values['setup-file'], setupTimeout: values['setup-timeout'], allow: values.allow, json: values.json }
   const show = (data: unknown, text: string) => out(opts.json ? JSON.stringify(data) : text)
   const session = (id: string | undefined) => {
     if (!id) throw new UsageError(`${command} needs a session id`)
@@ -127,6 +133,10 @@ async function main(argv: string[], out: (line: string) => void): Promise<number
       else for (const key of data.data) out(`${key.id} ${key.name} ${key.prefix}… max_concurrent=${key.max_concurrent}`)
       return 0
     }
+    case 'secrets':
+      return secretsCommand(api, org, args, envOptions, out, (error) => refused(error, out))
+    case 'env':
+      return envCommand(api, org, args, envOptions, out, (error) => refused(error, out))
     default:
       throw new UsageError(`unknown command "${command}"`)
   }
