@@ -1,9 +1,9 @@
-import { expect, test } from 'bun:test'
+import { describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { createConnection, createServer, type AddressInfo } from 'node:net'
+import { createConnection, createServer, type AddressInfo, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { GatewayRelay } from '../../sandbox/relay'
+import { GatewayRelay, isProxyRequest } from '../../sandbox/relay'
 import { poll } from '../helpers/poll'
 
 /**
@@ -111,4 +111,131 @@ test('hold: nothing more passes while held, hold waits for the reader to take wh
     gateway.close()
     rmSync(dir, { recursive: true, force: true })
   }
+})
+
+test('isProxyRequest: CONNECT and absolute-form request lines are proxy requests, the gateway’s are not, a prefix waits', () => {
+  const is = (text: string) => isProxyRequest(Buffer.from(text, 'latin1'))
+  for (const text of ['CONNECT registry.npmjs.org:443 HTTP/1.1\r\n', 'CONNECT ', 'GET http://deb.debian.org/debian HTTP/1.1\r\n', 'GET http://', 'POST HTTP://x/ HTTP/1.1', 'GET https://x/ HTTP/1.1']) {
+    expect([text, is(text)]).toEqual([text, true])
+  }
+  for (const text of ['POST /v1/responses HTTP/1.1\r\n', 'POST /', 'GET / HTTP/1.1', 'GET *', '\r\nCONNECT x:1 HTTP/1.1', ' CONNECT x:1', 'CONNECTX x:1 HTTP/1.1', 'GET http:x', 'GET h/', 'GET http\r\n', 'X'.repeat(21), '\x16\x03\x01\x02\x00']) {
+    expect([text, is(text)]).toEqual([text, false])
+  }
+  for (const text of ['', 'C', 'CONNECT', 'GET', 'GET ', 'GET h', 'GET http', 'GET http:', 'GET http:/']) {
+    expect([text, is(text)]).toEqual([text, null])
+  }
+})
+
+describe('one port, two services: the gateway and the egress proxy', () => {
+  /** A gateway that answers with what it was sent; a relay with `egress`, or without. */
+  async function world(egress?: (inner: Socket, head: Buffer) => void) {
+    const gateway = createServer((socket) => {
+      let got = ''
+      socket.on('data', (chunk) => {
+        got += chunk.toString()
+        if (got.endsWith('\r\n\r\n')) socket.end(`gateway got: ${got}`)
+      })
+    })
+    await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve))
+    const dir = mkdtempSync(join(tmpdir(), 'agentd-relay-'))
+    const relay = new GatewayRelay(join(dir, 'r'), { host: '127.0.0.1', port: (gateway.address() as AddressInfo).port }, egress ? { egress } : {})
+    await relay.start()
+    return {
+      relay,
+      async close() {
+        await relay.stop()
+        gateway.close()
+        rmSync(dir, { recursive: true, force: true })
+      },
+    }
+  }
+
+  /** Sends `parts` one after the other (a pause between), and reads until the relay closes. */
+  function send(path: string, parts: string[]): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const socket = createConnection({ path })
+      let answer = ''
+      socket.on('connect', async () => {
+        for (const part of parts) {
+          socket.write(part)
+          await Bun.sleep(30)
+        }
+      })
+      socket.on('data', (chunk) => (answer += chunk.toString()))
+      socket.on('close', () => resolve(answer))
+      socket.on('error', reject)
+    })
+  }
+
+  test('a gateway request reaches the gateway whole (sent in pieces too); CONNECT and absolute-form requests go to the hook', async () => {
+    const heads: string[] = []
+    const w = await world((inner, head) => {
+      let got = head.toString()
+      const whole = () => {
+        if (!got.endsWith('\r\n\r\n')) return
+        heads.push(got)
+        inner.end('HTTP/1.1 200 Connection Established\r\n\r\n')
+      }
+      inner.on('data', (chunk) => {
+        got += chunk.toString()
+        whole()
+      })
+      inner.resume()
+      whole()
+    })
+    try {
+      const request = 'POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'
+      expect(await send(w.relay.socketPath, [request])).toBe(`gateway got: ${request}`)
+      expect(await send(w.relay.socketPath, ['PO', 'ST /v1/responses HTTP/1.1\r\n', 'Host: 127.0.0.1\r\n\r\n'])).toBe(`gateway got: ${request}`)
+      expect(heads).toEqual([])
+      expect(await send(w.relay.socketPath, ['CONN', 'ECT registry.npmjs.org:443 HTTP/1.1\r\n\r\n'])).toBe('HTTP/1.1 200 Connection Established\r\n\r\n')
+      expect(await send(w.relay.socketPath, ['GET http://deb.debian.org/debian/ HTTP/1.1\r\n\r\n'])).toBe('HTTP/1.1 200 Connection Established\r\n\r\n')
+      expect(heads).toEqual(['CONNECT registry.npmjs.org:443 HTTP/1.1\r\n\r\n', 'GET http://deb.debian.org/debian/ HTTP/1.1\r\n\r\n'])
+    } finally {
+      await w.close()
+    }
+  })
+
+  test('without a hook (a sandbox with no network) a proxy request is 403 and the gateway still answers', async () => {
+    const w = await world()
+    try {
+      const refused = await send(w.relay.socketPath, ['CONNECT registry.npmjs.org:443 HTTP/1.1\r\n\r\n'])
+      expect(refused).toStartWith('HTTP/1.1 403 Forbidden\r\n')
+      expect(refused).toEndWith('this sandbox has no network\n')
+      expect(await send(w.relay.socketPath, ['GET http://example.com/ HTTP/1.1\r\n\r\n'])).toStartWith('HTTP/1.1 403 Forbidden\r\n')
+      const request = 'POST /v1/messages HTTP/1.1\r\n\r\n'
+      expect(await send(w.relay.socketPath, [request])).toBe(`gateway got: ${request}`)
+    } finally {
+      await w.close()
+    }
+  })
+
+  test('hold keeps what the egress proxy writes from the sandbox side until release; drain and stop close egress connections', async () => {
+    let proxySide: Socket | null = null
+    const w = await world((inner) => {
+      proxySide = inner
+      inner.write('HTTP/1.1 200 Connection Established\r\n\r\n')
+    })
+    try {
+      const sandbox = createConnection({ path: w.relay.socketPath })
+      let received = ''
+      sandbox.on('data', (chunk) => (received += chunk.toString()))
+      sandbox.write('CONNECT x.test:443 HTTP/1.1\r\n\r\n')
+      await poll('the tunnel open', () => received.endsWith('\r\n\r\n'))
+      expect(await w.relay.hold(1000)).toBe(true)
+      proxySide!.write('while held')
+      await Bun.sleep(200)
+      expect(received).not.toContain('while held')
+      expect(await w.relay.hold(0)).toBe(true) // held twice, released once
+      w.relay.release()
+      await poll('the bytes written while held', () => received.endsWith('while held'))
+      expect(w.relay.connections).toBe(1)
+      const closed = new Promise<void>((resolve) => sandbox.on('close', () => resolve()))
+      sandbox.on('end', () => sandbox.end())
+      expect(await w.relay.drain(2000)).toBe(true)
+      await closed
+    } finally {
+      await w.close()
+    }
+  })
 })
