@@ -3,7 +3,7 @@
 # bubblewrap, socat (the gateway relay inside an isolated sandbox), e2fsprogs and mount (the
 # per-sandbox disk image). With `--test` it also
 # installs Chromium, which the state chart's browser test drives, openssl, which makes the skills
-# test's throwaway CA, and strace (the freezer test). Only as root on Debian;
+# test's throwaway CA, strace (the freezer test) and curl (a real client through the egress proxy). Only as root on Debian;
 # otherwise it says what to install and goes on (the server then refuses to start without an
 # isolating driver, and says why).
 set -u
@@ -20,6 +20,7 @@ if [ "${1:-}" = "--test" ]; then
   command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
   # The freezer test traces a loop with strace, as gVisor's sentry traces its stubs.
   command -v strace >/dev/null 2>&1 || missing="$missing strace"
+  command -v curl >/dev/null 2>&1 || missing="$missing curl"
 fi
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
