@@ -2,9 +2,9 @@ import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readlinkSync, re
 import { join } from 'node:path'
 import { fullLimits, type ExecOptions, type SandboxHandle, type SandboxSpec } from './driver'
 import { HostDriver, type HostCommand, type HostDriverOptions, type HostSandbox } from './host-driver'
-import { holds, NetPool, type NetHolder } from './netns'
+import { holds, makeNetHolder, NetPool, type NetHolder } from './netns'
 import { bwrapOptionsOnFd } from './private-file'
-import { listening, RELAY_SOCKET, relayDir } from './relay'
+import { GatewayRelay, listening, RELAY_SOCKET, relayDir } from './relay'
 import { SandboxVolume } from './volume'
 
 export const BWRAP_WORKSPACE = '/workspace'
@@ -158,7 +158,23 @@ export class BwrapDriver extends HostDriver {
     const current = sandbox.extra.net as NetHolder | undefined
     if (holds(current)) return
     current?.process.kill('SIGKILL')
-    sandbox.extra.net = await this.pool(sandbox.spec.gateway).take()
+    sandbox.extra.net = sandbox.spec.egress ? await this.ownNet(sandbox) : await this.pool(sandbox.spec.gateway).take()
+  }
+
+  /**
+   * A network namespace whose relay is the sandbox's own, for a sandbox with an egress proxy: the
+   * pools' relays are shared by many sandboxes, so they could neither tell whose proxy a request
+   * is for nor count one sandbox's connections.
+   */
+  private async ownNet(sandbox: HostSandbox): Promise<NetHolder> {
+    const { spec } = sandbox
+    let relay = sandbox.extra.relay as GatewayRelay | undefined
+    if (!relay) {
+      relay = new GatewayRelay(relayDir(join(this.runDir, 'gateway-relay'), `sandbox ${spec.id}`), spec.gateway, { egress: spec.egress })
+      sandbox.extra.relay = relay
+    }
+    await relay.start()
+    return makeNetHolder(this.socat, spec.gateway.port, relay.socketPath)
   }
 
   /** The pool of network namespaces (and the relay socket) for one gateway address. */
@@ -174,6 +190,7 @@ export class BwrapDriver extends HostDriver {
 
   protected async release(sandbox: HostSandbox): Promise<void> {
     ;(sandbox.extra.net as NetHolder | undefined)?.process.kill('SIGKILL')
+    await (sandbox.extra.relay as GatewayRelay | undefined)?.stop()
   }
 
   async sweep(liveIds: string[]): Promise<string[]> {

@@ -1,3 +1,5 @@
+import type { Socket } from 'node:net'
+
 /**
  * The sandbox layer: one interface, one driver per isolation technology. A driver knows nothing of
  * sessions; it starts an isolated place with a workspace, runs processes in it and tears it down.
@@ -26,6 +28,15 @@ export interface SandboxSpec {
    * without network isolation reach it directly; isolated ones forward it into the sandbox.
    */
   gateway: { host: string; port: number }
+  /**
+   * The sandbox's egress proxy (a Project's `network.allow`, contract section 10): each connection
+   * to the gateway's port inside the sandbox that begins with a proxy request (`CONNECT host:port`,
+   * `GET http://...`) is handed to it, with the bytes already read in `head`; it then owns the
+   * socket. Absent: such a request is answered 403 and the sandbox reaches nothing but the gateway.
+   * Isolated drivers only (gvisor, bwrap: each such sandbox gets a relay of its own); `process` has
+   * no network isolation and ignores it.
+   */
+  egress?: (inner: Socket, head: Buffer) => void
   limits: SandboxLimits
   /**
    * A disk image to start the sandbox's disk from (a Project's prebuilt image, saved by

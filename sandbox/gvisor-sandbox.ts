@@ -70,7 +70,7 @@ export function newGsandbox(relayRoot: string, spec: SandboxSpec, innerPort: num
     // Exec output is written by the sandbox, so it lives on the sandbox's disk image and counts
     // against its disk limit: a flood of output cannot fill the host's disk.
     io: join(volumeMountDir(spec.stateDir), 'io'),
-    relay: new GatewayRelay(relayDir(relayRoot, spec.id), spec.gateway),
+    relay: new GatewayRelay(relayDir(relayRoot, spec.id), spec.gateway, { egress: spec.egress }),
     innerPort,
     status,
     moving: false,

@@ -47,7 +47,8 @@ export class NetPool {
     private readonly gateway: { host: string; port: number },
     private readonly socat: string,
   ) {
-    this.relay = new GatewayRelay(relayDir, gateway)
+    // Shared by every sandbox of the pool: each namespace's socat (max-children) bounds its own connections.
+    this.relay = new GatewayRelay(relayDir, gateway, { maxConnections: Infinity })
   }
 
   get dir(): string {
@@ -91,19 +92,24 @@ export class NetPool {
     }
   }
 
-  private async make(): Promise<NetHolder> {
-    const holder = spawnHelper(netHolderArgs(this.socat, this.gateway.port, this.relay.socketPath))
-    holder.unref() // it lives as long as its sandbox (or dies with agentd), not a reason to keep running
-    const deadline = Date.now() + 5000
-    for (;;) {
-      const netPid = childOf(holder.pid)
-      if (netPid && listening(netPid)) return { process: holder, netPid, netns: netnsOf(netPid) }
-      if (holder.exitCode !== null || Date.now() > deadline) {
-        holder.kill('SIGKILL')
-        throw new Error(`the sandbox's network (bwrap --unshare-net with the socat relay) did not start${holder.exitCode !== null ? ` (exit ${holder.exitCode})` : ''}`)
-      }
-      await Bun.sleep(1)
+  private make(): Promise<NetHolder> {
+    return makeNetHolder(this.socat, this.gateway.port, this.relay.socketPath)
+  }
+}
+
+/** A new network namespace whose relay (socat on its 127.0.0.1:<port>) forwards to the relay socket at `socketPath`. */
+export async function makeNetHolder(socat: string, port: number, socketPath: string): Promise<NetHolder> {
+  const holder = spawnHelper(netHolderArgs(socat, port, socketPath))
+  holder.unref() // it lives as long as its sandbox (or dies with agentd), not a reason to keep running
+  const deadline = Date.now() + 5000
+  for (;;) {
+    const netPid = childOf(holder.pid)
+    if (netPid && listening(netPid)) return { process: holder, netPid, netns: netnsOf(netPid) }
+    if (holder.exitCode !== null || Date.now() > deadline) {
+      holder.kill('SIGKILL')
+      throw new Error(`the sandbox's network (bwrap --unshare-net with the socat relay) did not start${holder.exitCode !== null ? ` (exit ${holder.exitCode})` : ''}`)
     }
+    await Bun.sleep(1)
   }
 }
 
