@@ -118,7 +118,7 @@ export class EgressProxy {
         return this.answer(inner, 431, 'the request head is too large\n')
       }
       stop()
-      void this.serve(inner, buffer.subarray(0, end + 4), buffer.subarray(end + 4), session)
+      this.serve(inner, buffer.subarray(0, end + 4), buffer.subarray(end + 4), session).catch(() => inner.destroy())
     }
     const onData = (chunk: Buffer) => {
       buffer = Buffer.concat([buffer, chunk])
