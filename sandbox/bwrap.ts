@@ -125,6 +125,7 @@ export function findSocat(): string | null {
  */
 export class BwrapDriver extends HostDriver {
   readonly kind = 'bwrap' as const
+  readonly isolatesNetwork = true
   private readonly root = detectHostRoot()
   private readonly pools = new Map<string, NetPool>()
   private readonly socat: string

@@ -155,6 +155,11 @@ export interface SandboxDriver {
    * host processes, which die with agentd and must be thawed before a kill takes effect.
    */
   readonly canCheckpoint: boolean
+  /**
+   * The sandbox has no network of its own: the gateway relay is its one way out, and the egress
+   * proxy behind it the one way to the internet. False where processes share the host's network.
+   */
+  readonly isolatesNetwork: boolean
   /** Prepares the sandbox; afterwards `exec` starts processes in it. */
   create(spec: SandboxSpec): Promise<SandboxHandle>
   /**
@@ -195,7 +200,8 @@ export interface SandboxDriver {
   stats(handle: SandboxHandle): Promise<SandboxStats>
   /**
    * Copies the sandbox's disk, as it is now, to the image file `dest` (a Project's prebuilt image,
-   * for `SandboxSpec.baseImage`); the sandbox goes on running. Absent on drivers without disk images.
+   * for `SandboxSpec.baseImage`); the sandbox goes on running. Run `sync` in the sandbox first:
+   * gVisor's sentry holds written data in its cache until then. Absent on drivers without disk images.
    */
   saveDisk?(handle: SandboxHandle, dest: string): Promise<void>
   /**

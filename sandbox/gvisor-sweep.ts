@@ -42,3 +42,10 @@ export async function sweepGvisor(at: SweepScope, keepIds: string[]): Promise<st
   for (const name of await at.volumes.sweep(keep)) removed.add(name)
   return [...removed]
 }
+
+/** Kills every process of every container of sandbox `name` in `scope` (its sentry, gofer and all). */
+export async function killSandboxCgroups(scope: string, name: string): Promise<void> {
+  for (const cgroup of listSandboxCgroups(`agentd/${scope}`)) {
+    if (sandboxNameOf(cgroup) === name) await new SandboxCgroup(`agentd/${scope}/${cgroup}`).killAll()
+  }
+}

@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, watch, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { buildSandboxEtc, detectHostRoot, findSocat } from './bwrap'
-import { cgroupName, delegateControllers, listSandboxCgroups, SandboxCgroup } from './cgroup'
+import { cgroupName, delegateControllers, SandboxCgroup } from './cgroup'
 import { fullLimits, type ExecOptions, type ParkOptions, type RecoverOptions, type SandboxDriver, type SandboxHandle, type SandboxProcess, type SandboxSpec, type SandboxStats } from './driver'
 import { containerId, gvisorSpec, READY_FILE, sandboxNameOf, type GvisorLayout } from './gvisor-spec'
 import type { HostDriverOptions } from './host-driver'
@@ -11,7 +11,7 @@ import { GvisorExecs } from './gvisor-exec'
 import { newGsandbox, type Gsandbox } from './gvisor-sandbox'
 import { checkpoint, restore, type ParkingHost } from './gvisor-park'
 import { SandboxVolume, volumeDiskUsage, VolumeRegistry } from './volume'
-import { sweepGvisor } from './gvisor-sweep'
+import { killSandboxCgroups, sweepGvisor } from './gvisor-sweep'
 
 export { gvisorWorks } from './runsc'
 
@@ -35,6 +35,7 @@ export interface GvisorOptions extends HostDriverOptions {
 export class GvisorDriver implements SandboxDriver {
   readonly kind = 'gvisor' as const
   readonly canCheckpoint = true
+  readonly isolatesNetwork = true
   readonly scope: string
   private readonly runDir: string
   private readonly runsc: Runsc
@@ -296,7 +297,7 @@ export class GvisorDriver implements SandboxDriver {
     sandbox.watcher?.close()
     if (sandbox.monitor) clearInterval(sandbox.monitor)
     // Kill first (the memory is free at once), then let runsc delete its containers in the background.
-    await this.killCgroups(sandbox.name)
+    await killSandboxCgroups(this.scope, sandbox.name)
     this.retire(sandbox.cid) // earlier generations were retired when they ended
 
     sandbox.waiting.length = 0
@@ -319,7 +320,7 @@ export class GvisorDriver implements SandboxDriver {
     const name = cgroupName(spec.id)
     const containers = await this.containersOf(name)
     if (!existsSync(spec.hostWorkspace)) {
-      await this.killCgroups(name)
+      await killSandboxCgroups(this.scope, name)
       for (const cid of containers) await this.runsc.delete(cid)
       await this.volume(spec).remove()
       this.volumes.delete(spec.id)
@@ -374,19 +375,9 @@ export class GvisorDriver implements SandboxDriver {
     return sandbox.handle
   }
 
-  /**
-   * gVisor's sentry keeps written file data in its own cache before it reaches the host file
-   * through the gofer: a `sync` inside flushes it, then the disk image is frozen and copied.
-   */
+  /** Its disk image, frozen while copied (the caller ran `sync` inside: the sentry caches writes). */
   async saveDisk(handle: SandboxHandle, dest: string): Promise<void> {
-    const sandbox = this.sandbox(handle)
-    if (sandbox.status !== 'running') throw new Error(`the sandbox is ${sandbox.status}, not running`)
-    const sync = this.exec(handle, ['/bin/sync'], { env: { PATH: '/usr/bin:/bin' } })
-    void new Response(sync.stdout).arrayBuffer()
-    void new Response(sync.stderr).arrayBuffer()
-    const code = await sync.exited
-    if (code !== 0) throw new Error(`sync in the sandbox exited ${code}`)
-    await this.volume(sandbox.spec).saveTo(dest)
+    await this.volume(this.sandbox(handle).spec).saveTo(dest)
   }
 
   async stats(handle: SandboxHandle): Promise<SandboxStats> {
@@ -404,12 +395,5 @@ export class GvisorDriver implements SandboxDriver {
   sweep(liveIds: string[]): Promise<string[]> {
     const keep = [...liveIds, ...this.sandboxes.keys()]
     return sweepGvisor({ runsc: this.runsc, scope: this.scope, relayRoot: this.relayRoot, volumes: this.volumes }, keep)
-  }
-
-  /** Kills every process of every container of sandbox `name` (its sentry, gofer and all). */
-  private async killCgroups(name: string): Promise<void> {
-    for (const cgroup of listSandboxCgroups(`agentd/${this.scope}`)) {
-      if (sandboxNameOf(cgroup) === name) await new SandboxCgroup(`agentd/${this.scope}/${cgroup}`).killAll()
-    }
   }
 }

@@ -53,6 +53,7 @@ export interface HostSandbox {
  */
 export abstract class HostDriver implements SandboxDriver {
   abstract readonly kind: SandboxKind
+  abstract readonly isolatesNetwork: boolean
   readonly canCheckpoint = false
   protected readonly sandboxes = new Map<string, HostSandbox>()
   readonly scope: string

@@ -9,6 +9,7 @@ import { HostDriver, type HostCommand, type HostSandbox } from './host-driver'
  */
 export class ProcessDriver extends HostDriver {
   readonly kind = 'process' as const
+  readonly isolatesNetwork = false
 
   protected describe(spec: SandboxSpec): Pick<SandboxHandle, 'workspace' | 'home' | 'gatewayUrl'> {
     return { workspace: spec.hostWorkspace, home: spec.hostHome, gatewayUrl: gatewayUrl(spec.gateway) }

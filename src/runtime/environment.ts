@@ -44,12 +44,12 @@ export const PROXY_USER = 'agentd'
  * variables every package manager reads (curl, npm, pip, cargo, go and apt honour them). The
  * gateway itself stays direct (NO_PROXY): it is the same address, and a CLI that sent its model
  * requests through the proxy would be refused there, loopback never being a public address. On the
- * `process` driver (no isolation) nothing is proxied: its processes reach the network as they are.
+ * driver without network isolation (`process`) nothing is proxied: its processes reach the network as they are.
  */
-export function sandboxVariables(env: SandboxEnvironment | null, handle: SandboxHandle, gatewayToken: string): Record<string, string> {
+export function sandboxVariables(env: SandboxEnvironment | null, handle: SandboxHandle, gatewayToken: string, isolated: boolean): Record<string, string> {
   if (!env) return {}
   const vars: Record<string, string> = { ...env.secrets }
-  if (env.network && handle.kind !== 'process') {
+  if (env.network && isolated) {
     const gateway = new URL(handle.gatewayUrl)
     const proxy = `http://${PROXY_USER}:${gatewayToken}@${gateway.host}`
     for (const name of ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy']) vars[name] = proxy
@@ -138,4 +138,11 @@ class SetupOutput {
   end(): void {
     if (this.dropped > 0) this.log(`setup: (${this.dropped} more bytes of output not kept)\n`)
   }
+}
+
+/** Runs `sync` in the sandbox, so what its processes wrote is on its disk (gVisor's sentry caches writes). */
+export async function syncInside(driver: SandboxDriver, handle: SandboxHandle): Promise<void> {
+  const proc = driver.exec(handle, ['/bin/sync'], { env: { PATH: '/usr/bin:/bin' } })
+  const [code, err] = await Promise.all([proc.exited, new Response(proc.stderr).text(), new Response(proc.stdout).arrayBuffer()])
+  if (code !== 0) throw new Error(`sync in the sandbox exited ${code}: ${err.trim()}`)
 }

@@ -1,66 +1,20 @@
 import { rmSync } from 'node:fs'
-import type { SessionMachineEvent } from '../../machines/session.machine'
 import type { Harness } from '../domain/harness'
-import type { LogFields } from '../domain/log'
-import type { HarnessAdapter, TurnOutcome } from '../harness/harness'
-import type { SandboxDriver, SandboxHandle, SandboxLimits, SandboxSpec } from '../../sandbox/driver'
-import type { ArtifactStore } from './artifacts'
-import type { GatewaySessions, TurnTerms } from './gateway-bindings'
-import type { SessionPatch, SessionRow } from '../sessions/store'
-import type { StartSlots } from './start-slots'
+import type { TurnOutcome } from '../harness/harness'
+import type { SandboxHandle, SandboxSpec } from '../../sandbox/driver'
+import type { GatewaySessions } from './gateway-bindings'
+import type { SessionRow } from '../sessions/store'
 import { LOG_CAP_BYTES } from '../transcript/logs'
 import { dropHandover, handOver, loggedOf, reclaim, StoredPrefix } from './handover'
-import { endedTurn, interrupt, turnOpening, type LiveTurn, type TurnEndDeps, type TurnRun } from './turn-end'
+import { endedTurn, interrupt, turnOpening, type LiveTurn, type TurnRun } from './turn-end'
 import { turnOutput } from './turn-output'
 import { failedOutcome, followTurn, startTurn, type RunningTurn } from './turn-runner'
-import { firstTurnPrompt, turnSpec, type TurnSpecDeps } from './turn-spec'
+import { firstTurnPrompt, turnSpec } from './turn-spec'
 import { sandboxDir, sandboxSpec } from './sandbox-spec'
-import { runSetup, sandboxVariables, type PrebuildPort, type SandboxEnvironment } from './environment'
-import type { SecretMasks } from '../sessions/masks'
+import { sandboxVariables } from './environment'
+import type { RuntimeDeps } from './runtime-deps'
+import { ProjectSetup } from './project-setup'
 
-/** Besides what a turn's spec is made from (the store, the catalog, the installer, tool servers): */
-export interface RuntimeDeps extends TurnSpecDeps, Pick<TurnEndDeps, 'publish'> {
-  adapters: Partial<Record<Harness, HarnessAdapter>>
-  driver: SandboxDriver
-  gateway: { host: string; port: number }
-  gatewaySessions: GatewaySessions
-  /** Creates and wakes within AGENTD_MAX_STARTING. */
-  starts: StartSlots
-  /** What the gateway holds a turn of this session to: the plan's limits mid-turn, or the caller's own provider account. */
-  turnTerms: (row: SessionRow) => Promise<TurnTerms>
-  artifacts: ArtifactStore
-  /**
-   * Before the first turn: checks out its repository (unless the sandbox started from a prebuilt
-   * image, which holds the checkout), installs its skills, writes its attachments; the prompt's
-   * lines naming them, or null.
-   */
-  prepareFirstTurn: (row: SessionRow, handle: SandboxHandle, prebuilt: boolean) => Promise<string | null>
-  /** Before every turn's CLI, with the turn's gateway key (its repository's git config). */
-  beforeTurn: (row: SessionRow, handle: SandboxHandle, token: string) => void
-  dataDir: string
-  limits: SandboxLimits
-  /** A turn running longer than this is killed and fails. */
-  turnTimeoutMs: number
-  /** Raw stdout one turn may store (AGENTD_TRANSCRIPT_MAX_MB); the turn runner's default otherwise. */
-  transcriptMaxBytes?: number
-  now: () => number
-  log: (line: string, fields?: LogFields) => void
-  /** Each line stored in a session's log, also (AGENTD_LOKI_URL) for Loki. */
-  onLog?: (id: string, text: string) => void
-  apply: (id: string, event: SessionMachineEvent, patch?: SessionPatch) => boolean
-  admit: () => void
-  /** Readies a session's turn for a freeze at shutdown: its model requests end, new ones wait (Gateway.quiesce). */
-  quiesce: (sessionId: string, deadline: number) => Promise<number | null>
-  /**
-   * The Project environment the session's sandbox runs in (its secrets, setup and network), read
-   * afresh before each turn so a changed secret applies from the next turn on; null for none.
-   */
-  environment?: (row: SessionRow) => Promise<SandboxEnvironment | null>
-  /** Every secret value handed to a sandbox is masked in what the session stores from then on. */
-  masks?: SecretMasks
-  /** Prebuilt images: a sandbox whose Project has one for its key starts from it and skips setup. */
-  prebuilds?: PrebuildPort
-}
 
 /** Who wrote a line of a session's log: the CLI's stderr, agentd itself, or the Project's setup. */
 type LogWriter = 'cli' | 'agentd' | 'setup'
@@ -71,11 +25,6 @@ interface Live {
   turn?: LiveTurn
   /** Sandbox operations of this session run one after the other, in the order they were asked. */
   ops: Promise<unknown>
-  /**
-   * Set at provision for a session whose Project has a setup: the commit its checkout gets (part of
-   * a prebuilt image's key) and the prebuilt image its disk was copied from, if any.
-   */
-  prebuild?: { commit: string; reused: string | null }
   /** Stored log bytes by who wrote them: the CLI's stderr (or a setup's output) cannot crowd out agentd's own lines. */
   logBytes: Record<LogWriter, number>
 }
@@ -99,7 +48,12 @@ export class SessionRuntime {
   /** Shutting down: nothing new starts. */
   closing = false
 
-  constructor(private readonly deps: RuntimeDeps) {}
+  /** Project environments: prebuilt images, variables and setup (project-setup.ts). */
+  private readonly project: ProjectSetup
+
+  constructor(private readonly deps: RuntimeDeps) {
+    this.project = new ProjectSetup({ ...deps, sessionLog: (id, turn, text) => this.log(id, turn, text, 'setup') })
+  }
 
   carryOut(id: string, actions: ActionObject[]): void {
     // While shutting down, nothing new starts; what runs is being stopped.
@@ -175,7 +129,8 @@ export class SessionRuntime {
    */
   private async provision(id: string): Promise<void> {
     const causes: string[] = []
-    const base = await this.prebuildFor(id)
+    const row = this.deps.store.get(id)
+    const base = row ? await this.project.baseImage(row) : null
     for (let attempt = 1; attempt <= 2; attempt++) {
       try {
         const spec = { ...this.spec(id), ...(base ? { baseImage: base } : {}) }
@@ -191,25 +146,6 @@ export class SessionRuntime {
     }
     const why = causes[0] === causes[1] ? `${causes[0]} (twice)` : `${causes[1]} (first attempt: ${causes[0]})`
     this.deps.apply(id, { type: 'sandbox.failed', error: `sandbox could not start: ${why}` })
-  }
-
-  /**
-   * For a session whose Project has a setup: the prebuilt image its sandbox starts from (null when
-   * none fits its key), the key's commit noted for saving one after its setup. A code host that
-   * cannot say the commit costs the reuse, not the session: setup runs.
-   */
-  private async prebuildFor(id: string): Promise<string | null> {
-    const row = this.deps.store.get(id)
-    if (!row || !this.deps.prebuilds) return null
-    try {
-      const found = await this.deps.prebuilds.find(row)
-      if (!found) return null
-      this.liveOf(id).prebuild = { commit: found.commit, reused: found.image?.id ?? null }
-      return found.image?.image ?? null
-    } catch (err) {
-      this.deps.log(`no prebuilt image looked up: ${(err as Error).message}`, { session: id })
-      return null
-    }
   }
 
   /** The session's sandbox handle; after a restart, found again on disk by the driver. */
@@ -279,18 +215,15 @@ export class SessionRuntime {
     const summary = { last: null as string | null }
     try {
       if (!adapter) throw new Error(`${row.harness} has no runner on this server`)
-      const env = await this.environmentOf(row)
+      const env = await this.project.of(row)
       this.deps.beforeTurn(row, handle, token)
       let prompt: string | undefined
       if (turn === 1) {
-        const reused = this.liveOf(id).prebuild?.reused ?? null
         // The first turn's skills and attachments land before the CLI starts; its prompt names the files.
-        const attachments = await this.deps.prepareFirstTurn(row, handle, reused !== null)
-        // Then the Project's setup, once per sandbox: a failure ends the session before any model
-        // request. A sandbox made from a prebuilt image has had it.
-        if (env?.setup && reused) this.log(id, turn, `setup: reused prebuilt image ${reused}\n`, 'setup')
-        const setup = env?.setup && !reused ? await this.setup(id, turn, handle, env, token) : null
-        if (env?.setup && !reused && !setup) await this.keepPrebuild(id, turn, row, handle, env)
+        const attachments = await this.deps.prepareFirstTurn(row, handle, this.project.reused(id))
+        // Then the Project's setup, once per sandbox (a prebuilt image has had it): a failure ends
+        // the session before any model request.
+        const setup = await this.project.setUp(row, turn, handle, env, token)
         if (setup) {
           this.deps.gatewaySessions.close(token)
           this.deps.gatewaySessions.settle(token)
@@ -301,7 +234,7 @@ export class SessionRuntime {
       } else prompt = this.deps.store.messageForTurn(id, turn)?.content
       if (prompt === undefined) throw new Error(`no prompt is stored for turn ${turn}`)
       run.prompt = prompt
-      const spec = { ...(await turnSpec(this.deps, row, turn, prompt, handle, token)), env: sandboxVariables(env, handle, token) }
+      const spec = { ...(await turnSpec(this.deps, row, turn, prompt, handle, token)), env: sandboxVariables(env, handle, token, this.deps.driver.isolatesNetwork) }
       this.follow(id, run, summary, await startTurn(this.deps.driver, handle, adapter, spec, turnOutput(this.deps.store, (text) => this.log(id, turn, text), id, turn, summary, new StoredPrefix(null)), this.turnOptions))
     } catch (err) {
       await this.finish(id, run, summary, Promise.reject(err))
@@ -322,7 +255,7 @@ export class SessionRuntime {
     let opening, spec
     try {
       // Its output from here on is masked as the earlier server's was.
-      await this.environmentOf(row)
+      await this.project.of(row)
       opening = turnOpening(this.deps.catalog, row, turn, handle, await this.deps.turnTerms(row))
       spec = await turnSpec(this.deps, row, turn, handover.prompt, handle, token)
     } catch (err) {
@@ -341,34 +274,6 @@ export class SessionRuntime {
     this.follow(row.id, run, summary, followTurn(proc, adapter, spec, turnOutput(this.deps.store, (text) => this.log(row.id, turn, text), row.id, turn, summary, new StoredPrefix(stored)), this.turnOptions))
     if (row.status === 'running') this.serial(row.id, () => this.wake(row.id))
     return true
-  }
-
-  /** The session's Project environment, its secret values added to the session's masks first. */
-  private async environmentOf(row: SessionRow): Promise<SandboxEnvironment | null> {
-    const env = (await this.deps.environment?.(row)) ?? null
-    if (env) this.deps.masks?.add(row.id, Object.values(env.secrets))
-    return env
-  }
-
-  /** Runs the Project's setup in the sandbox; null when it succeeded, else the session's error. */
-  private async setup(id: string, turn: number, handle: SandboxHandle, env: SandboxEnvironment, token: string): Promise<string | null> {
-    this.log(id, turn, `${new Date().toISOString()} agentd: setup started\n`, 'setup')
-    const result = await runSetup(this.deps.driver, handle, env.setup!, sandboxVariables(env, handle, token), env.setupTimeoutMs, (text) => this.log(id, turn, text, 'setup'))
-    this.log(id, turn, `${new Date().toISOString()} agentd: ${result.ok ? 'setup done' : result.error}\n`, 'setup')
-    return result.ok ? null : result.error
-  }
-
-  /** After a setup that exited 0: the sandbox's disk becomes a prebuilt image of the Project (a failure is logged, the turn goes on). */
-  private async keepPrebuild(id: string, turn: number, row: SessionRow, handle: SandboxHandle, env: SandboxEnvironment): Promise<void> {
-    const { prebuilds, driver } = this.deps
-    const commit = this.liveOf(id).prebuild?.commit
-    if (!prebuilds || !driver.saveDisk || commit === undefined || !row.projectId) return
-    try {
-      const kept = await prebuilds.save(row.projectId, { revision: env.revision, commit, secretsDigest: env.secretsDigest }, (path) => driver.saveDisk!(handle, path))
-      this.log(id, turn, `${new Date().toISOString()} agentd: kept prebuilt image ${kept.id}\n`, 'setup')
-    } catch (err) {
-      this.log(id, turn, `${new Date().toISOString()} agentd: prebuilt image not kept: ${(err as Error).message}\n`, 'setup')
-    }
   }
 
   private get turnOptions() { return { transcriptMaxBytes: this.deps.transcriptMaxBytes } }
@@ -443,6 +348,7 @@ export class SessionRuntime {
     }
     // A destroyed sandbox takes its disk with it: workspace, CLI state home, pid file.
     rmSync(sandboxDir(this.deps.dataDir, id), { recursive: true, force: true })
+    this.project.forget(id)
     this.deps.store.forget(id)
   }
 

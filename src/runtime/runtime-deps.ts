@@ -1,0 +1,58 @@
+import type { SessionMachineEvent } from '../../machines/session.machine'
+import type { SandboxDriver, SandboxHandle, SandboxLimits } from '../../sandbox/driver'
+import type { Harness } from '../domain/harness'
+import type { LogFields } from '../domain/log'
+import type { HarnessAdapter } from '../harness/harness'
+import type { SecretMasks } from '../sessions/masks'
+import type { SessionPatch, SessionRow } from '../sessions/store'
+import type { ArtifactStore } from './artifacts'
+import type { PrebuildPort, SandboxEnvironment } from './environment'
+import type { GatewaySessions, TurnTerms } from './gateway-bindings'
+import type { StartSlots } from './start-slots'
+import type { TurnEndDeps } from './turn-end'
+import type { TurnSpecDeps } from './turn-spec'
+
+/** What the session runtime is built from: the ports it reaches the rest of agentd through. */
+/** Besides what a turn's spec is made from (the store, the catalog, the installer, tool servers): */
+export interface RuntimeDeps extends TurnSpecDeps, Pick<TurnEndDeps, 'publish'> {
+  adapters: Partial<Record<Harness, HarnessAdapter>>
+  driver: SandboxDriver
+  gateway: { host: string; port: number }
+  gatewaySessions: GatewaySessions
+  /** Creates and wakes within AGENTD_MAX_STARTING. */
+  starts: StartSlots
+  /** What the gateway holds a turn of this session to: the plan's limits mid-turn, or the caller's own provider account. */
+  turnTerms: (row: SessionRow) => Promise<TurnTerms>
+  artifacts: ArtifactStore
+  /**
+   * Before the first turn: checks out its repository (unless the sandbox started from a prebuilt
+   * image, which holds the checkout), installs its skills, writes its attachments; the prompt's
+   * lines naming them, or null.
+   */
+  prepareFirstTurn: (row: SessionRow, handle: SandboxHandle, prebuilt: boolean) => Promise<string | null>
+  /** Before every turn's CLI, with the turn's gateway key (its repository's git config). */
+  beforeTurn: (row: SessionRow, handle: SandboxHandle, token: string) => void
+  dataDir: string
+  limits: SandboxLimits
+  /** A turn running longer than this is killed and fails. */
+  turnTimeoutMs: number
+  /** Raw stdout one turn may store (AGENTD_TRANSCRIPT_MAX_MB); the turn runner's default otherwise. */
+  transcriptMaxBytes?: number
+  now: () => number
+  log: (line: string, fields?: LogFields) => void
+  /** Each line stored in a session's log, also (AGENTD_LOKI_URL) for Loki. */
+  onLog?: (id: string, text: string) => void
+  apply: (id: string, event: SessionMachineEvent, patch?: SessionPatch) => boolean
+  admit: () => void
+  /** Readies a session's turn for a freeze at shutdown: its model requests end, new ones wait (Gateway.quiesce). */
+  quiesce: (sessionId: string, deadline: number) => Promise<number | null>
+  /**
+   * The Project environment the session's sandbox runs in (its secrets, setup and network), read
+   * afresh before each turn so a changed secret applies from the next turn on; null for none.
+   */
+  environment?: (row: SessionRow) => Promise<SandboxEnvironment | null>
+  /** Every secret value handed to a sandbox is masked in what the session stores from then on. */
+  masks?: SecretMasks
+  /** Prebuilt images: a sandbox whose Project has one for its key starts from it and skips setup. */
+  prebuilds?: PrebuildPort
+}
