@@ -16,6 +16,10 @@ export interface Config {
   /** Identity-provider JWTs are accepted only with both an issuer and the audience they are for. */
   oidc: { issuer: string; audience: string } | null
   webhookAllowPrivate: boolean
+  /** AGENTD_EGRESS_ALLOW_PRIVATE=1 (tests only): a Project's allowed hosts may resolve to any address. */
+  egressAllowPrivate: boolean
+  /** AGENTD_PREBUILDS_PER_PROJECT: prebuilt images kept per Project, newest first. */
+  prebuildsPerProject: number
   timeScale: number
   /** Concurrent runs per org when its plan sets none. */
   defaultMaxConcurrent: number
@@ -171,6 +175,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     publicUrl: (env.AGENTD_PUBLIC_URL || `http://${host}:${listenPort}`).replace(/\/+$/, ''),
     oidc: oidc(env.AGENTD_OIDC_ISSUER, env.AGENTD_OIDC_AUDIENCE),
     webhookAllowPrivate: env.AGENTD_WEBHOOK_ALLOW_PRIVATE === '1',
+    egressAllowPrivate: env.AGENTD_EGRESS_ALLOW_PRIVATE === '1',
+    prebuildsPerProject: Math.floor(positiveNumber('AGENTD_PREBUILDS_PER_PROJECT', env.AGENTD_PREBUILDS_PER_PROJECT, 3)),
     timeScale,
     defaultMaxConcurrent: 4,
     sandboxMemoryBytes,

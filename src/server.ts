@@ -21,6 +21,11 @@ import { KeySealer } from './accounts/seal'
 import { AccountService } from './accounts/service'
 import { EnvironmentService } from './environments/environment'
 import { SecretService } from './environments/secrets'
+import { PrebuildService } from './environments/prebuilds'
+import { sessionPorts } from './environments/session-ports'
+import { EgressProxy } from './egress/proxy'
+import { SecretMasks } from './sessions/masks'
+import { clearAttachments } from './files/place'
 import { Metrics } from './metrics/metrics'
 import { loadDefaultPlan } from './plans/config'
 import { PlanService } from './plans/service'
@@ -157,7 +162,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
   // Sessions: the store and the read side, the runtime that carries out the machine's actions, and
   // the service that feeds the machine; the runtime reports back through the service.
   const db = database.db
-  const store = new SessionStore(db, now, (id) => queries.forget(id))
+  // Secret values a session's sandbox was given are masked in all it stores (contract section 10).
+  const store = new SessionStore(db, now, (id) => queries.forget(id), new SecretMasks())
   const search = new SessionSearch(db, now)
   const artifacts = new ArtifactStore(db, config.dataDir, now)
   const installer = new HarnessInstaller(join(config.dataDir, 'harnesses'))
@@ -166,6 +172,15 @@ export async function startServices(config: Config, options: ServerOptions = {})
   // A Project's environment and secrets (contract section 10): its sandboxes run in them.
   const environments = new EnvironmentService({ db, now })
   const secrets = new SecretService({ db, sealer: new KeySealer(accountsKey), now })
+  const environmentPorts = sessionPorts({
+    environments,
+    secrets,
+    prebuilds: new PrebuildService({ db, dataDir: config.dataDir, keep: config.prebuildsPerProject, now }),
+    headCommit: (row) => repositories?.headCommit(row) ?? Promise.resolve(null),
+    egress: new EgressProxy({ resolve: options.resolveHost ?? resolveHost, allowPrivate: config.egressAllowPrivate }),
+    rowOf: (id) => store.get(id),
+    sessionLog: (id, line) => runtime.log(id, store.get(id)?.turnsCount ?? 0, line, 'agentd'),
+  })
   const queue = new AdmissionQueue()
   const loki = config.lokiUrl ? new LokiLogs(config.lokiUrl, now, log) : null
   const files = new FileService({ db, unusedMs: config.unusedFileMs, quotaBytes: config.fileQuotaBytes, now })
@@ -200,9 +215,11 @@ export async function startServices(config: Config, options: ServerOptions = {})
     // A turn's changes to the run's repository: a branch of the session's, and a pull request.
     ...(repositories ? { publish: (row: SessionRow, handle: SandboxHandle) => repositories.publish(row, handle) } : {}),
     beforeTurn: (row, handle, token) => repositories?.beforeTurn(row, handle, token),
-    prepareFirstTurn: async (row, handle) => {
-      // The repository first: a checkout needs the workspace empty of what the session brings.
-      await repositories?.checkout(row, handle)
+    prepareFirstTurn: async (row, handle, prebuilt) => {
+      // The repository first: a checkout needs the workspace empty of what the session brings. A
+      // prebuilt image holds the checkout, and the attachments of the session it was saved from.
+      if (prebuilt) await clearAttachments(driver, handle)
+      else await repositories?.checkout(row, handle)
       const adapter = adapters[row.harness as keyof typeof adapters]
       if (adapter) skills.install(row.id, handle.hostHome, adapter.skillsDir)
       return files.place(row.id, handle.hostWorkspace, handle.workspace)
@@ -216,6 +233,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
     apply: (id, event, patch) => sessions.apply(id, event, patch),
     admit: () => sessions.admit(),
     quiesce: (id, deadline) => gateway.quiesce(id, deadline),
+    masks: store.masks,
+    ...environmentPorts,
   })
   const sessions: SessionService = new SessionService({
     db,

@@ -1,4 +1,6 @@
+import type { Socket } from 'node:net'
 import type { SandboxDriver, SandboxHandle } from '../../sandbox/driver'
+import type { SessionRow } from '../sessions/store'
 
 /**
  * A Project's environment as one session's sandbox gets it (contract section 10): its secrets as
@@ -25,33 +27,35 @@ export interface PrebuildKey {
   secretsDigest: string
 }
 
+/** A sandbox's egress hook (SandboxSpec.egress): a connection that began with a proxy request. */
+export type EgressHook = (inner: Socket, head: Buffer) => void
+
 /** The Project's prebuilt images, as the runtime uses them. */
 export interface PrebuildPort {
   /**
    * Before the session's sandbox is made: the commit its checkout will get, and the image with the
    * session's key, if one is kept. Null when the session's Project has no setup to skip.
    */
-  find(row: { id: string; projectId: string | null }): Promise<{ commit: string; image: { id: string; image: string } | null } | null>
+  find(row: SessionRow): Promise<{ commit: string; image: { id: string; image: string } | null } | null>
   /** After a setup exited 0: keeps the sandbox's disk (`write` copies it) under `key`. */
   save(projectId: string, key: PrebuildKey, write: (path: string) => Promise<void>): Promise<{ id: string }>
 }
 
-/** The user the proxy URL names; the password is the turn's gateway key, which tells the proxy the session. */
-export const PROXY_USER = 'agentd'
-
 /**
  * The variables a sandbox process gets from its Project: the secrets, and with network the proxy
- * variables every package manager reads (curl, npm, pip, cargo, go and apt honour them). The
+ * variables every package manager reads (curl, npm, pip, cargo, go and apt honour them). The proxy
+ * is the gateway's own address: the sandbox's relay tells a proxy request from a model request by
+ * its first bytes, and the relay is the sandbox's own, so no credential names the session. The
  * gateway itself stays direct (NO_PROXY): it is the same address, and a CLI that sent its model
  * requests through the proxy would be refused there, loopback never being a public address. On the
  * driver without network isolation (`process`) nothing is proxied: its processes reach the network as they are.
  */
-export function sandboxVariables(env: SandboxEnvironment | null, handle: SandboxHandle, gatewayToken: string, isolated: boolean): Record<string, string> {
+export function sandboxVariables(env: SandboxEnvironment | null, handle: SandboxHandle, isolated: boolean): Record<string, string> {
   if (!env) return {}
   const vars: Record<string, string> = { ...env.secrets }
   if (env.network && isolated) {
     const gateway = new URL(handle.gatewayUrl)
-    const proxy = `http://${PROXY_USER}:${gatewayToken}@${gateway.host}`
+    const proxy = `http://${gateway.host}`
     for (const name of ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy']) vars[name] = proxy
     for (const name of ['NO_PROXY', 'no_proxy']) vars[name] = `${gateway.hostname},localhost`
   }

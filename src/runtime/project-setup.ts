@@ -62,7 +62,7 @@ export class ProjectSetup {
    * Before the first turn's CLI, once the checkout and attachments are in: the Project's setup, or
    * the line saying the prebuilt image had it. Null when the turn may start, else the session's error.
    */
-  async setUp(row: SessionRow, turn: number, handle: SandboxHandle, env: SandboxEnvironment | null, gatewayToken: string): Promise<string | null> {
+  async setUp(row: SessionRow, turn: number, handle: SandboxHandle, env: SandboxEnvironment | null): Promise<string | null> {
     const noted = this.prebuild.get(row.id)
     this.prebuild.delete(row.id)
     if (!env?.setup) return null
@@ -72,7 +72,7 @@ export class ProjectSetup {
       return null
     }
     log(`${new Date().toISOString()} agentd: setup started\n`)
-    const result = await runSetup(this.deps.driver, handle, env.setup, sandboxVariables(env, handle, gatewayToken, this.deps.driver.isolatesNetwork), env.setupTimeoutMs, log)
+    const result = await runSetup(this.deps.driver, handle, env.setup, sandboxVariables(env, handle, this.deps.driver.isolatesNetwork), env.setupTimeoutMs, log)
     log(`${new Date().toISOString()} agentd: ${result.ok ? 'setup done' : result.error}\n`)
     if (!result.ok) return result.error
     if (noted) await this.keep(row, handle, env, noted.commit, log)

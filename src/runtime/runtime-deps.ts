@@ -6,7 +6,7 @@ import type { HarnessAdapter } from '../harness/harness'
 import type { SecretMasks } from '../sessions/masks'
 import type { SessionPatch, SessionRow } from '../sessions/store'
 import type { ArtifactStore } from './artifacts'
-import type { PrebuildPort, SandboxEnvironment } from './environment'
+import type { EgressHook, PrebuildPort, SandboxEnvironment } from './environment'
 import type { GatewaySessions, TurnTerms } from './gateway-bindings'
 import type { StartSlots } from './start-slots'
 import type { TurnEndDeps } from './turn-end'
@@ -55,4 +55,6 @@ export interface RuntimeDeps extends TurnSpecDeps, Pick<TurnEndDeps, 'publish'> 
   masks?: SecretMasks
   /** Prebuilt images: a sandbox whose Project has one for its key starts from it and skips setup. */
   prebuilds?: PrebuildPort
+  /** The egress proxy for the session's sandbox, when its Project allows network; null for none. */
+  egress?: (sessionId: string) => EgressHook | null
 }

@@ -119,7 +119,8 @@ export class SessionRuntime {
 
   private spec(id: string): SandboxSpec {
     const { dataDir, installer, gateway, limits } = this.deps
-    return sandboxSpec({ dataDir, installerRoot: installer.root, gateway, limits }, id)
+    const egress = this.deps.egress?.(id)
+    return { ...sandboxSpec({ dataDir, installerRoot: installer.root, gateway, limits }, id), ...(egress ? { egress } : {}) }
   }
 
   /**
@@ -223,7 +224,7 @@ export class SessionRuntime {
         const attachments = await this.deps.prepareFirstTurn(row, handle, this.project.reused(id))
         // Then the Project's setup, once per sandbox (a prebuilt image has had it): a failure ends
         // the session before any model request.
-        const setup = await this.project.setUp(row, turn, handle, env, token)
+        const setup = await this.project.setUp(row, turn, handle, env)
         if (setup) {
           this.deps.gatewaySessions.close(token)
           this.deps.gatewaySessions.settle(token)
@@ -234,7 +235,7 @@ export class SessionRuntime {
       } else prompt = this.deps.store.messageForTurn(id, turn)?.content
       if (prompt === undefined) throw new Error(`no prompt is stored for turn ${turn}`)
       run.prompt = prompt
-      const spec = { ...(await turnSpec(this.deps, row, turn, prompt, handle, token)), env: sandboxVariables(env, handle, token, this.deps.driver.isolatesNetwork) }
+      const spec = { ...(await turnSpec(this.deps, row, turn, prompt, handle, token)), env: sandboxVariables(env, handle, this.deps.driver.isolatesNetwork) }
       this.follow(id, run, summary, await startTurn(this.deps.driver, handle, adapter, spec, turnOutput(this.deps.store, (text) => this.log(id, turn, text), id, turn, summary, new StoredPrefix(null)), this.turnOptions))
     } catch (err) {
       await this.finish(id, run, summary, Promise.reject(err))

@@ -25,7 +25,7 @@ export class SessionStore {
     /** Told after each write of a session's row, so caches of it can drop their copy. */
     private readonly written: (id: string) => void = () => {},
     /** Secret values masked in everything stored about a session (see masks.ts). */
-    private readonly masks?: SecretMasks,
+    readonly masks?: SecretMasks,
   ) {
     this.events = new EventLog(db.$client, { now, ...(masks ? { masks } : {}) })
     // The hottest read of all, so plain bun:sqlite and a mapper built once from the table's
