@@ -43,6 +43,11 @@ function isHostName(name: string): boolean {
   return labels.every((label) => LABEL.test(label)) && !/^[0-9]+$/.test(labels[labels.length - 1]!)
 }
 
+/** An IPv6 literal without a zone (`fe80::1%eth0` names an interface of this host: never an entry, and no URL takes it). */
+function isV6Literal(text: string): boolean {
+  return isIPv6(text) && !text.includes('%')
+}
+
 /** The canonical text of an IPv6 address (`0:0::1` → `::1`), as a URL writes it. */
 function canonicalV6(address: string): string {
   return new URL(`http://[${address}]/`).hostname.slice(1, -1)
@@ -55,8 +60,8 @@ function canonicalV6(address: string): string {
  */
 export function normalizeHost(raw: string): string | null {
   let host = raw.toLowerCase()
-  if (host.startsWith('[') && host.endsWith(']')) return isIPv6(host.slice(1, -1)) ? canonicalV6(host.slice(1, -1)) : null
-  if (isIPv6(host)) return canonicalV6(host)
+  if (host.startsWith('[') && host.endsWith(']')) return isV6Literal(host.slice(1, -1)) ? canonicalV6(host.slice(1, -1)) : null
+  if (isV6Literal(host)) return canonicalV6(host)
   if (host.endsWith('.')) host = host.slice(0, -1)
   return isIPv4(host) || isHostName(host) ? host : null
 }
@@ -78,17 +83,19 @@ export function parseAllowEntry(text: string): AllowEntry | null {
     const rest = text.slice(close + 1)
     if (close < 0 || (rest !== '' && !rest.startsWith(':'))) return null
     host = text.slice(1, close)
-    if (!isIPv6(host)) return null
+    if (!isV6Literal(host)) return null
     if (rest !== '' && (port = parsePort(rest.slice(1))) === null) return null
     return { kind: 'ip', host: canonicalV6(host), port }
   }
-  if (isIPv6(text)) return { kind: 'ip', host: canonicalV6(text), port: null }
+  if (isV6Literal(text)) return { kind: 'ip', host: canonicalV6(text), port: null }
   const colon = text.lastIndexOf(':')
   if (colon >= 0) {
     host = text.slice(0, colon)
     if ((port = parsePort(text.slice(colon + 1))) === null) return null
   }
   host = host.toLowerCase()
+  // The word is the preset, never a host: `registries:443` is a mistake, not a host named so.
+  if (host === 'registries') return null
   if (isIPv4(host)) return { kind: 'ip', host, port }
   if (host.startsWith('*.')) {
     const domain = host.slice(2)

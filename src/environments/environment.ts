@@ -4,12 +4,14 @@ import { projectEnvironments } from '../db/schema'
 import { ApiError, forbidden, notFound } from '../domain/errors'
 import { findProject } from '../identity/projects'
 import type { OrgAccess } from '../identity/service'
-import { MAX_ALLOW_ENTRIES, parseAllowEntry } from './allow-entry'
+import { parseAllowEntry } from '../egress/allowlist'
 
 /** `setup` is a bash script of at most 64 KiB (UTF-8 bytes). */
 export const MAX_SETUP_BYTES = 64 * 1024
 export const DEFAULT_SETUP_TIMEOUT_S = 900
 export const MAX_SETUP_TIMEOUT_S = 3600
+/** At most this many entries in one Project's `network.allow`. */
+export const MAX_ALLOW_ENTRIES = 100
 
 /** A Project's environment as the API shows it (contract section 10). */
 export interface EnvironmentView {

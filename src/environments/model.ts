@@ -1,7 +1,7 @@
 import { t, type Static } from 'elysia'
 import { nullable } from '../domain/schema-util'
 import { DEFAULT_SETUP_TIMEOUT_S, MAX_SETUP_TIMEOUT_S } from './environment'
-import { MAX_ALLOW_ENTRIES } from './allow-entry'
+import { MAX_ALLOW_ENTRIES } from './environment'
 
 const ALLOW_ENTRY =
   'A host name (`api.example.com`), `*.` and a domain (`*.example.com`: the names below it), or an IP address (IPv6 in brackets when a port follows), each optionally with `:port` (else 443 and 80); or `registries`: the public package registries of npm, PyPI, crates.io, the Go module proxy and Debian'

@@ -27,7 +27,7 @@ export const projectEnvironments = sqliteTable('project_environments', {
   projectId: text('project_id').primaryKey().references(() => projects.id, { onDelete: 'cascade' }),
   setup: text('setup'),
   setupTimeoutS: integer('setup_timeout_s').notNull(),
-  /** The `network.allow` entries as the admin wrote them (src/environments/allow-entry.ts parses them). */
+  /** The `network.allow` entries as the admin wrote them (src/egress/allowlist.ts parses them). */
   allow: text('allow', { mode: 'json' }).$type<string[]>().notNull(),
   revision: integer('revision').notNull(),
   updatedAt: integer('updated_at').notNull(),
