@@ -1,5 +1,6 @@
 import type { Database } from 'bun:sqlite'
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs'
+import { GENERATED_KEY_FILE } from '../accounts/config'
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 /**
@@ -16,6 +17,12 @@ export interface BackupManifest {
   created_at: string
   database: string
   blobs: number
+  /**
+   * Whether the sealing key agentd generated (DATA_DIR/encryption.key) is in the backup: without it
+   * no sealed value (secrets, provider keys, tool-server tokens) opens after a restore. A key from
+   * the config file is the operator's to keep.
+   */
+  encryption_key?: boolean
   /** Sandboxes that existed on the host, not in the backup: their sessions fail as after a crash. */
   sandboxes_not_included: string[]
 }
@@ -33,12 +40,15 @@ export function backup(db: Database, dataDir: string, target: string): BackupMan
   const dbCopy = join(target, DB_FILE)
   db.run('VACUUM INTO ?', [dbCopy])
   const blobs = copyTree(join(dataDir, 'blobs'), join(target, 'blobs'))
+  const key = join(dataDir, GENERATED_KEY_FILE)
+  if (existsSync(key)) copyPrivate(key, join(target, GENERATED_KEY_FILE))
   const sandboxes = join(dataDir, 'sandboxes')
   const manifest: BackupManifest = {
     format: 'agentd-backup/1',
     created_at: new Date().toISOString(),
     database: DB_FILE,
     blobs,
+    encryption_key: existsSync(key),
     sandboxes_not_included: existsSync(sandboxes) ? readdirSync(sandboxes).filter((name) => !name.startsWith('.')).sort() : [],
   }
   writeFileSync(join(target, 'MANIFEST.json'), `${JSON.stringify(manifest, null, 2)}\n`, { mode: 0o600 })
@@ -60,12 +70,25 @@ export function restore(source: string, dataDir: string, dbPath: string): Backup
   if (existsSync(sandboxes) && readdirSync(sandboxes).some((name) => !name.startsWith('.'))) {
     throw new BackupError(`${sandboxes} holds sandboxes of another run: restore into a DATA_DIR without them (move sandboxes/ aside, after unmounting what is mounted below it)`)
   }
+  const key = join(dataDir, GENERATED_KEY_FILE)
+  const savedKey = join(source, GENERATED_KEY_FILE)
+  if (manifest.encryption_key && existsSync(key) && !readFileSync(key).equals(readFileSync(savedKey))) {
+    throw new BackupError(`${key} is another key than the backup's: the restored secrets would not open (move it aside)`)
+  }
   mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+  if (manifest.encryption_key && !existsSync(key)) copyPrivate(savedKey, key)
   copyTree(join(source, 'blobs'), join(dataDir, 'blobs'))
   // The database last: a restore cut short leaves no database, so it can simply be run again.
   copyFileSync(join(source, manifest.database), `${dbPath}.restoring`)
   renameSync(`${dbPath}.restoring`, dbPath)
   return manifest
+}
+
+/** Copies one file readable by its owner only. */
+function copyPrivate(from: string, to: string): void {
+  copyFileSync(from, `${to}.copying`)
+  chmodSync(`${to}.copying`, 0o600)
+  renameSync(`${to}.copying`, to)
 }
 
 /** Copies regular files below `from` to `to` (folders 0700, files 0600); the number copied. */

@@ -1,8 +1,7 @@
 import { isIP } from 'node:net'
 import { hostOf, isPublicAddress, type ResolveHost } from '../egress/address-policy'
 
-// The address rules are shared (egress/address-policy.ts); the resolver is still taken from here by server.ts.
-export { resolveHost, type ResolveHost } from '../egress/address-policy'
+// The address rules are shared (egress/address-policy.ts); these are the webhook URL's own.
 
 export const MAX_WEBHOOK_URL_LENGTH = 2048
 

@@ -1,5 +1,5 @@
 import { afterAll, expect, test } from 'bun:test'
-import { mkdirSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { litestreamBinary } from '../../src/db/litestream'
@@ -27,6 +27,10 @@ test('a backup taken under load restores to a server that serves every session a
   const backupDir = join(mkdtempSync(join(tmpdir(), 'agentd-backup-copy-')), 'backup')
   dirs.push(join(backupDir, '..'))
   try {
+    // A Project secret, sealed under the key the server generated in DATA_DIR: it must open after a restore.
+    expect((await admin(seeded.dir, 'project', 'create', '--org', 'acme', '--name', 'web')).code).toBe(0)
+    const put = await fetch(`${server.url}/o/acme/projects/web/secrets/APP_TOKEN`, { method: 'PUT', headers: { authorization: `Bearer ${seeded.token}`, 'content-type': 'application/json' }, body: JSON.stringify({ value: 'restored-secret-value' }) })
+    expect(put.status).toBe(204)
     const done: string[] = []
     for (let i = 0; i < 4; i++) {
       const created = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: script([{ artifact: { name: `report-${i}.md`, content: `# report ${i}` } }, { answer: `done ${i}` }]) })
@@ -54,7 +58,7 @@ test('a backup taken under load restores to a server that serves every session a
     loading = false
     await load
     expect(taken.code).toBe(0)
-    expect(taken.json).toMatchObject({ format: 'agentd-backup/1', database: 'agentd.db', blobs: 4 })
+    expect(taken.json).toMatchObject({ format: 'agentd-backup/1', database: 'agentd.db', blobs: 4, encryption_key: true })
     expect(taken.json.sandboxes_not_included.length).toBeGreaterThanOrEqual(4)
     // For agentd's user only, like DATA_DIR itself.
     for (const name of readdirSync(backupDir)) expect(statSync(join(backupDir, name)).mode & 0o077).toBe(0)
@@ -72,6 +76,13 @@ test('a backup taken under load restores to a server that serves every session a
     server = await startServer({ DATA_DIR: fresh, AGENTD_SANDBOX: 'process' })
     const listed = (await call('GET', '/o/acme/p/_/sessions?limit=100')).body.executions.map((s: { execution_id: string }) => s.execution_id)
     for (const id of [...done, ...made.slice(0, before)]) expect(listed).toContain(id)
+    // The generated sealing key came back with it (0600): the Project's secret opens for its session.
+    expect(readFileSync(join(fresh, 'encryption.key'))).toEqual(readFileSync(join(seeded.dir, 'encryption.key')))
+    expect(statSync(join(fresh, 'encryption.key')).mode & 0o777).toBe(0o600)
+    const uses = await call('POST', '/o/acme/p/web/sessions', { agent: 'harness_2', prompt: script([{ bash: 'test "$APP_TOKEN" = restored-secret-value && echo opened' }, { answer: 'ok' }]) })
+    await poll('the secret-using session to complete', async () => (await call('GET', `/o/acme/p/web/sessions/${uses.body.execution_id}`)).body.status === 'completed', { timeoutMs: 60_000 })
+    const calls = (await call('GET', `/o/acme/p/web/sessions/${uses.body.execution_id}/tool-calls`)).body
+    expect(JSON.stringify(calls)).toContain('opened')
     for (const [i, id] of done.entries()) {
       const view = await call('GET', `/o/acme/p/_/sessions/${id}`)
       expect(view.body).toMatchObject({ status: 'completed', artifact_count: 1 })
