@@ -54,10 +54,10 @@ async function front(options: Partial<EgressProxyOptions>, s: EgressSession): Pr
   return listen(server)
 }
 
-/** What a raw client gets for `text`: everything until the proxy closes (or `ms`). */
-function exchange(port: number, text: string | Buffer, ms = 5000): Promise<{ answer: string; closed: boolean }> {
+/** What a raw client gets for `text` at a TCP port on loopback, or a Unix socket's path: everything until the proxy closes (or `ms`). */
+function exchange(at: number | string, text: string | Buffer, ms = 5000): Promise<{ answer: string; closed: boolean }> {
   return new Promise((resolve) => {
-    const socket = createConnection({ host: '127.0.0.1', port })
+    const socket = typeof at === 'number' ? createConnection({ host: '127.0.0.1', port: at }) : createConnection({ path: at })
     let answer = ''
     const timer = setTimeout(() => {
       socket.destroy()
@@ -307,7 +307,7 @@ describe('time and count limits', () => {
       for (let i = 0; i < RELAY_MAX_CONNECTIONS; i++) open.push(await tunnel())
       expect(relay.connections).toBe(RELAY_MAX_CONNECTIONS)
       const started = Date.now()
-      const extra = await exchange2(relay.socketPath, `CONNECT cap.test:${origin.port} HTTP/1.1\r\n\r\n`)
+      const extra = await exchange(relay.socketPath, `CONNECT cap.test:${origin.port} HTTP/1.1\r\n\r\n`)
       expect(extra).toEqual({ answer: '', closed: true })
       expect(Date.now() - started).toBeLessThan(1000)
       expect(origin.connections()).toBe(RELAY_MAX_CONNECTIONS)
@@ -334,21 +334,3 @@ describe('time and count limits', () => {
   })
 })
 
-/** `exchange` over a Unix socket. */
-function exchange2(path: string, text: string, ms = 5000): Promise<{ answer: string; closed: boolean }> {
-  return new Promise((resolve) => {
-    const socket = createConnection({ path })
-    let answer = ''
-    const timer = setTimeout(() => {
-      socket.destroy()
-      resolve({ answer, closed: false })
-    }, ms)
-    socket.on('connect', () => socket.write(text))
-    socket.on('data', (chunk) => (answer += chunk.toString('latin1')))
-    socket.on('error', () => {})
-    socket.on('close', () => {
-      clearTimeout(timer)
-      resolve({ answer, closed: true })
-    })
-  })
-}
