@@ -24,3 +24,9 @@ export function said(error: unknown, status?: number): string {
   const code = body?.code ?? body?.error_code
   return code && !text.includes(code) ? `${text} (${code})` : text
 }
+
+/** An error answer as a form shows it: what it says, and which of the form's fields it names (`fields[].path`). */
+export function refusal(error: unknown, status?: number): { text: string; fields: string[] } {
+  const fields = (error as { fields?: { path?: unknown }[] } | undefined)?.fields
+  return { text: said(error, status), fields: Array.isArray(fields) ? fields.map((f) => String(f.path)) : [] }
+}

@@ -42,6 +42,15 @@ export function Problem({ text }: { text: string | null }) {
   ) : null
 }
 
+/**
+ * A form field's ARIA: described by its hint, and, when the last refusal named the field, marked
+ * invalid and described by that refusal (shown in the element `problem`) too.
+ */
+export function fieldAria(named: boolean, problem: string, hint?: string): { 'aria-invalid'?: true; 'aria-describedby'?: string } {
+  const ids = [hint, named ? problem : undefined].filter(Boolean).join(' ')
+  return { ...(named ? { 'aria-invalid': true as const } : {}), ...(ids ? { 'aria-describedby': ids } : {}) }
+}
+
 /** A structured answer as a tree: objects and arrays open and close. */
 export function JsonTree({ value, name }: { value: unknown; name?: string }) {
   const label = name === undefined ? null : <span class="json-key">{name}: </span>
