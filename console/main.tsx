@@ -3,6 +3,8 @@ import { useErrorBoundary, useState } from 'preact/hooks'
 import { Link } from './components'
 import { Keys } from './pages/keys'
 import { NewSession } from './pages/new-session'
+import { ProjectPage } from './pages/project'
+import { Projects } from './pages/projects'
 import { SessionPage } from './pages/session'
 import { Sessions } from './pages/sessions'
 import { SignIn } from './pages/sign-in'
@@ -26,6 +28,9 @@ function Page({ who, path }: { who: SignedIn; path: string }) {
 function Route({ who, path }: { who: SignedIn; path: string }) {
   const session = /^\/sessions\/([^/]+)$/.exec(path)
   if (session) return <SessionPage who={who} id={decodeURIComponent(session[1]!)} />
+  const project = /^\/projects\/([^/]+)$/.exec(path)
+  if (project) return <ProjectPage who={who} name={decodeURIComponent(project[1]!)} />
+  if (path === '/projects') return <Projects who={who} />
   if (path === '/new') return <NewSession who={who} />
   if (path === '/keys') return <Keys who={who} />
   return <Sessions who={who} />
@@ -34,9 +39,10 @@ function Route({ who, path }: { who: SignedIn; path: string }) {
 function Console() {
   const [who, setWho] = useState(signedIn)
   const path = usePath()
-  const nav = (href: string, label: string) => (
+  /** A navigation link, current on its own path and on the pages `under` it. */
+  const nav = (href: string, label: string, under?: string) => (
     <li>
-      <Link href={`/console${href}`} aria-current={path === href || (href === '/' && path.startsWith('/sessions')) ? 'page' : undefined}>
+      <Link href={`/console${href}`} aria-current={path === href || (under !== undefined && path.startsWith(under)) ? 'page' : undefined}>
         {label}
       </Link>
     </li>
@@ -51,8 +57,9 @@ function Console() {
         {who && (
           <nav aria-label="Console">
             <ul>
-              {nav('/', 'Sessions')}
+              {nav('/', 'Sessions', '/sessions')}
               {nav('/new', 'New session')}
+              {nav('/projects', 'Projects', '/projects/')}
               {nav('/keys', 'API keys')}
             </ul>
           </nav>
