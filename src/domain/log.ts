@@ -2,4 +2,11 @@
 export interface LogFields {
   session: string
   turn?: number
+  /** A webhook attempt's line: its delivery (the webhook-id), attempt number, answer and time. */
+  delivery?: string
+  attempt?: number
+  status?: number | null
+  duration_ms?: number
+  outcome?: 'delivered' | 'retrying' | 'failed'
+  error?: string
 }

@@ -315,15 +315,19 @@ export class SessionService {
     const status = statusOf(next)
     const row = this.store.get(id)!
     const turnsCount = patch.turnsCount ?? row.turnsCount
-    // A turn (or a run that never got to one) ended: the webhook outbox hears of it.
+    // A turn (or a run that never got to one) ended: the webhook outbox hears of it, in this
+    // transaction. A turn the restart found cut off ended too, even when the session moves straight
+    // on to a queued follow-up or stays paused: it ended failed.
+    const lostTurn = event.type === 'service.restarted' && current.context.turnActive
     const turnEnded =
-      event.type === 'turn.ended' || (status !== from && (status === 'failed' || status === 'cancelled') && statusIn('inFlight', from))
+      event.type === 'turn.ended' || lostTurn || (status !== from && (status === 'failed' || status === 'cancelled') && statusIn('inFlight', from))
     const metered = meterTransition({ row, from, to: status, turnEnded, restarted: event.type === 'service.restarted', patch, now: this.now() })
     const fields: SessionPatch = { ...patch, ...metered.fields, machineState: next.context.machineState, error: next.context.error }
     // A queued follow-up starts at once: report the turn where it would have rested, as the
     // machine says for the same event without a queue.
-    const endedAs: SessionStatus =
-      event.type === 'turn.ended' && status === 'running'
+    const endedAs: SessionStatus = lostTurn
+      ? 'failed'
+      : event.type === 'turn.ended' && status === 'running'
         ? statusOf(transition(sessionMachine, sessionMachine.resolveState({ value: current.value, context: { ...current.context, queued: 0 } }), event)[0])
         : status
     const writes = () => {

@@ -6,6 +6,7 @@ import { Webhook } from 'standardwebhooks'
 import type { Db } from '../db/client'
 import { apiKeys, orgs, sessions, webhookAttempts, webhookDeliveries } from '../db/schema'
 import type { SessionStatus } from '../domain/status'
+import type { LogFields } from '../domain/log'
 import type { StatusChange } from '../sessions/service'
 import type { SessionRow } from '../sessions/store'
 import { answerOf } from '../sessions/view'
@@ -25,7 +26,7 @@ export interface WebhookDeps {
   resolve?: ResolveHost
   /** How long a receiver has to answer with a 2xx (spec 6.2: 5 seconds). */
   ackTimeoutMs?: number
-  log?: (line: string) => void
+  log?: (line: string, fields?: LogFields) => void
   /** Each attempt's outcome as it is recorded (for /metrics). */
   onAttempt?: (outcome: 'delivered' | 'retrying' | 'failed') => void
 }
@@ -102,7 +103,7 @@ export class WebhookService {
   private readonly resolve: ResolveHost
   /** Resolves and checks a receiver's name as each connection is made. */
   private readonly lookup: ReturnType<typeof checkedLookup>
-  private readonly log: (line: string) => void
+  private readonly log: (line: string, fields?: LogFields) => void
   private readonly agents = {
     http: new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY }),
     https: new https.Agent({ keepAlive: true, maxSockets: CONCURRENCY }),
@@ -310,7 +311,18 @@ export class WebhookService {
     if (ok) next = { state: 'delivered', finishedAt: now, nextAttemptAt: null, reason: null }
     else if (attempt >= MAX_ATTEMPTS) next = { state: 'failed', finishedAt: now, nextAttemptAt: null, reason: `no 2xx after ${attempt} attempts` }
     else next = { nextAttemptAt: firstAttemptAt + Math.round(RETRY_OFFSETS_MS[attempt - 1]! * this.deps.timeScale) }
-    this.deps.onAttempt?.(ok ? 'delivered' : next.state === 'failed' ? 'failed' : 'retrying')
+    const outcome = ok ? 'delivered' : next.state === 'failed' ? 'failed' : 'retrying'
+    this.deps.onAttempt?.(outcome)
+    // One line per attempt, so an operator can see why a webhook is missing (the URL is not logged: it may hold a token).
+    this.log(`webhook attempt ${attempt} of ${delivery.id}: ${answer.statusCode ?? answer.error} in ${answer.latencyMs} ms (${outcome})`, {
+      session: delivery.sessionId,
+      delivery: delivery.id,
+      attempt,
+      status: answer.statusCode,
+      duration_ms: answer.latencyMs,
+      outcome,
+      ...(answer.error ? { error: answer.error } : {}),
+    })
     this.deps.db.transaction(() => {
       this.deps.db
         .insert(webhookAttempts)

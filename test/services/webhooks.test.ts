@@ -12,6 +12,7 @@ import { IdentityService, type Principal } from '../../src/identity/service'
 import { SessionStore, type SessionPatch, type SessionRow } from '../../src/sessions/store'
 import { SESSION_MACHINE_VERSION } from '../../machines/session.machine'
 import { webhookUrlProblem } from '../../src/webhooks/url-policy'
+import type { LogFields } from '../../src/domain/log'
 import { INLINE_RESULT_BYTES, WebhookService, type WebhookDeps } from '../../src/webhooks/service'
 import { waitFor } from '../helpers/http'
 import { startReceiver } from '../helpers/keys'
@@ -217,8 +218,10 @@ describe('runFinished delivery', () => {
 
 describe('retries', () => {
   let w: ReturnType<typeof world>
+  /** The server log's lines with their fields, as main.ts writes them as JSON. */
+  const logged: { line: string; fields?: LogFields }[] = []
   beforeAll(() => {
-    w = world()
+    w = world({ log: (line, fields) => logged.push({ line, fields }) })
   })
   afterAll(() => w.close())
 
@@ -245,6 +248,15 @@ describe('retries', () => {
     expect(deliveries[0]!.state).toBe('delivered')
     expect(deliveries[0]!.attempts.map((x) => x.status_code)).toEqual([500, 500, 200])
     for (const attempt of deliveries[0]!.attempts) expect(attempt.latency_ms).toBeGreaterThanOrEqual(0)
+    // One structured log line per attempt: the delivery, its number, the answer and how long it took.
+    const lines = logged.filter((l) => l.fields?.delivery === deliveries[0]!.id)
+    expect(lines.map((l) => [l.fields!.session, l.fields!.attempt, l.fields!.status, l.fields!.outcome])).toEqual([
+      [id, 1, 500, 'retrying'],
+      [id, 2, 500, 'retrying'],
+      [id, 3, 200, 'delivered'],
+    ])
+    for (const l of lines) expect(l.fields!.duration_ms).toBeGreaterThanOrEqual(0)
+    expect(lines.some((l) => l.line.includes(rx.url))).toBe(false)
     rx.stop()
   })
 
