@@ -1,19 +1,32 @@
 import { Elysia } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import type { Principal } from '../identity/service'
+import type { ApiKeyScope } from '../api-keys/service'
 import { bodyLimit, parseBody } from './body'
 
 export interface AuthOptions {
-  /**
-   * Session routes only: API keys may call them, GET with `runs:read`, POST and PATCH with
-   * `runs:write` (contract section 5). Everywhere else a key is refused with 401 (spec section 5).
-   */
-  apiKeys?: boolean
   /** The media type the OpenAPI document gives the routes' bodies: JSON, or multipart for uploads. */
   media?: 'json' | 'formdata'
 }
 
-const scopeFor = (method: string) => (method === 'GET' || method === 'HEAD' ? 'runs:read' : 'runs:write')
+/**
+ * The session routes, as Elysia names a route (its path template): a Project's sessions and
+ * everything under one session, and the org-wide search (spec sections 4.1 to 4.4, contract
+ * section 5). Nothing else.
+ */
+const SESSION_ROUTE = /^\/o\/:org\/(?:sessions|p\/:project\/sessions(?:\/.*)?)$/
+
+/**
+ * What an API key needs to call a route: on a session route `runs:read` to GET and `runs:write`
+ * to POST or PATCH (contract section 5); anywhere else null, which refuses every key with 401
+ * (spec section 5, contract section 11). Decided here from the route's path template alone, for
+ * every route behind `authPlugin` or `orgScope`, so no route group can let keys in by forgetting
+ * an option (test/security/key-routes.test.ts walks the OpenAPI document).
+ */
+export function keyScopeFor(method: string, route: string): ApiKeyScope | null {
+  if (!SESSION_ROUTE.test(route)) return null
+  return method === 'GET' || method === 'HEAD' ? 'runs:read' : 'runs:write'
+}
 
 /** Principals found while parsing a request's body, for its resolve to take instead of a second check. */
 const parsedBy = new WeakMap<Request, Principal>()
@@ -39,24 +52,24 @@ export const orgScope = (auth: AuthService, options: AuthOptions = {}) =>
   }))
 
 function authenticating(auth: AuthService, options: AuthOptions, name: string) {
-  const principalOf = async (request: Request): Promise<Principal> => {
+  const principalOf = async (request: Request, route: string): Promise<Principal> => {
     // One header read from the request, not `headers`: naming that would copy them all on each request.
     const principal = await auth.authenticate(request.headers.get('authorization') ?? undefined)
-    auth.authorizeKey(principal, options.apiKeys ? scopeFor(request.method) : null)
+    auth.authorizeKey(principal, keyScopeFor(request.method, route))
     return principal
   }
   const media = options.media ?? 'json'
-  return new Elysia({ name, seed: `${options.apiKeys === true}:${media}` })
+  return new Elysia({ name, seed: media })
     // One parameter, destructured: Elysia reads the names to decide what to prepare (`route` here).
     .onParse({ as: 'scoped' }, async ({ request, route }) => {
-      parsedBy.set(request, await principalOf(request))
+      parsedBy.set(request, await principalOf(request, route))
       return parseBody(request, bodyLimit(request.method, route))
     })
     // Never runs (the hook above always answers or throws): the OpenAPI document lists a body's
     // media types from the named parsers of its route, and this one names `media`. A scoped hook
     // takes a named parser only in Elysia's `{fn}` form (a bare string throws), which its types lack.
     .onParse({ as: 'scoped' }, { fn: media } as never)
-    .resolve({ as: 'scoped' }, async ({ request }) => ({ principal: parsedBy.get(request) ?? (await principalOf(request)) }))
+    .resolve({ as: 'scoped' }, async ({ request, route }) => ({ principal: parsedBy.get(request) ?? (await principalOf(request, route)) }))
 }
 
 /**

@@ -12,7 +12,7 @@ const OrgParams = t.Object({ org: t.String() })
 /** The org's Projects: what `{project}` in a session path names. */
 export const projectRoutes = (auth: AuthService, service: ProjectService) =>
   new Elysia({ name: 'agentd/projects' }).use(models)
-    .use(orgScope(auth, { apiKeys: true }))
+    .use(orgScope(auth))
     .get('/o/:org/projects', ({ access }) => service.list(access), {
       params: OrgParams,
       response: { 200: t.Object({ data: t.Array(Project) }), ...errorResponses(401, 403, 404) },

@@ -13,7 +13,7 @@ const tags = ['sessions']
 /** What a session changed in its repository (spec 4.4), and the org's code host installations (spec 4.1). */
 export const repositoryRoutes = (auth: AuthService, changes: ChangesService, installations: InstallationService) =>
   new Elysia({ name: 'agentd/repositories' }).use(models)
-    .use(orgScope(auth, { apiKeys: true }))
+    .use(orgScope(auth))
     .get('/o/:org/p/:project/sessions/:session/changes', ({ access, params }) => changes.of(access, params.project, params.session), {
       params: SessionParams,
       response: { 200: SessionChanges, ...errorResponses(401, 403, 404) },

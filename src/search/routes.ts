@@ -10,7 +10,7 @@ import { models } from '../http/models'
 export const searchRoutes = (auth: AuthService, search: SessionSearch) =>
   new Elysia({ name: 'agentd/search' }).use(models)
     .use(messageEnvelope())
-    .use(orgScope(auth, { apiKeys: true }))
+    .use(orgScope(auth))
     .get('/o/:org/sessions', ({ access, query }) => search.search(access, query), {
       params: OrgParams,
       query: SearchQuery,

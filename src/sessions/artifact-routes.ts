@@ -13,7 +13,7 @@ const tags = ['artifacts']
 /** The files a session produced (spec 4.4). */
 export const artifactRoutes = (auth: AuthService, queries: SessionQueries) =>
   new Elysia({ name: 'agentd/artifacts' }).use(models)
-    .use(orgScope(auth, { apiKeys: true }))
+    .use(orgScope(auth))
     .get(
       '/o/:org/p/:project/sessions/:session/artifacts',
       ({ access, params }) => queries.artifactList(access, params.project, params.session),

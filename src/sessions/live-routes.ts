@@ -18,7 +18,7 @@ const CREDENTIAL_RECHECK_MS = 1_000
 /** Following and steering a run: the event stream, follow-up messages, the runtime log. */
 export const liveRoutes = (auth: AuthService, sessions: SessionService, queries: SessionQueries, keepaliveMs = 15_000) =>
   new Elysia({ name: 'agentd/sessions-live' }).use(models)
-    .use(orgScope(auth, { apiKeys: true }))
+    .use(orgScope(auth))
     .get(
       '/o/:org/p/:project/sessions/:session/events',
       ({ access, params, query, headers, request }) => {

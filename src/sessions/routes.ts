@@ -24,7 +24,7 @@ const tags = ['sessions']
 export const sessionRoutes = (auth: AuthService, sessions: SessionService, queries: SessionQueries) =>
   new Elysia({ name: 'agentd/sessions' })
     .use(models)
-    .use(orgScope(auth, { apiKeys: true }))
+    .use(orgScope(auth))
     .post(
       '/o/:org/p/:project/sessions',
       async ({ access, principal, params, headers, body, set }) => {

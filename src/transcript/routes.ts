@@ -14,7 +14,7 @@ const NDJSON = 'application/x-ndjson'
 /** Transcript reads of one session (spec 4.3 messages and tool-calls, 4.4 trajectory). */
 export const transcriptRoutes = (auth: AuthService, transcripts: TranscriptService, toolCalls: ToolCallService) => {
   return new Elysia({ name: 'agentd/transcript' }).use(models)
-    .use(orgScope(auth, { apiKeys: true }))
+    .use(orgScope(auth))
     .get(
       '/o/:org/p/:project/sessions/:session/messages',
       ({ access, params, query }) => transcripts.messages(access, params.project, params.session, query),
