@@ -481,10 +481,11 @@ export interface paths {
         get: operations["agents.get"];
         put?: never;
         post?: never;
-        delete?: never;
+        /** Delete a saved agent and its revisions (its creator or an org admin); runs of it keep their snapshot */
+        delete: operations["agents.remove"];
         options?: never;
         head?: never;
-        /** Rename, change (a new revision) or review again against the current catalog (review: true) */
+        /** Rename, change (a new revision) or review again against the current catalog (review: true); its creator or an org admin */
         patch: operations["agents.update"];
         trace?: never;
     };
@@ -3919,6 +3920,72 @@ export interface operations {
             };
             /** @description Response for status 404 */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "agents.remove": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org: string;
+                agent: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Response for status 204 */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Response for status 400 */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 401 */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 403 */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 404 */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 413 */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };

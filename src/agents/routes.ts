@@ -9,7 +9,7 @@ import type { AgentService } from './service'
 
 const tags = ['agents']
 
-/** Saved agents (shape B `agent_id`): an org's members keep and review them. Signed-in callers only: a key run may not name one. */
+/** Saved agents (shape B `agent_id`): an org's members keep and run them; only an agent's creator or an org admin changes or deletes it. Signed-in callers only: a key run may not name one. */
 export const agentProfileRoutes = (auth: AuthService, agents: AgentService) =>
   new Elysia({ name: 'agentd/saved-agents' })
     .use(models)
@@ -42,8 +42,20 @@ export const agentProfileRoutes = (auth: AuthService, agents: AgentService) =>
       params: AgentParams,
       body: PatchAgentBody,
       response: { 200: SavedAgent, ...errorResponses(400, 401, 403, 404, 413, 422) },
-      detail: { operationId: 'agents.update', tags, summary: 'Rename, change (a new revision) or review again against the current catalog (review: true)' },
+      detail: { operationId: 'agents.update', tags, summary: 'Rename, change (a new revision) or review again against the current catalog (review: true); its creator or an org admin' },
     })
+    .delete(
+      '/o/:org/agents/:agent',
+      ({ access, principal, params, set }) => {
+        agents.remove(principal, access, params.agent)
+        set.status = 204
+      },
+      {
+        params: AgentParams,
+        response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 413) },
+        detail: { operationId: 'agents.remove', tags, summary: 'Delete a saved agent and its revisions (its creator or an org admin); runs of it keep their snapshot' },
+      },
+    )
     .get('/o/:org/agents/:agent/revisions', ({ access, params }) => agents.revisions(access, params.agent), {
       params: AgentParams,
       response: { 200: t.Object({ data: t.Array(AgentRevision) }), ...errorResponses(401, 403, 404) },

@@ -2,7 +2,7 @@ import { and, desc, eq } from 'drizzle-orm'
 import { randomBytes } from 'node:crypto'
 import type { Db } from '../db/client'
 import { savedAgentRevisions, savedAgents, type AgentConfig } from '../db/schema'
-import { badRequest, conflict, notFound } from '../domain/errors'
+import { badRequest, conflict, forbidden, notFound } from '../domain/errors'
 import { catalogRevision, type Catalog } from '../catalog/catalog'
 import type { OrgAccess, Principal } from '../identity/service'
 import { planSession, type HarnessVersions } from '../sessions/create-rules'
@@ -80,7 +80,7 @@ export class AgentService {
    * review: the current configuration as a new revision against today's catalog.
    */
   update(principal: Principal, access: OrgAccess, id: string, body: PatchAgentBody) {
-    const row = this.find(access.orgId, id)
+    const row = this.changeable(principal, access, id)
     const current = this.revision(id, row.revision)
     const { name, review, ...changes } = body
     // A rename alone is no revision and asks nothing of the catalog (the model may have left it since).
@@ -96,6 +96,12 @@ export class AgentService {
         .run()
     })
     return this.get(access, id)
+  }
+
+  /** Deletes a saved agent and its revisions; the runs of it keep the snapshot they started from. */
+  remove(principal: Principal, access: OrgAccess, id: string): void {
+    this.changeable(principal, access, id)
+    this.deps.db.delete(savedAgents).where(eq(savedAgents.id, id)).run()
   }
 
   revisions(access: OrgAccess, id: string) {
@@ -143,6 +149,19 @@ export class AgentService {
       .insert(savedAgentRevisions)
       .values({ agentId, revision, config, digest: bodyDigest(config), catalogRevision: this.catalogRevision, createdByUserId: principal.userId, createdAt: now })
       .run()
+  }
+
+  /**
+   * The agent, when the caller may change or delete it: its creator or an org admin (contract
+   * section 11), else 403. A run resolves the agent's connection names against whoever runs it,
+   * so a member who could rewrite a colleague's agent would point the colleague's tool servers at
+   * the member's instructions.
+   */
+  private changeable(principal: Principal, access: OrgAccess, id: string): AgentRow {
+    const row = this.find(access.orgId, id)
+    const creator = row.createdByUserId !== null && row.createdByUserId === principal.userId
+    if (!creator && access.role !== 'admin') throw forbidden(`Only the creator of saved agent "${row.name}" or an org admin can change or delete it`)
+    return row
   }
 
   private find(orgId: string, id: string): AgentRow {
