@@ -9,16 +9,17 @@ import type { TurnCallbacks } from './turn-runner'
  */
 export function turnOutput(store: SessionStore, log: (text: string) => void, id: string, turn: number, summary: { last: string | null }, stored: StoredPrefix): TurnCallbacks {
   return {
-    onOutput: (normalized, rawLines) => {
+    onOutput: (normalized, rawLines, json) => {
       for (const event of normalized) {
         if (event.type === 'message' && event.role === 'assistant' && event.content?.trim()) summary.last = event.content
       }
       const events = stored.newEvents(normalized)
+      const skipped = normalized.length - events.length
       const raw = stored.newRaw(rawLines)
       if (events.length === 0 && raw.length === 0) return
       store.events.append(
         id,
-        events.map((data) => ({ turn, kind: 'harness' as const, type: data.type, data: data as Record<string, unknown> })),
+        events.map((data, i) => ({ turn, kind: 'harness' as const, type: data.type, data: data as Record<string, unknown>, json: json[skipped + i] })),
         raw.map((line) => ({ turn, line })),
       )
     },

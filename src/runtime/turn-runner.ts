@@ -7,8 +7,11 @@ import { giveBack } from '../../sandbox/chunk-pool'
 import { writeInTree } from '../../sandbox/host-fs'
 
 export interface TurnCallbacks {
-  /** A batch of raw stdout lines and the normalized events they yielded, in stream order. */
-  onOutput(events: SessionEvent[], rawLines: string[]): void
+  /**
+   * A batch of raw stdout lines and the normalized events they yielded, in stream order, with each
+   * event's JSON (made once, for the cap and for storage).
+   */
+  onOutput(events: SessionEvent[], rawLines: string[], json: string[]): void
   /** A chunk of the CLI's stderr. */
   onStderr(text: string): void
 }
@@ -19,9 +22,16 @@ export interface RunningTurn {
 }
 
 export interface TurnOptions {
-  /** Raw stdout the turn may store; past it lines are parsed but no longer stored (capture `partial`). */
+  /**
+   * Raw stdout the turn may store, and as much again of normalized events (AGENTD_TRANSCRIPT_MAX_MB):
+   * past either, lines are still parsed but no longer stored, and later events are counted, not
+   * stored (capture `partial`).
+   */
   transcriptMaxBytes?: number
 }
+
+/** Events kept past the events cap: tiny, and the next turns' usage is summed from them (Codex reports thread totals). */
+const ALWAYS_STORED = new Set(['usage'])
 
 /** AGENTD_TRANSCRIPT_MAX_MB's default. */
 const TRANSCRIPT_MAX_BYTES = 256 * 1024 * 1024
@@ -111,15 +121,31 @@ export function followTurn(proc: SandboxProcess, adapter: HarnessAdapter, spec: 
   // The raw transcript lost bytes: a line was cut, or the turn went over its transcript cap.
   let partial = false
   let full = false
+  // The events stored so far (their JSON's length), and those past the cap, counted only.
+  let eventBytes = 0
+  let unstored = 0
+  const events: SessionEvent[] = []
+  const json: string[] = []
+  const keep = (e: SessionEvent) => {
+    const text = JSON.stringify(e)
+    if (!ALWAYS_STORED.has(e.type) && (unstored > 0 || eventBytes + text.length > maxStored)) {
+      unstored++
+      partial = true
+      return
+    }
+    eventBytes += text.length
+    events.push(e)
+    json.push(text)
+  }
   const stdout = forEachLine(proc.stdout, (lines) => {
     const raw: string[] = []
-    const events: SessionEvent[] = []
+    events.length = json.length = 0
     for (const line of lines) {
       const blank = line.text.trim() === ''
-      if (!blank) events.push(...parser.push(line.text))
+      if (!blank) for (const e of parser.push(line.text)) keep(e)
       if (line.cut) {
         partial = true
-        events.push(event(adapter.id, 'error', { content: `agentd: a line of ${line.bytes} bytes of the CLI's output was cut to its first ${MAX_LINE_BYTES} bytes` }))
+        keep(event(adapter.id, 'error', { content: `agentd: a line of ${line.bytes} bytes of the CLI's output was cut to its first ${MAX_LINE_BYTES} bytes` }))
       }
       if (blank) continue
       // Kept bytes plus the newline (a cut line is stored cut). Past the cap nothing more is
@@ -130,7 +156,7 @@ export function followTurn(proc: SandboxProcess, adapter: HarnessAdapter, spec: 
         raw.push(line.text)
       } else full = partial = true
     }
-    if (events.length > 0 || raw.length > 0) callbacks.onOutput(events, raw)
+    if (events.length > 0 || raw.length > 0) callbacks.onOutput([...events], raw, [...json])
   })
   const stderr = (async () => {
     const decoder = new TextDecoder()
@@ -139,6 +165,10 @@ export function followTurn(proc: SandboxProcess, adapter: HarnessAdapter, spec: 
   const outcome = (async () => {
     const exitCode = await proc.exited
     await Promise.allSettled([stdout, stderr])
+    if (unstored > 0) {
+      const counted = event(adapter.id, 'error', { content: `agentd: ${unstored} events of this turn were not stored (past AGENTD_TRANSCRIPT_MAX_MB, ${maxStored} bytes of events)` })
+      callbacks.onOutput([counted], [], [JSON.stringify(counted)])
+    }
     const outcome = parser.finish(exitCode)
     return partial && outcome.capture === 'complete' ? { ...outcome, capture: 'partial' as const } : outcome
   })()

@@ -13,7 +13,8 @@ export interface StoredEvent {
   json?: string
 }
 
-export type NewEvent = Omit<StoredEvent, 'seq' | 'createdAt' | 'json'>
+/** An event to append; `json` is its data's JSON when the caller made it already. */
+export type NewEvent = Omit<StoredEvent, 'seq' | 'createdAt'>
 
 /** What is stored of one turn's output (EventLog.storedOfTurn). */
 export interface StoredTurn {
