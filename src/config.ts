@@ -52,6 +52,8 @@ export interface Config {
   githubGitUrl: string
   /** AGENTD_FETCH_CA_FILE's PEM: a CA trusted for caller URLs besides the system's (tests only). */
   fetchCa: string | null
+  /** What one create's caller-named fetches (skills, images) take together at most: 200 requests, 30 s (scaled by AGENTD_TIME_SCALE). */
+  fetchLimits: { requests: number; ms: number }
   /** What this host runs at once, whatever the orgs' plans allow (see hostCapacity). */
   capacity: HostCapacity
   /** AGENTD_METRICS_TOKEN: the bearer token /metrics wants; null: /metrics is off. */
@@ -195,6 +197,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     githubApp: githubApp(env.AGENTD_GITHUB_APP_ID, env.AGENTD_GITHUB_APP_KEY_FILE),
     githubGitUrl: (env.AGENTD_GITHUB_GIT_URL || 'https://github.com').replace(/\/+$/, ''),
     fetchCa: env.AGENTD_FETCH_CA_FILE ? readFileSync(env.AGENTD_FETCH_CA_FILE, 'utf8') : null,
+    fetchLimits: { requests: 200, ms: 30_000 * timeScale },
     capacity: hostCapacity(env, sandboxMemoryBytes),
     metricsToken: env.AGENTD_METRICS_TOKEN || null,
     litestreamUrl: env.AGENTD_LITESTREAM_URL || null,

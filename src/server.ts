@@ -185,9 +185,10 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const loki = config.lokiUrl ? new LokiLogs(config.lokiUrl, now, log) : null
   const files = new FileService({ db, unusedMs: config.unusedFileMs, quotaBytes: config.fileQuotaBytes, now })
   const agents = new AgentService({ db, catalog, versions: runnable, now })
-  // Caller URLs (images, skills) are fetched under the webhook rules; AGENTD_FETCH_CA_FILE adds a CA (tests only).
-  const get = (url: string, maxBytes: number) =>
-    publicGet(url, { maxBytes, timeoutMs: 10_000, resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, ca: config.fetchCa })
+  // Caller URLs (images, skills) are fetched under the webhook rules, each create's within its
+  // budget (the signal); AGENTD_FETCH_CA_FILE adds a CA (tests only).
+  const get = (url: string, maxBytes: number, signal: AbortSignal) =>
+    publicGet(url, { maxBytes, timeoutMs: 10_000, signal, resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, ca: config.fetchCa })
   const skills = new SkillService(db, new SkillFetcher({ githubApiUrl: config.githubApiUrl, githubToken: config.githubToken, get }))
   const connections = new ConnectionService({ db, sealer: accountsKey && new KeySealer(accountsKey), resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, now })
   // A run's repository (checkout, git through the gateway, pull requests) needs agentd's GitHub App.
@@ -249,8 +250,9 @@ export async function startServices(config: Config, options: ServerOptions = {})
     accounts,
     files,
     agents,
-    // Under the webhook rules: public https only, the address checked as the connection is made.
-    fetchImage: get,
+    // Under the webhook rules (public https only, the address checked as the connection is made),
+    // all of a create's images and skills within one budget of requests and time.
+    fetches: { get, limits: config.fetchLimits },
     ...(repositories ? { repositories } : {}),
     skills,
     connections,

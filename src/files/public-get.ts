@@ -18,6 +18,8 @@ export interface PublicGetOptions {
   allowPrivate: boolean
   /** PEM of a CA trusted besides the system's (AGENTD_FETCH_CA_FILE, tests only). */
   ca?: string | null
+  /** Ends the request early (the create's fetch budget ran out: fetch-budget.ts). */
+  signal?: AbortSignal
 }
 
 export interface Fetched {
@@ -46,16 +48,23 @@ export function publicGet(raw: string, options: PublicGetOptions): Promise<Fetch
   if (!secure && !(options.allowPrivate && url.protocol === 'http:')) return Promise.reject(new FetchRefused(`${url.origin} is not an https URL`))
   const host = hostOf(url)
   if (isIP(host) && !isPublicAddress(host) && !options.allowPrivate) return Promise.reject(new FetchRefused(`${host} is not a public address`))
+  if (options.signal?.aborted) return Promise.reject(new FetchRefused(`${url.host} was not asked: the time for fetches ran out`))
   return new Promise<Fetched>((resolve, reject) => {
     let settled = false
-    const fail = (message: string, tooLarge = false) => {
-      if (settled) return
+    const settle = () => {
       settled = true
       clearTimeout(timer)
+      options.signal?.removeEventListener('abort', aborted)
+    }
+    const fail = (message: string, tooLarge = false) => {
+      if (settled) return
+      settle()
       request.destroy()
       reject(tooLarge ? new FetchTooLarge(message) : new FetchRefused(message))
     }
     const timer = setTimeout(() => fail(`${url.host} did not answer within ${options.timeoutMs / 1000} s`), options.timeoutMs)
+    const aborted = () => fail(`${url.host} had not answered when the time for fetches ran out`)
+    options.signal?.addEventListener('abort', aborted, { once: true })
     const lookup = checkedLookup(options)
     const request = (secure ? https : http).get(
       {
@@ -83,8 +92,7 @@ export function publicGet(raw: string, options: PublicGetOptions): Promise<Fetch
         })
         res.on('end', () => {
           if (settled) return
-          settled = true
-          clearTimeout(timer)
+          settle()
           const contentType = res.headers['content-type']?.split(';', 1)[0]?.trim().toLowerCase() || null
           resolve({ bytes: new Uint8Array(Buffer.concat(chunks, total)), contentType })
         })

@@ -18,7 +18,7 @@ import type { Metrics } from '../metrics/metrics'
 import { bodyDigest, IdempotencyKeys, scopeOf } from './idempotency'
 import { findProject, NO_PROJECT } from '../identity/projects'
 import { assertKeySlot, assertPromptSize, planSession, type HarnessVersions, type SessionPlan } from './create-rules'
-import { readCreate, type FetchImage } from './input'
+import { readCreate, type InputDeps } from './input'
 import { newSessionRow } from './new-session'
 import { profileFields, withProfile } from './profile'
 import { checkResources, runRepository } from './resources'
@@ -47,8 +47,8 @@ export interface SessionServiceDeps {
   agents: AgentService
   skills: SkillService
   connections: ConnectionService
-  /** Fetches a shape B image block's URL (files/public-get.ts under the webhook rules). */
-  fetchImage: FetchImage
+  /** Shape B image blocks' URLs, fetched under the webhook rules (files/public-get.ts) in the create's fetch budget. */
+  fetches: InputDeps['fetches']
   /** A run's repository is checked with the code host at create; absent without a GitHub App. */
   repositories?: RepositoryAccess
   metrics?: Metrics
@@ -129,15 +129,15 @@ export class SessionService {
     const earlier = replay()
     if (earlier) return this.deps.queries.view(this.store.get(earlier)!)
     // Shape B's files are fetched and decoded here, before anything is stored.
-    const { body: request, attachments } = await readCreate(principal, access.orgId, body, this.deps)
+    const { body: request, attachments, fetches } = await readCreate(principal, access.orgId, body, this.deps)
     const named = request.resources ? checkResources(request.resources, project, this.deps.repositories !== undefined) : null
     const profile = request.agent_id === undefined ? null : this.deps.agents.forRun(access.orgId, request.agent_id)
     const run = profile ? withProfile(request, profile) : request
     const plan = planSession(run, this.deps.catalog, this.deps.versions, projectless)
     // Nothing is fetched for a caller whose plan refuses the run anyway (checked again before the insert).
     this.deps.plans.assertAllows(access.orgId, plan.model, (run.account_id ?? null) !== null)
-    // Fetched now, each code-host source pinned to its commit: the run never reads the URLs again.
-    const skills = run.skills ? await this.deps.skills.fetch(run.skills) : []
+    // Fetched now (in what the images left of the budget), each code-host source pinned to its commit: the run never reads the URLs again.
+    const skills = run.skills ? await this.deps.skills.fetch(run.skills, fetches) : []
     // Tokens are sealed for this session, under its id: made now, before anything is awaited again.
     const id = newId()
     const servers = run.connections ? await this.deps.connections.forRun(principal, access.orgId, project?.id ?? null, id, run.connections) : []

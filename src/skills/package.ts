@@ -47,16 +47,57 @@ export function describe(index: number, files: SkillFiles): { name: string; desc
   const text = new TextDecoder().decode(manifest)
   const match = /^---\r?\n([\s\S]*?)\r?\n---(?:\r?\n|$)/.exec(text)
   if (!match) throw skillInvalid(index, 'SKILL.md has no front matter (a --- block with name and description)')
-  let meta: unknown
-  try {
-    meta = Bun.YAML.parse(match[1]!)
-  } catch (err) {
-    throw skillInvalid(index, `SKILL.md's front matter is not YAML (${(err as Error).message})`)
-  }
-  const { name, description } = (meta ?? {}) as { name?: unknown; description?: unknown }
+  const meta = (frontMatter(index, match[1]!) ?? {}) as { name?: unknown; description?: unknown }
+  const [name, description] = [meta.name, meta.description].map((v) => (typeof v === 'string' ? v.replaceAll(STAR, '*') : v))
   if (typeof name !== 'string' || !NAME.test(name)) throw skillInvalid(index, `SKILL.md's name must be lower-case letters, digits and hyphens, at most 64 (got ${JSON.stringify(name ?? null)})`)
   if (typeof description !== 'string' || description.trim() === '' || description.length > 1024) throw skillInvalid(index, "SKILL.md's description must be 1 to 1024 characters")
   return { name, description }
+}
+
+/** A character no SKILL.md has a use for, which YAML reads as text wherever it reads `*` as text. */
+const STAR = '\uE000'
+/** An `&name` or `*name` where a YAML node starts: after a key's colon, a dash, a bracket or a comma, or at a line's start. */
+const ANCHOR_OR_ALIAS = /(?:^|[:\-[{,]\s|[[{,])\s*[&*][^\s,[\]{}]/m
+
+/**
+ * The front matter's YAML, with aliases refused (contract section 11): a few bytes of aliases
+ * nested on aliases stand for billions of nodes. Every `*` is read as plain text (a private-use
+ * character stands in for it), so the parser never resolves an alias and nothing is expanded; an
+ * alias then reads as a scalar that is the stand-in and the name of an anchor the text defines,
+ * which is refused. A `*` inside text reads as before (the caller puts it back in the strings it
+ * reads), and anchors no alias uses are harmless.
+ */
+function frontMatter(index: number, yaml: string): unknown {
+  if (yaml.includes(STAR)) throw skillInvalid(index, "SKILL.md's front matter holds U+E000, which agentd does not read")
+  let meta: unknown
+  try {
+    meta = Bun.YAML.parse(yaml.replaceAll('*', STAR))
+  } catch (err) {
+    // Refused either way; the sentence says which it most likely is (a merge of an alias, `<<: *b`, fails here).
+    if (ANCHOR_OR_ALIAS.test(yaml)) throw aliasRefused(index)
+    throw skillInvalid(index, `SKILL.md's front matter is not YAML (${(err as Error).message.replaceAll(STAR, '*')})`)
+  }
+  const anchors = new Set([...yaml.matchAll(/&([^\s,[\]{}]+)/g)].map((m) => m[1]!))
+  if (anchors.size > 0 && holdsAlias(meta, anchors)) throw aliasRefused(index)
+  return meta
+}
+
+const aliasRefused = (index: number) => skillInvalid(index, "SKILL.md's front matter uses a YAML alias (*name); aliases are refused")
+
+/** Whether a key or string of `root` is an alias read as text: the stand-in and an anchor's name. Without recursion: the nesting is the caller's. */
+function holdsAlias(root: unknown, anchors: Set<string>): boolean {
+  const stack = [root]
+  while (stack.length > 0) {
+    const node = stack.pop()
+    if (typeof node === 'string') {
+      if (node.startsWith(STAR) && anchors.has(node.slice(1))) return true
+    } else if (Array.isArray(node)) {
+      for (const item of node) stack.push(item)
+    } else if (node !== null && typeof node === 'object') {
+      for (const [key, value] of Object.entries(node)) stack.push(key, value)
+    }
+  }
+  return false
 }
 
 /** S_IFMT bits of a zip entry made on Unix (the high half of its external attributes). */

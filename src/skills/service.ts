@@ -3,6 +3,7 @@ import type { Db } from '../db/client'
 import { sessionSkills } from '../db/schema'
 import { writeInTree } from '../../sandbox/host-fs'
 import type { SkillFetcher, SkillRef } from './fetch'
+import type { FetchBudget } from '../files/fetch-budget'
 import type { Skill } from './package'
 
 /** A skill as the run reports it (`effective_config.skills`): where it came from and its pin. */
@@ -22,8 +23,9 @@ export class SkillService {
     private readonly fetcher: SkillFetcher,
   ) {}
 
-  fetch(refs: SkillRef[]): Promise<Skill[]> {
-    return this.fetcher.fetchAll(refs)
+  /** Fetches a create's skills within its fetch budget (shared with its images). */
+  fetch(refs: SkillRef[], budget: FetchBudget): Promise<Skill[]> {
+    return this.fetcher.fetchAll(refs, budget)
   }
 
   static pins(skills: Skill[]): SkillPin[] {
