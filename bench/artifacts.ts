@@ -63,7 +63,7 @@ for (let round = 0; round < ROUNDS; round++) {
   db.run(sql.raw('PRAGMA foreign_keys = OFF'))
   const store = new ArtifactStore(db, data, Date.now)
   let t0 = performance.now()
-  const count = store.collect(crypto.randomUUID(), workspace, 1)
+  const count = store.collect(crypto.randomUUID(), workspace, 1).count
   safe.push(performance.now() - t0)
   t0 = performance.now()
   const plainCount = plainCollect(db, crypto.randomUUID(), join(workspace, ARTIFACTS_DIR), join(data, 'plain-blobs'))

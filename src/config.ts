@@ -34,6 +34,8 @@ export interface Config {
   shutdownMs: number
   /** Raw stdout a turn may store in its transcript; past it the capture is `partial` (256 MB). */
   transcriptMaxBytes: number
+  /** AGENTD_ARTIFACTS_MAX_MB: new artifact bytes one turn may store. */
+  artifactsMaxBytes: number
   /** A resumable session parked longer than this expires (7 days, scaled by AGENTD_TIME_SCALE). */
   idleMs: number
   /** How long an Idempotency-Key names its session (24 hours, scaled by AGENTD_TIME_SCALE). */
@@ -188,6 +190,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     turnTimeoutMs: positiveNumber('AGENTD_TURN_TIMEOUT_S', env.AGENTD_TURN_TIMEOUT_S, 3600) * 1000,
     shutdownMs: positiveNumber('AGENTD_SHUTDOWN_S', env.AGENTD_SHUTDOWN_S, 20) * 1000,
     transcriptMaxBytes: positiveNumber('AGENTD_TRANSCRIPT_MAX_MB', env.AGENTD_TRANSCRIPT_MAX_MB, 256) * 1024 * 1024,
+    artifactsMaxBytes: positiveNumber('AGENTD_ARTIFACTS_MAX_MB', env.AGENTD_ARTIFACTS_MAX_MB, 1024) * 1024 * 1024,
     idleMs: 7 * 24 * 3600 * 1000 * timeScale,
     idempotencyMs: 24 * 3600 * 1000 * timeScale,
     unusedFileMs: 7 * 24 * 3600 * 1000 * timeScale,

@@ -88,6 +88,9 @@ export interface ServerOptions {
 /** At a graceful stop, the least time the webhooks due (the last turns' ends) get to go out, even past AGENTD_SHUTDOWN_S. */
 const WEBHOOK_FLUSH_MS = 2_000
 
+/** How often, and after how long, blobs no artifact names are deleted. */
+const BLOB_SWEEP_MS = 60 * 60_000
+
 /** Tool server exchanges one session may have open at once through the egress proxy. */
 const MCP_IN_FLIGHT = 16
 
@@ -165,7 +168,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
   // Secret values a session's sandbox was given are masked in all it stores (contract section 10).
   const store = new SessionStore(db, now, (id) => queries.forget(id), new SecretMasks())
   const search = new SessionSearch(db, now)
-  const artifacts = new ArtifactStore(db, config.dataDir, now)
+  const artifacts = new ArtifactStore(db, config.dataDir, now, config.artifactsMaxBytes)
   const installer = new HarnessInstaller(join(config.dataDir, 'harnesses'))
   const plans = new PlanService({ db, catalog, defaultPlan: loadDefaultPlan(config.configFile), now })
   const accounts = new AccountService({ db, sealer: accountsKey && new KeySealer(accountsKey), catalog, providers, now })
@@ -271,9 +274,15 @@ export async function startServices(config: Config, options: ServerOptions = {})
   let sweeper: ReturnType<typeof setInterval> | undefined
   const ready = sessions.rehydrate().then(() => {
     // Parked sessions expire after the idle limit; look often enough for a scaled limit in tests.
+    let blobsSwept = now()
     sweeper = setInterval(() => {
       sessions.expireIdle()
       files.sweep()
+      // Blobs no artifact names any more (rows gone with their sessions), hourly: it walks every blob.
+      if (now() - blobsSwept >= BLOB_SWEEP_MS * config.timeScale) {
+        blobsSwept = now()
+        artifacts.sweep(BLOB_SWEEP_MS * config.timeScale)
+      }
     }, Math.min(60_000, Math.max(50, config.idleMs / 20)))
   })
   webhooks.start()

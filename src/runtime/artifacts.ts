@@ -1,4 +1,5 @@
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, writeSync } from 'node:fs'
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, statSync, writeSync } from 'node:fs'
+import type { BunFile } from 'bun'
 import { dirname, join } from 'node:path'
 import { and, asc, eq, sql } from 'drizzle-orm'
 import type { Db } from '../db/client'
@@ -15,6 +16,14 @@ export interface ArtifactFile {
 export const ARTIFACTS_DIR = '.agentd/artifacts'
 /** A session's artifacts are embedded in session reads up to this many (spec section 8). */
 export const EMBEDDED_ARTIFACTS = 6
+/** AGENTD_ARTIFACTS_MAX_MB's default: 1 GiB of new artifact bytes a turn. */
+export const DEFAULT_ARTIFACTS_MAX_BYTES = 1024 * 1024 * 1024
+
+/** What one turn's collect did: the session's artifact count, and the files skipped past the cap. */
+export interface Collected {
+  count: number
+  skipped: { name: string; size: number }[]
+}
 
 /**
  * Artifacts: metadata in SQLite, bytes content-addressed under DATA_DIR/blobs, so identical files
@@ -29,6 +38,8 @@ export class ArtifactStore {
     private readonly db: Db,
     dataDir: string,
     private readonly now: () => number,
+    /** New bytes one turn may store as artifacts (AGENTD_ARTIFACTS_MAX_MB); past it the rest are skipped. */
+    private readonly maxTurnBytes = DEFAULT_ARTIFACTS_MAX_BYTES,
   ) {
     this.blobs = join(dataDir, 'blobs')
   }
@@ -37,17 +48,24 @@ export class ArtifactStore {
    * Records what is under the workspace's artifacts folder at the end of a turn: new names are
    * appended in the order they were written, changed ones get their new bytes. The folder is the
    * sandbox's: it is walked without following any link, and only regular files are taken.
-   * Returns the session's artifact count.
+   * New bytes past the turn's cap are not stored: those files are skipped (as found), and named in
+   * what it returns with the session's artifact count.
    */
-  collect(sessionId: string, hostWorkspace: string, turn: number): number {
+  collect(sessionId: string, hostWorkspace: string, turn: number): Collected {
     const stored = new Map(this.db.select().from(artifacts).where(eq(artifacts.sessionId, sessionId)).all().map((a) => [a.name, a]))
     const found: { name: string; mtimeMs: number; sha256: string; size: number }[] = []
+    const skipped: Collected['skipped'] = []
+    let added = 0
     walkFiles(hostWorkspace, ARTIFACTS_DIR, (file) => {
       // A file that fits the buffer is read once: hashed, and stored from the same bytes if new.
       // A bigger one is hashed first and copied only if it changed (most of a turn's files did not).
       const whole = file.size <= this.buffer.length ? readFd(file.fd, file.size, this.buffer) : null
       let read = whole ? { sha256: sha256Of(whole), size: whole.length } : hashFd(file.fd, file.size, this.buffer)
-      if (stored.get(file.name)?.sha256 !== read.sha256) read = whole ? this.storeBlob(whole, read.sha256) : this.copyBlob(file.fd, file.size, read.sha256)
+      if (stored.get(file.name)?.sha256 !== read.sha256) {
+        if (added + read.size > this.maxTurnBytes) return void skipped.push({ name: file.name, size: read.size })
+        added += read.size
+        read = whole ? this.storeBlob(whole, read.sha256) : this.copyBlob(file.fd, file.size, read.sha256)
+      }
       found.push({ name: file.name, mtimeMs: file.mtimeMs, ...read })
     })
     // Oldest first (the order the agent wrote them), then by name.
@@ -65,8 +83,52 @@ export class ArtifactStore {
         writes.push(() => this.db.insert(artifacts).values(values).run())
       }
     }
+    const replaced = found.flatMap(({ name, sha256 }) => {
+      const before = stored.get(name)?.sha256
+      return before !== undefined && before !== sha256 ? [before] : []
+    })
     if (writes.length) this.db.transaction(() => writes.forEach((w) => w()))
-    return ordinal
+    // A blob no artifact names any more (its file was rewritten) goes now: blobs live as long as an artifact holds them.
+    for (const sha256 of replaced) this.dropIfUnused(sha256)
+    return { count: ordinal, skipped }
+  }
+
+  /** Deletes the blob `sha256` when no artifact row names it (blobs are shared by content across sessions). */
+  private dropIfUnused(sha256: string): boolean {
+    const used = this.db.select({ n: sql<number>`count(*)` }).from(artifacts).where(eq(artifacts.sha256, sha256)).get()?.n ?? 0
+    if (used > 0) return false
+    rmSync(this.blobPath(sha256), { force: true })
+    return true
+  }
+
+  /**
+   * Deletes blobs no artifact names (their sessions' rows went, or a crash came between a blob and
+   * its row) and temp files, once older than `graceMs`: a collect in progress writes its blobs
+   * before their rows. The server runs it now and then. Returns how many it deleted.
+   */
+  sweep(graceMs = 60 * 60_000): number {
+    const cutoff = this.now() - graceMs
+    let deleted = 0
+    for (const dir of existsSync(this.blobs) ? readdirSync(this.blobs) : []) {
+      const folder = join(this.blobs, dir)
+      const isTemp = dir.startsWith('.') && dir.endsWith('.tmp')
+      try {
+        if (isTemp) {
+          if (statSync(folder).mtimeMs < cutoff) {
+            rmSync(folder, { force: true })
+            deleted++
+          }
+          continue
+        }
+        for (const name of readdirSync(folder)) {
+          if (statSync(join(folder, name)).mtimeMs >= cutoff) continue
+          if (this.dropIfUnused(name)) deleted++
+        }
+      } catch {
+        // gone meanwhile
+      }
+    }
+    return deleted
   }
 
   /** Stores `bytes` (whose hash is `sha256`) as a blob, unless it is there already. */
@@ -152,15 +214,19 @@ export class ArtifactStore {
     return this.db.select({ n: sql<number>`count(*)` }).from(artifacts).where(eq(artifacts.sessionId, sessionId)).get()?.n ?? 0
   }
 
-  /** The stored bytes and content type of one artifact, or null when there is none of that name. */
-  read(sessionId: string, name: string): { bytes: Uint8Array; contentType: string } | null {
+  /**
+   * One artifact's stored bytes, as a file to stream (never read whole into memory: a 1 GiB
+   * artifact downloaded by many clients at once costs the server no more than their buffers),
+   * with its content type; null when there is none of that name.
+   */
+  read(sessionId: string, name: string): { file: BunFile; contentType: string } | null {
     const row = this.db
       .select()
       .from(artifacts)
       .where(and(eq(artifacts.sessionId, sessionId), eq(artifacts.name, name)))
       .get()
     if (!row) return null
-    return { bytes: readFileSync(this.blobPath(row.sha256)), contentType: row.contentType }
+    return { file: Bun.file(this.blobPath(row.sha256)), contentType: row.contentType }
   }
 }
 

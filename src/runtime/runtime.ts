@@ -318,7 +318,7 @@ export class SessionRuntime {
       if (current?.handedOver) dropHandover(this.spec(id).stateDir)
       const fresh = this.deps.store.get(id)
       if (!fresh) return
-      const ended = await endedTurn(this.deps, { row: fresh, run, outcome, close, last: summary.last, stopped: current?.stopped === true, timedOut: current?.timedOut === true })
+      const ended = await endedTurn({ ...this.deps, sessionLog: (turn, text) => this.log(id, turn, text, 'agentd') }, { row: fresh, run, outcome, close, last: summary.last, stopped: current?.stopped === true, timedOut: current?.timedOut === true })
       this.deps.apply(id, ended.event, ended.patch)
     } finally {
       close()

@@ -65,6 +65,8 @@ export interface TurnEndDeps {
   limits: { memoryBytes: number }
   now: () => number
   log: (line: string, fields?: LogFields) => void
+  /** A line for the session's own stored log (what the turn's end left out, say). */
+  sessionLog?: (turn: number, text: string) => void
 }
 
 export interface TurnEnd {
@@ -103,7 +105,13 @@ export async function endedTurn(deps: TurnEndDeps, end: TurnEnd): Promise<{ even
   }
   let artifactCount = row.artifactCount
   try {
-    artifactCount = deps.artifacts.collect(row.id, run.handle.hostWorkspace, run.turn)
+    const collected = deps.artifacts.collect(row.id, run.handle.hostWorkspace, run.turn)
+    artifactCount = collected.count
+    if (collected.skipped.length > 0) {
+      const bytes = collected.skipped.reduce((sum, f) => sum + f.size, 0)
+      const names = collected.skipped.slice(0, 5).map((f) => f.name).join(', ')
+      deps.sessionLog?.(run.turn, `${new Date(deps.now()).toISOString()} agentd: ${collected.skipped.length} artifacts (${bytes} bytes) not kept past AGENTD_ARTIFACTS_MAX_MB: ${names}${collected.skipped.length > 5 ? ', …' : ''}\n`)
+    }
   } catch (err) {
     deps.log(`artifacts not collected: ${(err as Error).message}`, { session: row.id, turn: run.turn })
   }

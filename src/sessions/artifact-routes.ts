@@ -28,8 +28,8 @@ export const artifactRoutes = (auth: AuthService, queries: SessionQueries) =>
       '/o/:org/p/:project/sessions/:session/artifacts/*',
       ({ access, params }) => {
         const name = decodePathParam('artifact name', params['*'])
-        const { bytes, contentType } = queries.artifact(access, params.project, params.session, name)
-        return new Response(bytes, { headers: artifactHeaders(name, contentType) })
+        const { file, contentType } = queries.artifact(access, params.project, params.session, name)
+        return new Response(file, { headers: artifactHeaders(name, contentType) })
       },
       {
         params: t.Object({ org: t.String(), project: t.String(), session: t.String(), '*': t.String() }),
