@@ -1,5 +1,5 @@
 import type { ValidateFunction } from 'ajv'
-import { schemaCompiler, UnsupportedPattern } from '../domain/json-schema'
+import { schemaCompiler, schemaCostProblem, UnsupportedPattern } from '../domain/json-schema'
 
 const MAX_BYTES = 64 * 1024
 const MAX_DEPTH = 10
@@ -9,7 +9,9 @@ const MAX_DEPTH = 10
  * properties in `required` and sets `additionalProperties: false`; `$ref` stays inside the
  * document; at most 10 levels deep and 64 KiB; and it must compile as a JSON Schema whose patterns
  * the linear-time engine accepts (domain/json-schema.ts), so answers are checked without backtracking.
- * Returns the first broken rule as a sentence, or null when the schema is acceptable.
+ * Before it is compiled, its patterns and enum values are held to what compiles quickly
+ * (schemaCostProblem), so no create holds the server's thread. Returns the first broken rule as a
+ * sentence, or null when the schema is acceptable.
  */
 export function outputSchemaProblem(schema: unknown): string | null {
   if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) return 'output_schema must be a JSON object'
@@ -18,6 +20,8 @@ export function outputSchemaProblem(schema: unknown): string | null {
   if (root.type !== 'object') return 'output_schema root must have type "object"'
   const problem = walk(root, '#', 1)
   if (problem) return problem
+  const costly = schemaCostProblem(root)
+  if (costly) return `output_schema ${costly}`
   try {
     schemaCompiler().compile(root)
   } catch (err) {
