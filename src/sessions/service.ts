@@ -4,7 +4,7 @@ import type { HostCapacity } from '../config'
 import type { Db } from '../db/client'
 import { ApiError, notFound } from '../domain/errors'
 import { newId } from '../domain/ids'
-import { STATUS_GROUPS, statusIn, type SessionStatus } from '../domain/status'
+import { STATUS_GROUPS, type SessionStatus } from '../domain/status'
 import type { SandboxDriver } from '../../sandbox/driver'
 import type { Catalog } from '../catalog/catalog'
 import type { HarnessInstaller } from '../runtime/harness-install'
@@ -30,6 +30,7 @@ import type { FileService } from '../files/service'
 import type { SessionRuntime } from '../runtime/runtime'
 import type { CreateSessionBody } from './model'
 import type { SessionQueries } from './queries'
+import { turnEndOf } from './turn-end-of'
 import { VersionConflict, type NewEvent, type SessionPatch, type SessionRow, type SessionStore } from './store'
 
 export interface SessionServiceDeps {
@@ -315,21 +316,9 @@ export class SessionService {
     const status = statusOf(next)
     const row = this.store.get(id)!
     const turnsCount = patch.turnsCount ?? row.turnsCount
-    // A turn (or a run that never got to one) ended: the webhook outbox hears of it, in this
-    // transaction. A turn the restart found cut off ended too, even when the session moves straight
-    // on to a queued follow-up or stays paused: it ended failed.
-    const lostTurn = event.type === 'service.restarted' && current.context.turnActive
-    const turnEnded =
-      event.type === 'turn.ended' || lostTurn || (status !== from && (status === 'failed' || status === 'cancelled') && statusIn('inFlight', from))
+    const { ended: turnEnded, as: endedAs } = turnEndOf(current, event, from, status)
     const metered = meterTransition({ row, from, to: status, turnEnded, restarted: event.type === 'service.restarted', patch, now: this.now() })
     const fields: SessionPatch = { ...patch, ...metered.fields, machineState: next.context.machineState, error: next.context.error }
-    // A queued follow-up starts at once: report the turn where it would have rested, as the
-    // machine says for the same event without a queue.
-    const endedAs: SessionStatus = lostTurn
-      ? 'failed'
-      : event.type === 'turn.ended' && status === 'running'
-        ? statusOf(transition(sessionMachine, sessionMachine.resolveState({ value: current.value, context: { ...current.context, queued: 0 } }), event)[0])
-        : status
     const writes = () => {
       recordUsage(this.deps.db, metered.usage)
       for (const action of actions) {
