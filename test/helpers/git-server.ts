@@ -9,6 +9,8 @@ export interface GitServer {
   root: string
   /** Makes a bare repository `owner/name` with one commit on `main` holding `files`. */
   repo(owner: string, name: string, files: Record<string, string>): void
+  /** Adds a commit on `main` of `owner/name` writing `files` over what is there; returns its sha. */
+  commit(owner: string, name: string, files: Record<string, string>): string
   /** The Authorization header of every request. */
   authorizations: string[]
   stop(): void
@@ -84,6 +86,9 @@ export function startGitServer(allows: (token: string, owner: string, name: stri
     const run = Bun.spawnSync(['git', ...args], { cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: root, GIT_AUTHOR_NAME: 'ada', GIT_AUTHOR_EMAIL: 'ada@acme.test', GIT_COMMITTER_NAME: 'ada', GIT_COMMITTER_EMAIL: 'ada@acme.test' } })
     if (run.exitCode !== 0) throw new Error(`git ${args.join(' ')}: ${run.stderr.toString()}`)
   }
+  const write = (work: string, files: Record<string, string>) => {
+    for (const [path, content] of Object.entries(files)) Bun.spawnSync(['sh', '-c', 'mkdir -p "$(dirname "$1")" && printf %s "$2" > "$1"', 'sh', join(work, path), content])
+  }
   return {
     url: `http://127.0.0.1:${server.port}`,
     root,
@@ -94,10 +99,24 @@ export function startGitServer(allows: (token: string, owner: string, name: stri
       try {
         git(root, 'init', '--bare', '-b', 'main', bare)
         git(work, 'init', '-b', 'main')
-        for (const [path, content] of Object.entries(files)) Bun.spawnSync(['sh', '-c', 'mkdir -p "$(dirname "$1")" && printf %s "$2" > "$1"', 'sh', join(work, path), content])
+        write(work, files)
         git(work, 'add', '-A')
         git(work, 'commit', '-m', 'first')
         git(work, 'push', bare, 'main')
+      } finally {
+        rmSync(work, { recursive: true, force: true })
+      }
+    },
+    commit(owner, name, files) {
+      const bare = join(root, owner, `${name}.git`)
+      const work = mkdtempSync(join(tmpdir(), 'agentd-git-work-'))
+      try {
+        git(work, 'clone', '-q', '-b', 'main', bare, '.')
+        write(work, files)
+        git(work, 'add', '-A')
+        git(work, 'commit', '-m', 'next')
+        git(work, 'push', '-q', 'origin', 'main')
+        return Bun.spawnSync(['git', 'rev-parse', 'HEAD'], { cwd: work }).stdout.toString().trim()
       } finally {
         rmSync(work, { recursive: true, force: true })
       }
