@@ -104,7 +104,7 @@ class SetupOutput {
     const decoder = new TextDecoder()
     let tail = ''
     for await (const chunk of stream) {
-      if (this.logged >= SETUP_LOG_MAX_BYTES) {
+      if (this.dropped > 0) {
         this.dropped += chunk.byteLength
         continue
       }
@@ -123,24 +123,28 @@ class SetupOutput {
     if (tail !== '') this.lines(tail)
   }
 
+  /** Logs whole lines while they fit; from the first line that does not, nothing more (the log stays a prefix of the output). */
   private lines(text: string): void {
-    const out = text
-      .split('\n')
-      .map((line) => `setup: ${line}\n`)
-      .join('')
-    const room = SETUP_LOG_MAX_BYTES - this.logged
-    if (room <= 0) {
-      this.dropped += text.length
+    if (this.dropped > 0) {
+      this.dropped += text.length + 1
       return
     }
-    const kept = out.length <= room ? out : out.slice(0, out.lastIndexOf('\n', room) + 1)
-    this.dropped += out.length - kept.length
-    this.logged += kept.length
-    if (kept !== '') this.log(kept)
+    const kept: string[] = []
+    const lines = text.split('\n')
+    for (const [i, line] of lines.entries()) {
+      const out = `setup: ${line}\n`
+      if (this.logged + out.length > SETUP_LOG_MAX_BYTES) {
+        this.dropped = lines.slice(i).reduce((sum, rest) => sum + rest.length + 1, 0)
+        break
+      }
+      this.logged += out.length
+      kept.push(out)
+    }
+    if (kept.length > 0) this.log(kept.join(''))
   }
 
   end(): void {
-    if (this.dropped > 0) this.log(`setup: (${this.dropped} more bytes of output not kept)\n`)
+    if (this.dropped > 0) this.log(`setup: (about ${this.dropped} more bytes of output not kept)\n`)
   }
 }
 
