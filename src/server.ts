@@ -141,7 +141,14 @@ export async function startServices(config: Config, options: ServerOptions = {})
     // git from the sandbox: to the session's own repository only, with the code host's credential.
     git: (session, target, req) => {
       const row = store.get(session.sessionId)
-      return proxyGitRequest(req, target, row && repositories ? RepositoryRuns.repositoryOf(row) : null, { baseUrl: config.githubGitUrl, token: () => (row && repositories ? repositories.token(row) : null) })
+      return proxyGitRequest(
+        req,
+        target,
+        row && repositories ? RepositoryRuns.repositoryOf(row) : null,
+        { baseUrl: config.githubGitUrl, token: () => (row && repositories ? repositories.token(row) : null) },
+        // A push: to the session's own branch only.
+        () => (row && repositories ? repositories.branchOf(row) : null),
+      )
     },
   })
   const { maxSandboxes, maxStarting, basis } = config.capacity
@@ -217,7 +224,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     mcpServers: (id) => connections.names(id),
     ...(loki ? { onLog: (id: string, text: string) => loki.push(id, store.get(id)?.orgId ?? '', text) } : {}),
     // A turn's changes to the run's repository: a branch of the session's, and a pull request.
-    ...(repositories ? { publish: (row: SessionRow, handle: SandboxHandle) => repositories.publish(row, handle) } : {}),
+    ...(repositories ? { publish: (row: SessionRow, handle: SandboxHandle, turn: { token: string; signal?: AbortSignal }) => repositories.publish(row, handle, turn) } : {}),
     beforeTurn: (row, handle, token) => repositories?.beforeTurn(row, handle, token),
     prepareFirstTurn: async (row, handle, prebuilt) => {
       // The repository first: a checkout needs the workspace empty of what the session brings. A

@@ -1,6 +1,10 @@
 import type { SandboxDriver, SandboxHandle } from '../../sandbox/driver'
 import { writeInTree } from '../../sandbox/host-fs'
 import { gitConfig } from './git-proxy'
+import { gitEnvironment, runGit } from './sandbox-git'
+
+/** git's own words when it failed: the last lines of its stderr, or its exit code. */
+const gitWords = (stderr: string, code: number) => stderr.trim().split('\n').slice(-3).join('; ') || `git exited ${code}`
 
 /**
  * The repository checked out in the workspace, by git inside the sandbox (never on the host: a
@@ -22,10 +26,9 @@ export async function cloneInSandbox(driver: SandboxDriver, handle: SandboxHandl
     "printf '.agentd/\\n' >> .git/info/exclude",
     'printf %s "$branch"',
   ].join('\n')
-  const proc = driver.exec(handle, ['/bin/sh', '-c', script, 'clone', url, ref ?? ''], { env: { PATH: '/usr/bin:/bin', HOME: handle.home, GIT_TERMINAL_PROMPT: '0' } })
-  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
-  if (code !== 0) throw new Error(`${repository.owner}/${repository.name} could not be cloned: ${err.trim().split('\n').slice(-3).join('; ') || `git exited ${code}`}`)
-  return out.trim()
+  const { code, stdout, stderr } = await runGit(driver, handle, ['/bin/sh', '-c', script, 'clone', url, ref ?? ''], gitEnvironment(handle))
+  if (code !== 0) throw new Error(`${repository.owner}/${repository.name} could not be cloned: ${gitWords(stderr, code)}`)
+  return stdout.trim()
 }
 
 /**
@@ -36,27 +39,52 @@ export function writeGitConfig(handle: SandboxHandle, token: string, base: strin
   writeInTree(handle.hostHome, '.gitconfig', gitConfig(handle.gatewayUrl, token, base))
 }
 
+/** Where the publish puts the repository's own config while it runs (and puts it back from). */
+const ASIDE = '.git/config.agentd-aside'
+
+/**
+ * The publish's script: `$1` the commit message, `$2` the branch, `$3` the repository's URL.
+ * git reads no config the sandbox wrote: the repository's own `.git/config` is put aside for the
+ * run (and back after it) and replaced by one naming only the remote; system and global config
+ * and hooks are off in the environment (gitEnvironment). So no hook, fsmonitor, filter or diff
+ * driver, signing program, credential helper or include of the sandbox's runs, whatever its
+ * config, `.gitattributes` or hooks say. A `.git` that is not the checkout's own folder (a link,
+ * a gitfile, a linked worktree whose config lives elsewhere) is refused.
+ */
+const PUBLISH = [
+  'set -e',
+  'test -d .git && test ! -L .git && test ! -e .git/commondir && test ! -L .git/commondir || { echo "the checkout\'s .git is not a repository folder of its own" >&2; exit 1; }',
+  // A publish killed at its deadline left the repository's config aside: it goes back first.
+  `if test -e ${ASIDE} || test -L ${ASIDE}; then rm -rf .git/config; mv ${ASIDE} .git/config; fi`,
+  `if test -e .git/config || test -L .git/config; then mv .git/config ${ASIDE}; fi`,
+  `trap 'rm -f .git/config; if test -e ${ASIDE} || test -L ${ASIDE}; then mv ${ASIDE} .git/config; fi' EXIT`,
+  "printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tlogallrefupdates = true\\n[remote \"origin\"]\\n\\turl = %s\\n\\tfetch = +refs/heads/*:refs/remotes/origin/*\\n' \"$3\" > .git/config",
+  // The branch the checkout tracks (the pull request's base), read from the config put aside as a
+  // file (`--file` follows no include).
+  'head=$(git symbolic-ref -q --short HEAD) || { echo "HEAD is not on a branch" >&2; exit 1; }',
+  `merge=$(git config --file ${ASIDE} --get "branch.$head.merge" 2>/dev/null || true)`,
+  'base=${merge#refs/heads/}',
+  'test -n "$base" || { echo "branch $head tracks no branch of origin" >&2; exit 1; }',
+  'git add -A',
+  'git diff-index --quiet --cached HEAD -- || git commit -q --no-verify -m "$1"',
+  // Nothing new since the last push (or, before the first, since the checkout): no push, no
+  // code host call. A push updates refs/remotes/origin/<branch>.
+  'pushed="refs/remotes/origin/$2"',
+  'git rev-parse -q --verify "$pushed" >/dev/null || pushed="refs/remotes/origin/$base"',
+  'test "$(git rev-list --count "$pushed..HEAD")" != 0 || exit 0',
+  'git push -q --no-verify origin "HEAD:refs/heads/$2"',
+  'printf %s "$base"',
+].join('\n')
+
 /**
  * Commits what the turn changed (unless the CLI committed it already) and pushes it to `branch`,
- * by git inside the sandbox. Resolves to the branch the checkout tracks (the pull request's base),
- * or null when there was nothing new to push; throws with git's own words.
+ * by git inside the sandbox, through the gateway with the turn's key `token`, killed when `signal`
+ * (the turn's deadline) aborts. Resolves to the branch the checkout tracks (the pull request's
+ * base), or null when there was nothing new to push; throws with git's own words.
  */
-export async function pushChanges(driver: SandboxDriver, handle: SandboxHandle, branch: string, message: string): Promise<string | null> {
-  const script = [
-    'set -e',
-    "base=$(git rev-parse --abbrev-ref --symbolic-full-name '@{upstream}')",
-    'git add -A',
-    'git diff --cached --quiet || git commit -q -m "$1"',
-    // Nothing new since the last push (or, before the first, since the checkout): no push, no
-    // code host call. A push updates refs/remotes/origin/<branch>.
-    'pushed="refs/remotes/origin/$2"',
-    "git rev-parse -q --verify \"$pushed\" >/dev/null || pushed='@{upstream}'",
-    'test "$(git rev-list --count "$pushed..HEAD")" != 0 || exit 0',
-    'git push -q origin "HEAD:refs/heads/$2"',
-    'printf %s "${base#origin/}"',
-  ].join('\n')
-  const proc = driver.exec(handle, ['/bin/sh', '-c', script, 'push', message, branch], { env: { PATH: '/usr/bin:/bin', HOME: handle.home, GIT_TERMINAL_PROMPT: '0' } })
-  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
-  if (code !== 0) throw new Error(`the changes could not be pushed: ${err.trim().split('\n').slice(-3).join('; ') || `git exited ${code}`}`)
-  return out.trim() || null
+export async function pushChanges(driver: SandboxDriver, handle: SandboxHandle, push: { url: string; remoteBase: string; token: string; branch: string; message: string; signal?: AbortSignal }): Promise<string | null> {
+  const env = gitEnvironment(handle, { token: push.token, remoteBase: push.remoteBase })
+  const { code, stdout, stderr } = await runGit(driver, handle, ['/bin/sh', '-c', PUBLISH, 'publish', push.message, push.branch, push.url], env, push.signal)
+  if (code !== 0) throw new Error(`the changes could not be pushed: ${gitWords(stderr, code)}`)
+  return stdout.trim() || null
 }

@@ -65,14 +65,29 @@ export class RepositoryRuns implements RepositoryAccess {
     return remoteHead(this.gitUrl, repository, await this.token(row), branch)
   }
 
-  /** After a turn with changes: pushed to the session's branch (or its pull request's), and a pull request opened. */
-  async publish(row: RunRow & Pick<SessionRow, 'onPr' | 'title'>, handle: SandboxHandle): Promise<{ branch: string; prUrl: string } | null> {
+  /**
+   * The one branch git in the session's sandbox may push (the git proxy refuses every other ref):
+   * its `on_pr` pull request's, or `agentd/<first 8 characters of its id>`. Null without a repository.
+   */
+  async branchOf(row: RunRow & Pick<SessionRow, 'onPr'>): Promise<string | null> {
+    const repository = RepositoryRuns.repositoryOf(row)
+    if (!repository) return null
+    return row.onPr !== null ? this.pullHead(row, repository, row.onPr) : `agentd/${row.id.slice(0, 8)}`
+  }
+
+  /**
+   * After a turn with changes: pushed to the session's branch (or its pull request's), and a pull
+   * request opened. git pushes with the turn's gateway key and is killed when `turn.signal` (the
+   * turn's deadline) aborts.
+   */
+  async publish(row: RunRow & Pick<SessionRow, 'onPr' | 'title'>, handle: SandboxHandle, turn: { token: string; signal?: AbortSignal }): Promise<{ branch: string; prUrl: string } | null> {
     const repository = RepositoryRuns.repositoryOf(row)
     const installation = this.installations.installationId(row.githubInstallation)
     if (!repository) return null
     if (installation === null) throw new Error('the repository\'s GitHub App installation is no longer linked to the org')
-    const branch = row.onPr !== null ? await this.pullHead(row, repository, row.onPr) : `agentd/${row.id.slice(0, 8)}`
-    const base = await pushChanges(this.driver, handle, branch, `agentd: ${row.title}`)
+    const branch = (await this.branchOf(row))!
+    const url = `${this.gitUrl}/${repository.owner}/${repository.name}.git`
+    const base = await pushChanges(this.driver, handle, { url, remoteBase: this.gitUrl, token: turn.token, branch, message: `agentd: ${row.title}`, ...(turn.signal ? { signal: turn.signal } : {}) })
     if (base === null) return null
     const pull = await this.github.openFor(installation, repository, { head: branch, base, title: row.title, body: `Changes of agentd run ${row.id}.` })
     return { branch, prUrl: pull.url }

@@ -6,7 +6,7 @@ import type { GatewaySessions } from './gateway-bindings'
 import type { SessionRow } from '../sessions/store'
 import { LOG_CAP_BYTES } from '../transcript/logs'
 import { dropHandover, handOver, loggedOf, reclaim, StoredPrefix } from './handover'
-import { endedTurn, interrupt, turnOpening, type LiveTurn, type TurnRun } from './turn-end'
+import { endedTurn, interrupt, turnDeadline, turnOpening, type LiveTurn, type TurnRun } from './turn-end'
 import { turnOutput } from './turn-output'
 import { failedOutcome, followTurn, startTurn, type RunningTurn } from './turn-runner'
 import { firstTurnPrompt, turnSpec } from './turn-spec'
@@ -279,27 +279,24 @@ export class SessionRuntime {
 
   private get turnOptions() { return { transcriptMaxBytes: this.deps.transcriptMaxBytes } }
 
-  /** Watches a started turn: its timeout, and its end, which comes back as `turn.ended`. */
+  /** Watches a started turn: its deadline (its CLI, then the publish after it), and its end, which comes back as `turn.ended`. */
   private follow(id: string, run: TurnRun, summary: { last: string | null }, running: RunningTurn): void {
     const live = this.liveOf(id)
     live.turn = { ...running, run, stopped: false, timedOut: false }
     // Shutdown began while the CLI was starting: it must not outlive the server.
     if (this.closing) running.process.kill('SIGKILL')
-    const timer = setTimeout(
-      () => {
-        if (live.turn?.process !== running.process) return
-        live.turn.timedOut = true
-        running.process.kill('SIGKILL')
-      },
-      Math.max(0, run.startedAt + this.deps.turnTimeoutMs - this.deps.now()),
-    )
-    const done = this.finish(id, run, summary, running.outcome).finally(() => clearTimeout(timer))
+    const deadline = turnDeadline(Math.max(0, run.startedAt + this.deps.turnTimeoutMs - this.deps.now()), () => {
+      if (live.turn?.process !== running.process) return
+      live.turn.timedOut = true
+      running.process.kill('SIGKILL')
+    })
+    const done = this.finish(id, run, summary, running.outcome, deadline.signal).finally(() => deadline.clear())
     if (live.turn?.process === running.process) live.turn.done = done
     this.pending.add(done)
     void done.finally(() => this.pending.delete(done))
   }
 
-  private async finish(id: string, run: TurnRun, summary: { last: string | null }, running: Promise<TurnOutcome>): Promise<void> {
+  private async finish(id: string, run: TurnRun, summary: { last: string | null }, running: Promise<TurnOutcome>, deadline?: AbortSignal): Promise<void> {
     const live = this.liveOf(id)
     let outcome: TurnOutcome
     try {
@@ -318,7 +315,7 @@ export class SessionRuntime {
       if (current?.handedOver) dropHandover(this.spec(id).stateDir)
       const fresh = this.deps.store.get(id)
       if (!fresh) return
-      const ended = await endedTurn({ ...this.deps, sessionLog: (turn, text) => this.log(id, turn, text, 'agentd') }, { row: fresh, run, outcome, close, last: summary.last, stopped: current?.stopped === true, timedOut: current?.timedOut === true })
+      const ended = await endedTurn({ ...this.deps, sessionLog: (turn, text) => this.log(id, turn, text, 'agentd') }, { row: fresh, run, outcome, close, last: summary.last, stopped: current?.stopped === true, timedOut: current?.timedOut === true, ...(deadline ? { deadline } : {}) })
       this.deps.apply(id, ended.event, ended.patch)
     } finally {
       close()

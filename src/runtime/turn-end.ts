@@ -46,6 +46,19 @@ export function interrupt(turn: LiveTurn | undefined): void {
   void turn.process.exited.finally(() => clearTimeout(kill))
 }
 
+/**
+ * A turn's deadline: `ms` from now `signal` aborts and `onTimeout` runs, unless cleared first. It
+ * runs to the turn's end, past its CLI: what agentd does after it (the publish) stops at it too.
+ */
+export function turnDeadline(ms: number, onTimeout: () => void): { signal: AbortSignal; clear(): void } {
+  const controller = new AbortController()
+  const timer = setTimeout(() => {
+    controller.abort()
+    onTimeout()
+  }, ms)
+  return { signal: controller.signal, clear: () => clearTimeout(timer) }
+}
+
 /** What the gateway is told of a turn it opens a key for: the harness's catalog models, the session's terms. */
 export function turnOpening(catalog: Catalog, row: SessionRow, turn: number, handle: SandboxHandle, terms: TurnTerms): TurnOpening {
   const models = catalog.models.filter((m) => m.harnesses.includes(row.harness as Harness))
@@ -54,10 +67,11 @@ export function turnOpening(catalog: Catalog, row: SessionRow, turn: number, han
 
 export interface TurnEndDeps {
   /**
-   * After a turn that ended well: its changes to the session's repository pushed and a pull
-   * request opened (or found); null when the session has no repository or nothing changed.
+   * After a turn that ended well: its changes to the session's repository pushed (with the turn's
+   * gateway key) and a pull request opened (or found); null when the session has no repository or
+   * nothing changed. It must stop when `turn.signal` (the turn's deadline) aborts.
    */
-  publish?: (row: SessionRow, handle: SandboxHandle) => Promise<{ branch: string; prUrl: string } | null>
+  publish?: (row: SessionRow, handle: SandboxHandle, turn: { token: string; signal?: AbortSignal }) => Promise<{ branch: string; prUrl: string } | null>
   driver: SandboxDriver
   artifacts: ArtifactStore
   catalog: Catalog
@@ -79,6 +93,11 @@ export interface TurnEnd {
   last: string | null
   stopped: boolean
   timedOut: boolean
+  /**
+   * Aborts at the turn's deadline, which covers what agentd does after the CLI exited too: a
+   * publish still running then is killed, and the turn fails as timed out.
+   */
+  deadline?: AbortSignal
 }
 
 /** The `turn.ended` event of a turn whose CLI exited, and its patch: what went wrong, its artifacts, its usage. */
@@ -89,15 +108,17 @@ export async function endedTurn(deps: TurnEndDeps, end: TurnEnd): Promise<{ even
   let published: { branch: string; prUrl: string } | null = null
   if (!stopped && !outcome.error && deps.publish) {
     try {
-      published = await deps.publish(row, run.handle)
+      published = await deps.publish(row, run.handle, { token: run.token, ...(end.deadline ? { signal: end.deadline } : {}) })
     } catch (err) {
       deps.log(`changes not published: ${(err as Error).message}`, { session: row.id, turn: run.turn })
     }
   }
+  // Past the deadline by now (the CLI, or the publish after it): the turn timed out.
+  const timedOut = end.timedOut || (!stopped && end.deadline?.aborted === true)
   const { usage: metered, limit } = end.close()
   // The gateway refused this turn's calls past a plan limit: the turn fails naming it.
   if (limit !== null && !stopped) outcome = { ...outcome, error: limit }
-  if (end.timedOut) outcome = { ...outcome, error: `the turn ran longer than ${Math.round(deps.turnTimeoutMs / 1000)} s and was stopped` }
+  if (timedOut) outcome = { ...outcome, error: `the turn ran longer than ${Math.round(deps.turnTimeoutMs / 1000)} s and was stopped` }
   else if (!stopped && (await outOfMemory(deps.driver, run.handle, run.oomBefore))) {
     // A process of the turn went over the sandbox's memory limit: the turn fails, saying so,
     // even when the agent carried on after its tool call was killed.
