@@ -44,6 +44,14 @@ const RELAY_FLUSH_MS = 10_000
 /** At most this many connections through a sandbox's relay at once (each is a socat process). */
 export const RELAY_MAX_CONNECTIONS = 64
 
+/**
+ * A gateway connection that passes no byte either way for this long is closed (contract section
+ * 11), whether a request is in progress on it or not: a model stream the provider keeps silent
+ * that long is cut too, as the CLIs' own stream idle limits do (Codex's is 5 minutes); the
+ * scripted model's stalls send keepalives. Not while the relay is held (a frozen sandbox reads nothing).
+ */
+export const RELAY_IDLE_MS = 5 * 60_000
+
 /** Hands a sandbox's proxy request (its first bytes already read, in `head`) to the egress proxy. */
 export type EgressHook = (inner: Socket, head: Buffer) => void
 
@@ -89,6 +97,8 @@ export interface RelayOptions {
    * whose socat children already bound each one.
    */
   maxConnections?: number
+  /** RELAY_IDLE_MS, unless a test needs it short. */
+  idleMs?: number
 }
 
 /**
@@ -115,6 +125,9 @@ export class GatewayRelay {
   private readonly corked = new Set<Socket>()
   private held = false
   private readonly maxConnections: number
+  private readonly idleMs: number
+  /** When each gateway connection last passed a byte either way. */
+  private readonly lastActive = new Map<Socket, number>()
 
   constructor(
     readonly dir: string,
@@ -122,6 +135,7 @@ export class GatewayRelay {
     private readonly options: RelayOptions = {},
   ) {
     this.maxConnections = options.maxConnections ?? RELAY_MAX_CONNECTIONS
+    this.idleMs = options.idleMs ?? RELAY_IDLE_MS
   }
 
   get socketPath(): string {
@@ -234,7 +248,32 @@ export class GatewayRelay {
       // A sandbox side that never reads the rest is let go of after a while.
       setTimeout(() => inner.destroy(), RELAY_FLUSH_MS).unref()
     })
-    inner.on('close', () => outer.destroy())
+    inner.on('close', () => {
+      outer.destroy()
+      this.lastActive.delete(inner)
+    })
+    this.closeWhenIdle(inner, outer, fail)
+  }
+
+  /** Calls `close` once the gateway connection passed no byte either way for idleMs (while not held). */
+  private closeWhenIdle(inner: Socket, outer: Socket, close: () => void): void {
+    const active = () => this.lastActive.set(inner, performance.now())
+    active()
+    inner.on('data', active)
+    outer.on('data', active)
+    const check = () => {
+      const last = this.lastActive.get(inner)
+      if (last === undefined) return // closed
+      // Held, the sandbox is frozen: its quiet is not its own. The clock starts again at release.
+      if (this.held) {
+        setTimeout(check, this.idleMs).unref()
+        return
+      }
+      const quiet = performance.now() - last
+      if (quiet >= this.idleMs) close()
+      else setTimeout(check, this.idleMs - quiet).unref()
+    }
+    setTimeout(check, this.idleMs).unref()
   }
 
   /**
@@ -265,6 +304,8 @@ export class GatewayRelay {
   release(): void {
     if (!this.held) return
     this.held = false
+    // A frozen sandbox was quiet for none of its own reasons: idle time counts from now.
+    for (const inner of this.lastActive.keys()) this.lastActive.set(inner, performance.now())
     for (const [inner, outer] of this.open) if (typeof outer !== 'string') outer.pipe(inner)
     for (const inner of this.corked) inner.uncork()
     this.corked.clear()

@@ -4,6 +4,7 @@
  * https://docs.anthropic.com/en/api/messages-streaming
  */
 import { posix } from 'node:path'
+import { anthropicAllowlist } from './allowlist'
 import type { ProtocolContext, ProtocolHandler } from './protocol'
 import { isInjectedText, mcpToolName, nextReply, replyUsage, type ConversationEntry, type Reply, type TokenCounts } from './script'
 import type { Metered } from './upstream'
@@ -23,15 +24,19 @@ interface MessagesRequest {
   stream?: boolean
 }
 
+/** The error type of each refusal, as the Messages API names them. */
+const REFUSALS = { 400: 'invalid_request_error', 402: 'billing_error', 403: 'permission_error', 429: 'rate_limit_error', 503: 'overloaded_error' } as const
+
 export const anthropicProtocol: ProtocolHandler = {
   provider: 'anthropic',
   matches: (method, pathname) => method === 'POST' && (pathname === '/v1/messages' || pathname === '/v1/messages/count_tokens'),
   credential: (req) => req.headers.get('x-api-key') ?? bearer(req.headers.get('authorization')),
   unauthorized: () => errorResponse(401, 'authentication_error', 'invalid x-api-key'),
-  refuse: (status, message) => errorResponse(status, status === 403 ? 'permission_error' : status === 503 ? 'overloaded_error' : 'billing_error', message),
+  refuse: (status, message) => errorResponse(status, REFUSALS[status], message),
   modelOf: (_url, body) => (isObject(body) && typeof body.model === 'string' ? body.model : null),
   handle: handleMessages,
   upstream: {
+    allowlist: anthropicAllowlist,
     target: (url, baseUrl) => baseUrl + url.pathname + url.search,
     authHeaders: (apiKey) => ({ 'x-api-key': apiKey }),
     usage: upstreamUsage,

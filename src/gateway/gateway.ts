@@ -60,6 +60,11 @@ class InFlight {
   private readonly open = new Map<string, number>()
   readonly quiescing = new Set<string>()
 
+  /** The session's requests being answered now. */
+  count(sessionId: string): number {
+    return this.open.get(sessionId) ?? 0
+  }
+
   enter(sessionId: string): () => void {
     this.open.set(sessionId, (this.open.get(sessionId) ?? 0) + 1)
     let left = false
@@ -87,6 +92,13 @@ class InFlight {
 }
 
 const PROTOCOLS: readonly ProtocolHandler[] = [anthropicProtocol, openaiProtocol, geminiProtocol]
+
+/**
+ * Model requests one session may have in flight (contract section 11): past it a new one is refused
+ * at once with the protocol's 429, which every CLI retries after Retry-After. A request counts from
+ * the moment its headers are read (a body still trickling in counts) to its reply's last byte.
+ */
+export const MAX_MODEL_REQUESTS_IN_FLIGHT = 8
 
 /**
  * The largest request a sandbox may send the gateway. A CLI's request carries its whole
@@ -142,6 +154,13 @@ async function route(req: Request, opts: GatewayOptions, inFlight: InFlight): Pr
     line(' answered 503 (agentd is restarting)')
     return wait
   }
+  if (inFlight.count(session.sessionId) >= MAX_MODEL_REQUESTS_IN_FLIGHT) {
+    const busy = protocol.refuse(429, `agentd gateway: this session already has ${MAX_MODEL_REQUESTS_IN_FLIGHT} model requests in flight; retry when one has ended`)
+    busy.headers.set('retry-after', '2')
+    line(` answered 429 (${MAX_MODEL_REQUESTS_IN_FLIGHT} model requests in flight)`)
+    return busy
+  }
+  // Counted in the same turn of the event loop as the check above: no request slips in between.
   const leave = inFlight.enter(session.sessionId)
   let answer: Response
   try {
@@ -185,7 +204,9 @@ function untilLastByte(answer: Response, done: () => void): Response {
 async function answerFor(req: Request, protocol: ProtocolHandler, session: GatewaySession, opts: GatewayOptions): Promise<Response> {
   // Checked before anything is answered or forwarded: the operator's provider key serves only
   // the models the session's harness lists in the catalog, and only within the plan.
-  const model = protocol.modelOf(new URL(req.url), parseJson(await req.clone().text()))
+  // A clone: the scripted model reads the request itself.
+  const body = parseJson(await req.clone().text())
+  const model = protocol.modelOf(new URL(req.url), body)
   if (model !== null && session.models && !session.models.has(model)) {
     return protocol.refuse(403, `model "${model}" is not available to this session (its harness may use: ${[...session.models].join(', ')})`)
   }
@@ -198,11 +219,11 @@ async function answerFor(req: Request, protocol: ProtocolHandler, session: Gatew
   if (session.account) {
     // A run on the caller's own key: only its provider's protocol, only with its key.
     if (session.account.name !== protocol.provider) return protocol.refuse(403, `this session runs on a ${session.account.name} account; ${protocol.provider} is not reachable from it`)
-    if (model !== null) return forward(req, model, protocol.upstream, session.account.config, meter)
+    if (model !== null) return forward(req, body, model, protocol, session.account.config, meter)
   }
   const provider = opts.providers?.[protocol.provider]
   // The scripted model stays local even when a provider is configured: tests and demos use it.
-  if (provider && model !== null && model !== SCRIPTED_MODEL) return forward(req, model, protocol.upstream, provider, meter)
+  if (provider && model !== null && model !== SCRIPTED_MODEL) return forward(req, body, model, protocol, provider, meter)
   return protocol.handle(req, { session, meter })
 }
 

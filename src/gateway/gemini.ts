@@ -8,6 +8,7 @@
  * model answers those with a conforming object and a one-line summary, never with script steps.
  */
 import { posix } from 'node:path'
+import { geminiAllowlist } from './allowlist'
 import type { ProtocolContext, ProtocolHandler } from './protocol'
 import { isInjectedText, mcpToolName, nextReply, replyUsage, type ConversationEntry, type Reply, type TokenCounts } from './script'
 import type { Metered } from './upstream'
@@ -29,16 +30,20 @@ interface GenerateRequest {
 
 const ROUTE = /^\/(v1beta|v1alpha|v1)\/models\/([^/:]+):(streamGenerateContent|generateContent|countTokens)$/
 
+/** The status of each refusal, as the Gemini API names them. */
+const REFUSALS = { 400: 'INVALID_ARGUMENT', 402: 'FAILED_PRECONDITION', 403: 'PERMISSION_DENIED', 429: 'RESOURCE_EXHAUSTED', 503: 'UNAVAILABLE' } as const
+
 export const geminiProtocol: ProtocolHandler = {
   provider: 'google',
   matches: (method, pathname) => method === 'POST' && ROUTE.test(pathname),
   // The SDK sends the key as a header; the REST docs also allow `?key=`.
   credential: (req) => req.headers.get('x-goog-api-key') ?? new URL(req.url).searchParams.get('key'),
   unauthorized: () => errorResponse(401, 'UNAUTHENTICATED', 'API key not valid. Please pass a valid API key.'),
-  refuse: (status, message) => errorResponse(status, status === 403 ? 'PERMISSION_DENIED' : status === 503 ? 'UNAVAILABLE' : 'FAILED_PRECONDITION', message),
+  refuse: (status, message) => errorResponse(status, REFUSALS[status], message),
   modelOf: (url) => ROUTE.exec(url.pathname)?.[2] ?? null,
   handle: handleGenerate,
   upstream: {
+    allowlist: geminiAllowlist,
     target: (url, baseUrl) => {
       const search = new URLSearchParams(url.search)
       search.delete('key')
@@ -87,7 +92,8 @@ async function handleGenerate(req: Request, ctx: ProtocolContext): Promise<Respo
   return sseResponse(
     req.signal,
     async (out, gone) => {
-      await stall(reply.sleepMs, gone)
+      // Keepalives while stalled, so a long stall is not an idle connection (the relay closes those).
+      await stall(reply.sleepMs, gone, () => out.blank())
       streamed.forEach((part, i) => out.send(chunk([part], i === streamed.length - 1)))
       sent()
     },

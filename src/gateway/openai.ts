@@ -9,6 +9,7 @@
  */
 import { posix } from 'node:path'
 import { errorsText, ValidatorCache } from '../domain/json-schema'
+import { openaiAllowlist } from './allowlist'
 import type { ProtocolContext, ProtocolHandler } from './protocol'
 import { isInjectedText, mcpToolName, nextReply, replyUsage, type ConversationEntry, type Reply, type ReplyPart, type TokenCounts } from './script'
 import type { Metered } from './upstream'
@@ -39,15 +40,19 @@ const SHELL_TOOLS: { name: string; args: (command: string) => Json }[] = [
   { name: 'shell', args: (command) => ({ command: ['bash', '-lc', command] }) },
 ]
 
+/** The error type of each refusal, as the Responses API names them. */
+const REFUSALS = { 400: 'invalid_request_error', 402: 'insufficient_quota', 403: 'model_not_found', 429: 'rate_limit_exceeded', 503: 'server_error' } as const
+
 export const openaiProtocol: ProtocolHandler = {
   provider: 'openai',
   matches: (method, pathname) => method === 'POST' && pathname === '/v1/responses',
   credential: (req) => bearer(req.headers.get('authorization')),
   unauthorized: () => errorResponse(401, 'invalid_api_key', 'Incorrect API key provided.'),
-  refuse: (status, message) => errorResponse(status, status === 403 ? 'model_not_found' : status === 503 ? 'server_error' : 'insufficient_quota', message),
+  refuse: (status, message) => errorResponse(status, REFUSALS[status], message),
   modelOf: (_url, body) => (isObject(body) && typeof body.model === 'string' ? body.model : null),
   handle: handleResponses,
   upstream: {
+    allowlist: openaiAllowlist,
     // The provider's base URL ends in /v1, as a CLI's would.
     target: (url, baseUrl) => baseUrl + url.pathname.replace(/^\/v1/, '') + url.search,
     authHeaders: (apiKey) => ({ authorization: `Bearer ${apiKey}` }),

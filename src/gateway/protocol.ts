@@ -3,6 +3,7 @@
  * metered reply, the operator's providers, and what each protocol file implements. Types only, so
  * the gateway and its protocol files depend on this and never on each other in a circle.
  */
+import type { Allowlist } from './allowlist'
 
 /** The session (and its turn in progress) a gateway token belongs to. */
 export interface GatewaySession {
@@ -63,10 +64,11 @@ export interface ProtocolHandler {
   /** A 401 in this protocol's error shape, so the CLI reports it legibly. */
   unauthorized(): Response
   /**
-   * Any other refusal in this protocol's error shape: 403 a model the session may not use, 402 a
-   * plan limit, 503 a request to try again shortly (agentd is restarting).
+   * Any other refusal in this protocol's error shape: 400 a request the allowlist will not forward,
+   * 403 a model the session may not use, 402 a plan limit, 429 too many model requests in flight,
+   * 503 a request to try again shortly (agentd is restarting).
    */
-  refuse(status: 402 | 403 | 503, message: string): Response
+  refuse(status: 400 | 402 | 403 | 429 | 503, message: string): Response
   /** The model a request asks for (from its body or its path), or null when it names none. */
   modelOf(url: URL, body: unknown): string | null
   /** Answers with the scripted model. */
@@ -78,6 +80,8 @@ export interface ProtocolHandler {
 export type Metered = Omit<UsageRecord, 'sessionId' | 'model'>
 
 export interface Upstream {
+  /** What of a CLI's request is forwarded (allowlist.ts). */
+  readonly allowlist: Allowlist
   /** The provider URL for a gateway URL, given the provider's base URL (no trailing slash). */
   target(url: URL, baseUrl: string): string
   /** Headers carrying the provider key. */

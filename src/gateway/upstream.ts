@@ -1,42 +1,53 @@
 /**
- * Forwarding to a real provider: the CLI's request goes out unchanged except for the credential
- * (the session's gateway key is swapped for the operator's provider key), and the reply streams
- * back unchanged while a copy is read for its token counts, so metering is the same as for the
- * scripted model.
+ * Forwarding to a real provider: the CLI's request goes out as its protocol's allowlist has it
+ * (allowlist.ts: the fields and headers the CLI needs, the operator's provider key instead of the
+ * session's gateway key), and the reply streams back with the headers a CLI reads, while a copy is
+ * read for its token counts, so metering is the same as for the scripted model.
  */
-import type { Metered, ProviderConfig, UsageRecord, Upstream } from './protocol'
+import { forwardedHeaders, forwardedQuery, Refused, REPLY_HEADERS } from './allowlist'
+import type { Metered, ProtocolHandler, ProviderConfig, UsageRecord, Upstream } from './protocol'
+import { parseJson } from './wire'
+import { isObject } from '../domain/values'
 
 export type { Metered, Upstream } from './protocol'
-import { parseJson } from './wire'
 
-/** Request headers that must not travel upstream: hop-by-hop ones, sizes, and every credential. */
-const DROP_REQUEST = new Set(['host', 'connection', 'content-length', 'accept-encoding', 'authorization', 'x-api-key', 'x-goog-api-key', 'transfer-encoding'])
-/** Response headers that no longer describe the body once fetch has decoded it. */
-const DROP_RESPONSE = new Set(['content-length', 'content-encoding', 'transfer-encoding', 'connection'])
-
+/**
+ * Sends `req` (whose JSON body is `body`, already read) for `model` to `provider`; a request the
+ * allowlist refuses never leaves (the protocol's 400 says why).
+ */
 export async function forward(
   req: Request,
+  body: unknown,
   model: string,
-  upstream: Upstream,
+  protocol: ProtocolHandler,
   provider: ProviderConfig,
   meter: (usage: Omit<UsageRecord, 'sessionId'>) => void,
 ): Promise<Response> {
-  const headers = new Headers()
-  req.headers.forEach((value, key) => {
-    if (!DROP_REQUEST.has(key.toLowerCase())) headers.set(key, value)
-  })
+  const upstream = protocol.upstream
+  const url = new URL(req.url)
+  let forwarded: Record<string, unknown>
+  try {
+    if (!isObject(body)) throw new Refused('agentd gateway: the request body must be a JSON object')
+    forwarded = upstream.allowlist.body(body, url)
+  } catch (err) {
+    if (err instanceof Refused) return protocol.refuse(400, err.message)
+    throw err
+  }
+  const headers = forwardedHeaders(req.headers, upstream.allowlist)
+  headers.set('content-type', 'application/json')
   for (const [key, value] of Object.entries(upstream.authHeaders(provider.apiKey))) headers.set(key, value)
-  const target = upstream.target(new URL(req.url), provider.baseUrl.replace(/\/+$/, ''))
+  const target = upstream.target(new URL(url.pathname + forwardedQuery(url, upstream.allowlist), url), provider.baseUrl.replace(/\/+$/, ''))
   let reply: Response
   try {
-    reply = await fetch(target, { method: req.method, headers, body: await req.arrayBuffer(), signal: req.signal })
+    reply = await fetch(target, { method: req.method, headers, body: JSON.stringify(forwarded), signal: req.signal })
   } catch (err) {
     // 502 so the CLI reports a gateway problem rather than a model error it would retry forever.
     return Response.json({ error: { message: `agentd gateway: the provider could not be reached (${(err as Error).message})` } }, { status: 502 })
   }
+  // Only what a CLI reads: the rest speaks of the operator's account (organization, project, limits, request ids).
   const outHeaders = new Headers()
   reply.headers.forEach((value, key) => {
-    if (!DROP_RESPONSE.has(key.toLowerCase())) outHeaders.set(key, value)
+    if (REPLY_HEADERS.has(key)) outHeaders.set(key, value)
   })
   if (!reply.body) return new Response(null, { status: reply.status, headers: outHeaders })
   const [toClient, toMeter] = reply.body.tee()

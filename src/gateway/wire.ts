@@ -35,6 +35,11 @@ export interface SseWriter {
   send(data: unknown, event?: string): void
   /** A comment line, which SSE clients ignore; used as a keepalive. */
   comment(text: string): void
+  /**
+   * An empty line: a keepalive for clients that parse no comment lines (the Gemini SDK matches
+   * `^\s*data: ` at the start of what it has buffered, so whitespace before a frame is skipped).
+   */
+  blank(): void
 }
 
 /**
@@ -55,6 +60,7 @@ export function sseResponse(signal: AbortSignal, run: (out: SseWriter, gone: Abo
             controller.enqueue(encoder.encode(`${head}data: ${JSON.stringify(data)}${lineEnd}${lineEnd}`))
           },
           comment: (text) => controller.enqueue(encoder.encode(`: ${text}${lineEnd}${lineEnd}`)),
+          blank: () => controller.enqueue(encoder.encode(lineEnd)),
         }
         try {
           await run(writer, gone.signal)

@@ -239,3 +239,59 @@ describe('one port, two services: the gateway and the egress proxy', () => {
     }
   })
 })
+
+/**
+ * Contract section 11: a gateway connection that passes no byte either way for the idle time is
+ * closed, one a reply trickles through (a model thinking aloud, a keepalive) is not, and neither is
+ * one whose relay is held (its sandbox frozen), until it has been idle that long after release.
+ */
+test('an idle gateway connection is closed; a trickling reply and a held relay keep it open', async () => {
+  const IDLE_MS = 400
+  const gateway = createServer((socket) => {
+    socket.once('data', (chunk) => {
+      if (!chunk.toString().startsWith('POST /trickle')) return // says nothing: idle
+      const ticker = setInterval(() => socket.write('.'), IDLE_MS / 4)
+      socket.on('close', () => clearInterval(ticker))
+    })
+  })
+  await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve))
+  const dir = mkdtempSync(join(tmpdir(), 'agentd-relay-'))
+  const relay = new GatewayRelay(join(dir, 'r'), { host: '127.0.0.1', port: (gateway.address() as AddressInfo).port }, { idleMs: IDLE_MS })
+  await relay.start()
+  const open = (request: string) => {
+    const socket = createConnection({ path: relay.socketPath })
+    const state = { closedAt: 0, bytes: 0 }
+    socket.on('data', (chunk) => (state.bytes += chunk.length))
+    socket.on('close', () => (state.closedAt = performance.now()))
+    socket.on('error', () => {})
+    socket.write(request)
+    return { socket, state }
+  }
+  try {
+    const started = performance.now()
+    const idle = open('POST /v1/messages HTTP/1.1\r\n')
+    const trickle = open('POST /trickle HTTP/1.1\r\n\r\n')
+    await poll('the idle connection closed', () => idle.state.closedAt > 0, { timeoutMs: 5_000 })
+    expect(idle.state.closedAt - started).toBeGreaterThanOrEqual(IDLE_MS - 20)
+    // The trickling one is open still, well past the idle time, its bytes flowing.
+    await Bun.sleep(IDLE_MS * 2)
+    expect(trickle.state.closedAt).toBe(0)
+    expect(trickle.state.bytes).toBeGreaterThan(4)
+    trickle.socket.destroy()
+
+    // Held (its sandbox frozen), a quiet connection stays open past the idle time; released, it closes after it.
+    const quiet = open('POST /v1/messages HTTP/1.1\r\n')
+    await poll('the quiet connection relayed, the trickling one gone', () => relay.connections === 1 && relay.passedBytes === 0)
+    expect(await relay.hold(1000)).toBe(true)
+    await Bun.sleep(IDLE_MS * 3)
+    expect(quiet.state.closedAt).toBe(0)
+    const released = performance.now()
+    relay.release()
+    await poll('the quiet connection closed after release', () => quiet.state.closedAt > 0, { timeoutMs: 5_000 })
+    expect(quiet.state.closedAt - released).toBeGreaterThanOrEqual(IDLE_MS - 20)
+  } finally {
+    await relay.stop()
+    gateway.close()
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
