@@ -47,7 +47,7 @@ export const environmentRoutes = (auth: AuthService, environments: EnvironmentSe
       },
       {
         params: EnvironmentModel.secretParams,
-        response: { 204: t.Void(), ...errorResponses(401, 403, 404) },
+        response: { 204: t.Void(), ...errorResponses(401, 403, 404, 413) },
         detail: { operationId: 'secrets.remove', tags, summary: 'Remove a Project secret (admins)' },
       },
     )
