@@ -88,7 +88,10 @@ export interface ServerOptions {
 /** At a graceful stop, the least time the webhooks due (the last turns' ends) get to go out, even past AGENTD_SHUTDOWN_S. */
 const WEBHOOK_FLUSH_MS = 2_000
 
-/** How often, and after how long, blobs no artifact names are deleted. */
+/** Pinned CLI installs kept (the most recently used) beyond those a live session runs. */
+const PINNED_INSTALLS_KEPT = 4
+
+/** How often, and after how long, blobs no artifact names are deleted (and pinned CLI installs pruned). */
 const BLOB_SWEEP_MS = 60 * 60_000
 
 /** Tool server exchanges one session may have open at once through the egress proxy. */
@@ -289,6 +292,12 @@ export async function startServices(config: Config, options: ServerOptions = {})
       if (now() - blobsSwept >= BLOB_SWEEP_MS * config.timeScale) {
         blobsSwept = now()
         artifacts.sweep(BLOB_SWEEP_MS * config.timeScale)
+        // Pinned CLI versions past the most recently used few, unless a live turn's sandbox runs one.
+        const live = store.inStatus(['queued', 'allocating', 'running', 'paused']).flatMap((row) => {
+          const pkg = catalog.harnesses.find((h) => h.id === row.harness)?.package
+          return pkg && row.harnessVersionResolved ? [`${pkg}@${row.harnessVersionResolved}`] : []
+        })
+        installer.prune(new Set(live), PINNED_INSTALLS_KEPT)
       }
     }, Math.min(60_000, Math.max(50, config.idleMs / 20)))
   })

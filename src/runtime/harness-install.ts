@@ -41,8 +41,17 @@ export interface InstallerOptions {
   timeoutMs?: number
 }
 
+/** An install's folder under the cache: `<package>@<version>`, a scope's slash as `+`. */
+function installDirName(pkg: string, version: string): string {
+  return `${pkg.replace('/', '+')}@${version}`
+}
+
 export class HarnessInstaller {
   private readonly installs = new Map<string, Promise<string>>()
+  /** When this server last asked for each install (its folder name). */
+  private readonly lastUsed = new Map<string, number>()
+  /** Installs under way (their folder names): never pruned. */
+  private readonly pending = new Set<string>()
   /** Installs run one after another: each is bounded in time, and npm is memory and disk hungry. */
   private queue: Promise<unknown> = Promise.resolve()
   private readonly npm: string
@@ -87,9 +96,18 @@ export class HarnessInstaller {
   modulesFor(pkg: string, version: string): Promise<string> {
     if (packageVersion(BUNDLED_MODULES, pkg) === version) return Promise.resolve(BUNDLED_MODULES)
     const key = `${pkg}@${version}`
+    this.lastUsed.set(installDirName(pkg, version), Date.now())
     let install = this.installs.get(key)
     if (!install) {
-      install = this.queue.then(() => this.install(pkg, version))
+      const name = installDirName(pkg, version)
+      this.pending.add(name)
+      install = this.queue.then(async () => {
+        try {
+          return await this.install(pkg, version)
+        } finally {
+          this.pending.delete(name)
+        }
+      })
       this.queue = install.catch(() => {})
       this.installs.set(key, install)
       // A failed install is retried by the next session rather than remembered.
@@ -98,8 +116,45 @@ export class HarnessInstaller {
     return install
   }
 
+  /**
+   * Deletes installs past the `keep` most recently used (by this server; an install it never used
+   * counts by its folder's time) that no live session pins (`inUse`: `<package>@<version>`), and
+   * staging folders a crash left. Callers pin versions at will, so without this the cache only
+   * grows. An install in use is mounted in that session's sandbox: never deleted. Returns the names deleted.
+   */
+  prune(inUse: Set<string>, keep: number): string[] {
+    const pinned = new Set([...inUse].map((label) => installDirName(label.slice(0, label.lastIndexOf('@')), label.slice(label.lastIndexOf('@') + 1))))
+    for (const name of this.pending) pinned.add(name)
+    const deleted: string[] = []
+    const installs: { name: string; used: number }[] = []
+    for (const name of readdirSync(this.root)) {
+      const path = join(this.root, name)
+      let mtimeMs: number
+      try {
+        mtimeMs = lstatSync(path).mtimeMs
+      } catch {
+        continue
+      }
+      if (name.includes('.staging-')) {
+        if (mtimeMs < Date.now() - 60 * 60_000) rmSync(path, { recursive: true, force: true })
+        continue
+      }
+      installs.push({ name, used: this.lastUsed.get(name) ?? mtimeMs })
+    }
+    installs.sort((a, b) => b.used - a.used)
+    for (const { name } of installs.slice(Math.max(0, keep))) {
+      if (pinned.has(name)) continue
+      rmSync(join(this.root, name), { recursive: true, force: true })
+      this.lastUsed.delete(name)
+      // Asked for again, it is installed again.
+      for (const key of this.installs.keys()) if (installDirName(key.slice(0, key.lastIndexOf('@')), key.slice(key.lastIndexOf('@') + 1)) === name) this.installs.delete(key)
+      deleted.push(name)
+    }
+    return deleted
+  }
+
   private async install(pkg: string, version: string): Promise<string> {
-    const dir = join(this.root, `${pkg.replace('/', '+')}@${version}`)
+    const dir = join(this.root, installDirName(pkg, version))
     const modules = join(dir, 'node_modules')
     if (packageVersion(modules, pkg) === version) return modules
     const work = mkdtempSync(join(tmpdir(), 'agentd-install-'))

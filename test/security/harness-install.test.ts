@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHash } from 'node:crypto'
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, type Stats } from 'node:fs'
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync, type Stats } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { HarnessInstaller } from '../../src/runtime/harness-install'
@@ -159,5 +159,26 @@ describe('pinned harness installs', () => {
     expect(npmProcesses()).toEqual([])
     expect(readdirSync(installer.root)).toEqual([])
     for (const marker of markers) expect(existsSync(marker)).toBe(false)
+  }, 90_000)
+
+  test('callers pin version after version: installs past the most recently used are deleted, never one a live session runs; asked again, one is installed again', async () => {
+    const installer = newInstaller()
+    await installer.modulesFor(PKG, '1.0.0')
+    await Bun.sleep(5)
+    await installer.modulesFor(PKG, '2.0.0')
+    // A staging folder a crash left an hour ago goes too.
+    const stale = join(installer.root, `${PKG}@9.9.9.staging-old`)
+    mkdirSync(stale)
+    utimesSync(stale, new Date(Date.now() - 2 * 3600_000), new Date(Date.now() - 2 * 3600_000))
+    expect(installer.prune(new Set(), 1)).toEqual([`${PKG}@1.0.0`])
+    expect(readdirSync(installer.root).sort()).toEqual([`${PKG}@2.0.0`])
+    // A version a live session runs stays whatever the count.
+    expect(installer.prune(new Set([`${PKG}@2.0.0`]), 0)).toEqual([])
+    expect(installer.prune(new Set(), 0)).toEqual([`${PKG}@2.0.0`])
+    expect(readdirSync(installer.root)).toEqual([])
+    const before = downloads['1.0.0'] ?? 0
+    const modules = await installer.modulesFor(PKG, '1.0.0')
+    expect(existsSync(join(modules, PKG, 'cli.js'))).toBe(true)
+    expect(downloads['1.0.0']).toBe(before + 1)
   }, 90_000)
 })
