@@ -1,6 +1,7 @@
 import { CPU_PERIOD_US } from './cgroup'
 import type { ExecOptions, SandboxLimits } from './driver'
 import { innerRelayArgs, listenPattern, RELAY_SOCKET, SANDBOX_RELAY_DIR } from './relay'
+import { runscPath } from './runsc-binary'
 
 /**
  * Pure parts of the gVisor driver: the OCI bundle of a sandbox's long-lived container, and the
@@ -116,9 +117,9 @@ export function sandboxNameOf(cid: string): string | null {
   return match ? match[1]! : null
 }
 
-/** `runsc --root=<root> <args…>`. */
+/** `runsc --root=<root> <args…>`, with the runsc agentd runs (runsc-binary.ts). */
 export function runscArgs(root: string, ...args: string[]): string[] {
-  return ['runsc', `--root=${root}`, ...args]
+  return [runscPath(), `--root=${root}`, ...args]
 }
 
 /**

@@ -3,6 +3,7 @@ import { cgroupsAvailable, cgroupVersion } from './cgroup'
 import type { SandboxDriver, SandboxKind } from './driver'
 import { GvisorDriver, gvisorWorks, type GvisorOptions } from './gvisor'
 import { ProcessDriver } from './process'
+import { runscBinary } from './runsc-binary'
 
 export { DEFAULT_SANDBOX_LIMITS } from './driver'
 export type { ExecOptions, SandboxDriver, SandboxHandle, SandboxKind, SandboxLimits, SandboxProcess, SandboxSpec, SandboxStats } from './driver'
@@ -51,11 +52,11 @@ function whyNotIsolated(): string[] {
   const root = process.getuid?.() === 0
   const why: string[] = []
   if (!root) why.push('agentd is not running as root, which the cgroups and disk images of gvisor and bwrap need')
-  if (!Bun.which('runsc')) why.push('runsc (gVisor) is not installed')
+  if (!runscBinary()) why.push('runsc (gVisor) is not installed')
   if (!Bun.which('bwrap')) why.push('bwrap (bubblewrap) is not installed')
   if (!findSocat()) why.push('socat is not installed')
   if (root && !cgroupsAvailable()) why.push('no writable cgroup v1 (pids, memory, freezer) or v2 (memory, pids) hierarchy is mounted at /sys/fs/cgroup')
-  if (root && Bun.which('runsc') && findSocat() && cgroupsAvailable() && !gvisorWorks()) why.push('runsc is installed but could not start a sandbox (runsc --network=none do /bin/true failed)')
+  if (root && runscBinary() && findSocat() && cgroupsAvailable() && !gvisorWorks()) why.push('runsc is installed but could not start a sandbox (runsc --network=none do /bin/true failed)')
   if (root && Bun.which('bwrap') && findSocat() && !bwrapWorks()) why.push('bwrap is installed but could not create its namespaces (user namespaces off?)')
   return why
 }
@@ -74,7 +75,8 @@ export function createDriver(kind: SandboxKind | null, log: (line: string) => vo
   }
   if (chosen === 'gvisor') {
     if (kind && !gvisorWorks()) throw new Error('AGENTD_SANDBOX=gvisor, but gVisor does not work here (it needs root, the runsc and socat packages, and cgroups)')
-    log(`agentd: sandbox driver gvisor (${WHY.gvisor}; cgroup ${cgroupVersion()})`)
+    const runsc = runscBinary()
+    log(`agentd: sandbox driver gvisor (${WHY.gvisor}; cgroup ${cgroupVersion()}; runsc ${runsc?.version} from ${runsc?.source} at ${runsc?.path}, platform ${runsc?.platform})`)
     return new GvisorDriver({ log, ...options })
   }
   if (chosen === 'bwrap') {

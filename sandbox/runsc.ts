@@ -5,6 +5,7 @@ import { cgroupsAvailable } from './cgroup'
 import { BOOT_FLAGS, runscArgs } from './gvisor-spec'
 import { niced } from './priority'
 import { defaultRunRoot } from './relay'
+import { runscBinary } from './runsc-binary'
 import { runHelper } from './spawn'
 
 /** The runsc command line of one state root, as the gVisor driver uses it. */
@@ -65,7 +66,7 @@ let probed: boolean | null = null
 export function gvisorWorks(): boolean {
   if (probed !== null) return probed
   probed = false
-  const runsc = Bun.which('runsc')
+  const runsc = runscBinary()?.path
   if (process.getuid?.() !== 0 || !runsc || !findSocat() || !cgroupsAvailable()) return false
   const remembered = join(defaultRunRoot(), 'runsc-works')
   const identity = binaryIdentity(runsc)

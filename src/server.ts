@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import { join } from 'node:path'
 import { createDriver, type SandboxDriver } from '../sandbox'
+import { runscBinary } from '../sandbox/runsc-binary'
 import { createApp, type AppDeps } from './app'
 import type { Config } from './config'
 import { openDb } from './db/client'
@@ -112,7 +113,12 @@ export async function startServices(config: Config, options: ServerOptions = {})
 
   const gatewaySessions = new GatewaySessions()
   // Read at each scrape: the store is made below, and a scrape only comes once the app serves.
-  const metrics = new Metrics({ sessionsByStatus: () => store.countByStatus(), eventsWritten: () => store.events.written, capacity: config.capacity })
+  const metrics: Metrics = new Metrics({
+    sessionsByStatus: () => store.countByStatus(),
+    eventsWritten: () => store.events.written,
+    capacity: config.capacity,
+    runsc: () => (driver.kind === 'gvisor' ? runscBinary() : null),
+  })
   const providers = loadProviders(config.configFile)
   // Every sealed value's key: the config's, else the one generated in DATA_DIR at the first start.
   const accountsKey = loadAccountsKey(config.configFile, config.dataDir, log)
@@ -158,7 +164,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
   log(`agentd: host capacity: ${maxSandboxes} sandboxes at once, ${maxStarting} starting at once (${basis}); more wait queued`)
   // Sandboxes on this host are scoped to this DATA_DIR, so a sweep never touches another agentd's.
   // Its create, park and wake are timed for /metrics; everything else is the driver's own.
-  const driver = metrics.timed(options.driver ?? createDriver(config.sandbox, log, { scope: sandboxScope(config.dataDir) }))
+  const driver: SandboxDriver = metrics.timed(options.driver ?? createDriver(config.sandbox, log, { scope: sandboxScope(config.dataDir) }))
   const identity = new IdentityService(database.db, now)
   const webhooks = new WebhookService({
     db: database.db,

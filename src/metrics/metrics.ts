@@ -8,6 +8,8 @@ export interface MetricsSources {
   /** Events written to the session log since the start. */
   eventsWritten: () => number
   capacity: { maxSandboxes: number; maxStarting: number }
+  /** The runsc agentd runs, when the gVisor driver is in use (asked at each scrape). */
+  runsc?: () => { version: string; platform: string; source: string } | null
 }
 
 type SandboxOp = 'create' | 'park' | 'wake'
@@ -57,6 +59,16 @@ export class Metrics {
       collect() {
         const counts = sources.sessionsByStatus()
         this.set((counts.get('allocating') ?? 0) + (counts.get('running') ?? 0) + (counts.get('paused') ?? 0))
+      },
+    })
+    new Gauge({
+      name: 'agentd_runsc_info',
+      help: 'The runsc gVisor sandboxes run on (absent on other drivers): its version, platform and where it came from',
+      labelNames: ['version', 'platform', 'source'],
+      registers,
+      collect() {
+        const runsc = sources.runsc?.()
+        if (runsc) this.set({ version: runsc.version, platform: runsc.platform, source: runsc.source }, 1)
       },
     })
     new Gauge({ name: 'agentd_host_sandboxes_max', help: 'Sandboxes the host runs at once (AGENTD_MAX_SANDBOXES)', registers }).set(sources.capacity.maxSandboxes)

@@ -43,3 +43,28 @@ test.skipIf(hostSandboxSkipReason() !== null)('a passed runsc probe is remembere
     else writeFileSync(remembered, before, { mode: 0o600 })
   }
 })
+
+/** runscBinary() in a fresh process (it is decided once per process) with `env` added. */
+async function binaryWith(env: Record<string, string>): Promise<{ path: string; version: string; source: string; platform: string } | null> {
+  const code = `import { runscBinary } from ${JSON.stringify(join(import.meta.dir, '../../sandbox/runsc-binary'))}; console.log(JSON.stringify(runscBinary()))`
+  const child = Bun.spawn([process.execPath, '-e', code], { env: { ...process.env, ...env }, stdout: 'pipe' })
+  return JSON.parse((await new Response(child.stdout).text()).trim())
+}
+
+test('which runsc: AGENTD_RUNSC names it, else a build of ours, else the one on PATH; its version and platform are said', async () => {
+  const bin = mkdtempSync(join(tmpdir(), 'agentd-fake-runsc-'))
+  try {
+    // Debian's build of 2022 and gVisor's module builds say their dates differently; before 2023 the default platform was ptrace.
+    writeFileSync(join(bin, 'old'), '#!/bin/sh\necho "runsc version 0.0~20221219.0"\necho "spec: 1.0.2-dev"\n')
+    writeFileSync(join(bin, 'new'), '#!/bin/sh\necho "runsc version release-20260901.0"\n')
+    writeFileSync(join(bin, 'runsc'), '#!/bin/sh\necho "runsc version 0.0~20221219.0"\n')
+    for (const name of ['old', 'new', 'runsc']) chmodSync(join(bin, name), 0o755)
+    expect(await binaryWith({ AGENTD_RUNSC: join(bin, 'old') })).toEqual({ path: join(bin, 'old'), version: '0.0~20221219.0', source: 'AGENTD_RUNSC', platform: 'ptrace' })
+    expect(await binaryWith({ AGENTD_RUNSC: join(bin, 'new') })).toMatchObject({ version: 'release-20260901.0', platform: 'systrap' })
+    // Without a build of ours (scripts/system-deps.sh makes one only with AGENTD_BUILD_RUNSC=1), the first on PATH.
+    const found = await binaryWith({ PATH: `${bin}:${process.env.PATH}`, AGENTD_RUNSC: '' })
+    expect(found).toEqual({ path: join(bin, 'runsc'), version: '0.0~20221219.0', source: 'PATH', platform: 'ptrace' })
+  } finally {
+    rmSync(bin, { recursive: true, force: true })
+  }
+})
