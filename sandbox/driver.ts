@@ -1,4 +1,5 @@
 import type { Socket } from 'node:net'
+import type { RunscBinary } from './runsc-binary'
 
 /**
  * The sandbox layer: one interface, one driver per isolation technology. A driver knows nothing of
@@ -160,6 +161,8 @@ export interface SandboxDriver {
    * proxy behind it the one way to the internet. False where processes share the host's network.
    */
   readonly isolatesNetwork: boolean
+  /** The runsc it runs (its path, version, platform): gvisor only. */
+  readonly runscInfo?: RunscBinary | null
   /** Prepares the sandbox; afterwards `exec` starts processes in it. */
   create(spec: SandboxSpec): Promise<SandboxHandle>
   /**

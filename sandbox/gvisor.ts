@@ -6,7 +6,7 @@ import { fullLimits, type ExecOptions, type ParkOptions, type RecoverOptions, ty
 import { containerId, gvisorSpec, READY_FILE, sandboxNameOf, type GvisorLayout } from './gvisor-spec'
 import type { HostDriverOptions } from './host-driver'
 import { defaultRunRoot } from './relay'
-import { alive, firstLine, Runsc } from './runsc'
+import { alive, firstLine, Runsc, runscBinary } from './runsc'
 import { GvisorExecs } from './gvisor-exec'
 import { newGsandbox, type Gsandbox } from './gvisor-sandbox'
 import { checkpoint, restore, type ParkingHost } from './gvisor-park'
@@ -36,6 +36,7 @@ export class GvisorDriver implements SandboxDriver {
   readonly kind = 'gvisor' as const
   readonly canCheckpoint = true
   readonly isolatesNetwork = true
+  readonly runscInfo = runscBinary()
   readonly scope: string
   private readonly runDir: string
   private readonly runsc: Runsc

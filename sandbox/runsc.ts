@@ -6,6 +6,8 @@ import { BOOT_FLAGS, runscArgs } from './gvisor-spec'
 import { niced } from './priority'
 import { defaultRunRoot } from './relay'
 import { runscBinary } from './runsc-binary'
+
+export { runscBinary }
 import { runHelper } from './spawn'
 
 /** The runsc command line of one state root, as the gVisor driver uses it. */

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto'
 import { join } from 'node:path'
 import { createDriver, type SandboxDriver } from '../sandbox'
-import { runscBinary } from '../sandbox/runsc-binary'
 import { createApp, type AppDeps } from './app'
 import type { Config } from './config'
 import { openDb } from './db/client'
@@ -117,7 +116,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     sessionsByStatus: () => store.countByStatus(),
     eventsWritten: () => store.events.written,
     capacity: config.capacity,
-    runsc: () => (driver.kind === 'gvisor' ? runscBinary() : null),
+    runsc: () => driver.runscInfo ?? null,
   })
   const providers = loadProviders(config.configFile)
   // Every sealed value's key: the config's, else the one generated in DATA_DIR at the first start.
