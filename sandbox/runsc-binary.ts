@@ -44,9 +44,14 @@ function described(path: string, version: string, source: RunscBinary['source'])
   return { path, version, source, platform: date !== undefined && date < '20230101' ? 'ptrace' : 'systrap' }
 }
 
-/** The runsc path for a command line (`runsc` when none is installed: the command then fails, saying so). */
+/**
+ * The runsc for a command line: `runsc` for the one on PATH (as found by each spawn, and so named
+ * in process lists, as before), the full path of one named or built; `runsc` when none is
+ * installed (the command then fails, saying so).
+ */
 export function runscPath(): string {
-  return runscBinary()?.path ?? 'runsc'
+  const binary = runscBinary()
+  return !binary || binary.source === 'PATH' ? 'runsc' : binary.path
 }
 
 /** The first line of `runsc --version` ("runsc version 0.0~20221219.0"), its version word. */

@@ -231,8 +231,8 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       if (driver === 'gvisor') {
         // The container is gone: no runsc process (its sentry, gofer, or the driver's own `delete`
         // finishing) names it any more, and runsc lists none of the sandbox's.
-        const runsc = processTable().filter((proc) => proc.cmdline.startsWith('runsc') && proc.cmdline.includes(id))
-        await poll('runsc to be done with the sandbox', () => processTable().every((proc) => !(proc.cmdline.startsWith('runsc') && proc.cmdline.includes(id))), { timeoutMs: 30_000 })
+        const runsc = processTable().filter((proc) => /^(\S*\/)?runsc/.test(proc.cmdline) && proc.cmdline.includes(id))
+        await poll('runsc to be done with the sandbox', () => processTable().every((proc) => !(/^(\S*\/)?runsc/.test(proc.cmdline) && proc.cmdline.includes(id))), { timeoutMs: 30_000 })
         const listed = Bun.spawnSync(['runsc', `--root=/run/agentd/${sandboxScope(t.dir)}/runsc`, 'list', '-quiet'])
         expect(listed.exitCode, listed.stderr.toString()).toBe(0)
         expect(listed.stdout.toString().split('\n').filter((cid) => cid.startsWith(id))).toEqual([])
