@@ -116,7 +116,7 @@ export class EventLog {
     const createdAt = this.now()
     const masker = this.masks?.of(sessionId)
     for (const event of events) pending.events.push({ ...(masker ? maskedEvent(event, masker) : event), seq: this.nextSeq(sessionId), createdAt })
-    if (masker) for (const raw of rawLines) pending.rawLines.push({ turn: raw.turn, line: masker.mask(raw.line) })
+    if (masker) for (const raw of rawLines) pending.rawLines.push({ turn: raw.turn, line: masker.maskLine(raw.line) })
     else pending.rawLines.push(...rawLines)
     this.buffered += events.length + rawLines.length
     // A full batch goes at once; a trickle waits at most flushMs. Under load that is about one
@@ -248,7 +248,7 @@ export class EventLog {
 }
 
 /** `event` with its data's secret values masked; its JSON made once here and kept for the row and the stream. */
-function maskedEvent(event: NewEvent, masker: Masker): NewEvent & { json: string } {
-  const json = masker.mask(JSON.stringify(event.data))
-  return { ...event, data: JSON.parse(json) as Record<string, unknown>, json }
+function maskedEvent(event: NewEvent, masker: Masker): NewEvent {
+  const data = masker.maskJson(event.data)
+  return data === event.data ? event : { ...event, data, json: JSON.stringify(data) }
 }

@@ -10,7 +10,12 @@
 export const MASK = '***'
 export const MIN_MASKED_CHARS = 4
 
-/** Replaces each secret value (and its JSON-escaped form, for text that is JSON) with `***`. */
+/**
+ * Replaces each secret value with `***`: in text, the value itself, each line of a multi-line one
+ * (a key printed line by line, or with a prefix on each line), and its JSON-escaped form; in a JSON
+ * value, only its strings (keys included), so a value such as `true` or `5432` never rewrites the
+ * JSON's own structure.
+ */
 export class Masker {
   private readonly pattern: RegExp | null
 
@@ -18,9 +23,9 @@ export class Masker {
     const forms = new Set<string>()
     for (const value of values) {
       if (value.length < MIN_MASKED_CHARS) continue
-      forms.add(value)
-      // In stored JSON a quote, a backslash or a control character of the value is escaped.
-      forms.add(JSON.stringify(value).slice(1, -1))
+      const parts = [value, ...value.split(/\r?\n/).filter((line) => line.trim().length >= MIN_MASKED_CHARS)]
+      // In JSON text a quote, a backslash or a control character of the value is escaped.
+      for (const part of parts) forms.add(part).add(JSON.stringify(part).slice(1, -1))
     }
     // Longest first, so a value that contains another is masked whole.
     const sorted = [...forms].sort((a, b) => b.length - a.length)
@@ -32,12 +37,50 @@ export class Masker {
     return text.replace(this.pattern, MASK)
   }
 
-  /** A JSON-shaped value with every string in it masked (by its JSON text, so keys and nesting stay). */
+  /** A JSON-shaped value with every string in it (values and keys) masked; the same value when nothing was. */
   maskJson<T>(value: T): T {
-    if (!this.pattern || value === null || value === undefined) return value
-    const json = JSON.stringify(value)
-    const masked = this.mask(json)
-    return masked === json ? value : (JSON.parse(masked) as T)
+    if (!this.pattern) return value
+    return this.walk(value) as T
+  }
+
+  /**
+   * A line of raw output: when it is JSON (a CLI's stream), its strings are masked and it is
+   * written again, so it stays JSON; any other text is masked as text.
+   */
+  maskLine(line: string): string {
+    if (!this.pattern) return line
+    const masked = this.mask(line)
+    if (masked === line) return line
+    try {
+      return JSON.stringify(this.walk(JSON.parse(line)))
+    } catch {
+      return masked
+    }
+  }
+
+  private walk(value: unknown): unknown {
+    if (typeof value === 'string') return this.mask(value)
+    if (Array.isArray(value)) {
+      let changed = false
+      const out = value.map((item) => {
+        const next = this.walk(item)
+        if (next !== item) changed = true
+        return next
+      })
+      return changed ? out : value
+    }
+    if (value !== null && typeof value === 'object') {
+      let changed = false
+      const out: Record<string, unknown> = {}
+      for (const [key, item] of Object.entries(value)) {
+        const k = this.mask(key)
+        const next = this.walk(item)
+        if (next !== item || k !== key) changed = true
+        out[k] = next
+      }
+      return changed ? out : value
+    }
+    return value
   }
 }
 
