@@ -72,6 +72,8 @@ export class SandboxVolume {
     const { hostWorkspace, hostHome, stateDir } = this.spec
     for (const dir of [hostWorkspace, hostHome, stateDir, this.mountDir]) mkdirSync(dir, { recursive: true })
     const mounted = mountPoints()
+    // A copy into a prebuilt image that a killed server never finished left the disk frozen.
+    if (existsSync(this.frozenMarker) && mounted.has(this.mountDir)) await this.thaw()
     if (!mounted.has(this.mountDir)) {
       const fresh = !existsSync(this.image)
       const spares = SpareImages.beside(stateDir, this.sizeBytes)
@@ -142,13 +144,27 @@ export class SandboxVolume {
    */
   async saveTo(dest: string): Promise<void> {
     if (!mountPoints().has(this.mountDir)) throw new Error('the sandbox disk is not mounted')
-    const frozen = await runHelper(['fsfreeze', '--freeze', this.mountDir], 60_000)
-    if (frozen.code !== 0) throw new Error(`could not freeze the sandbox disk: ${frozen.stderr.trim().split('\n')[0] ?? ''}`)
+    // Written first: a server killed while the disk is frozen leaves it, and the next `ensure` thaws.
+    writeFileSync(this.frozenMarker, '')
     try {
+      // No time limit short of the copy's: a freeze flushes the disk first, and cannot be cut short.
+      const frozen = await runHelper(['fsfreeze', '--freeze', this.mountDir], 600_000)
+      if (frozen.code !== 0) throw new Error(`could not freeze the sandbox disk: ${frozen.stderr.trim().split('\n')[0] ?? ''}`)
       await copyImage(this.image, dest)
     } finally {
-      await runHelper(['fsfreeze', '--unfreeze', this.mountDir], 60_000)
+      // Also after a failed freeze (it may have taken effect); a disk not frozen answers EINVAL, which is fine.
+      await this.thaw()
     }
+  }
+
+  private get frozenMarker(): string {
+    return join(this.spec.stateDir, 'disk.frozen')
+  }
+
+  /** Thaws the disk a copy froze, and forgets that it did. */
+  private async thaw(): Promise<void> {
+    await runHelper(['fsfreeze', '--unfreeze', this.mountDir], 60_000)
+    rmSync(this.frozenMarker, { force: true })
   }
 
   /** Unmounts everything and deletes the image; the sandbox's processes must be gone. */

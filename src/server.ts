@@ -25,7 +25,8 @@ import { PrebuildService } from './environments/prebuilds'
 import { sessionPorts } from './environments/session-ports'
 import { EgressProxy } from './egress/proxy'
 import { SecretMasks } from './sessions/masks'
-import { clearAttachments } from './files/place'
+import { removeInSandbox } from './runtime/environment'
+import { ATTACHMENTS_DIR } from './files/service'
 import { Metrics } from './metrics/metrics'
 import { loadDefaultPlan } from './plans/config'
 import { PlanService } from './plans/service'
@@ -237,9 +238,9 @@ export async function startServices(config: Config, options: ServerOptions = {})
     prepareFirstTurn: async (row, handle, prebuilt) => {
       // The repository first: a checkout needs the workspace empty of what the session brings. A
       // prebuilt image holds the checkout, and the attachments of the session it was saved from.
-      if (prebuilt) await clearAttachments(driver, handle)
-      else await repositories?.checkout(row, handle)
       const adapter = adapters[row.harness as keyof typeof adapters]
+      if (prebuilt) await removeInSandbox(driver, handle, [`${handle.workspace}/${ATTACHMENTS_DIR}`, ...(adapter ? [`${handle.home}/${adapter.skillsDir}`] : [])])
+      else await repositories?.checkout(row, handle)
       if (adapter) skills.install(row.id, handle.hostHome, adapter.skillsDir)
       return files.place(row.id, handle.hostWorkspace, handle.workspace)
     },

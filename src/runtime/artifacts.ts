@@ -108,6 +108,8 @@ export class ArtifactStore {
    */
   sweep(graceMs = 60 * 60_000): number {
     const cutoff = this.now() - graceMs
+    // Every hash an artifact names, read once: the walk below then asks no query per blob.
+    const named = new Set(this.db.selectDistinct({ sha256: artifacts.sha256 }).from(artifacts).all().map((row) => row.sha256))
     let deleted = 0
     for (const dir of existsSync(this.blobs) ? readdirSync(this.blobs) : []) {
       const folder = join(this.blobs, dir)
@@ -121,7 +123,8 @@ export class ArtifactStore {
           continue
         }
         for (const name of readdirSync(folder)) {
-          if (statSync(join(folder, name)).mtimeMs >= cutoff) continue
+          if (named.has(name) || statSync(join(folder, name)).mtimeMs >= cutoff) continue
+          // Asked again for the one about to go: a collect may have named it since the read above.
           if (this.dropIfUnused(name)) deleted++
         }
       } catch {

@@ -154,3 +154,15 @@ export async function syncInside(driver: SandboxDriver, handle: SandboxHandle): 
   const [code, err] = await Promise.all([proc.exited, new Response(proc.stderr).text(), new Response(proc.stdout).arrayBuffer()])
   if (code !== 0) throw new Error(`sync in the sandbox exited ${code}: ${err.trim()}`)
 }
+
+/**
+ * Removes `paths` (as the sandbox sees them) by `rm` inside the sandbox: the workspace and home are
+ * the sandbox's, so a link planted there is removed, never followed on the host. For a sandbox
+ * started from a prebuilt image, which holds what the session it was saved from brought (its
+ * attachments, its skills) besides the setup's work.
+ */
+export async function removeInSandbox(driver: SandboxDriver, handle: SandboxHandle, paths: string[]): Promise<void> {
+  const proc = driver.exec(handle, ['/bin/rm', '-rf', '--', ...paths], { env: { PATH: '/usr/bin:/bin' } })
+  const [code, err] = await Promise.all([proc.exited, new Response(proc.stderr).text(), new Response(proc.stdout).arrayBuffer()])
+  if (code !== 0) throw new Error(`what the prebuilt image's session brought could not be removed: ${err.trim()}`)
+}

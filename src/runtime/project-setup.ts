@@ -46,6 +46,12 @@ export class ProjectSetup {
     }
   }
 
+  /** The sandbox is made without its prebuilt image after all: its setup runs (and may keep a new one). */
+  withoutImage(id: string): void {
+    const noted = this.prebuild.get(id)
+    if (noted) noted.reused = null
+  }
+
   /** Whether the session's sandbox started from a prebuilt image (which holds its checkout). */
   reused(id: string): boolean {
     return (this.prebuild.get(id)?.reused ?? null) !== null

@@ -134,7 +134,9 @@ export class SessionRuntime {
     const base = row ? await this.project.baseImage(row) : null
     for (let attempt = 1; attempt <= 2; attempt++) {
       try {
-        const spec = { ...this.spec(id), ...(base ? { baseImage: base } : {}) }
+        // A second start goes without the prebuilt image (it may have been pruned meanwhile): setup runs.
+        if (attempt === 2 && base) this.project.withoutImage(id)
+        const spec = { ...this.spec(id), ...(base && attempt === 1 ? { baseImage: base } : {}) }
         const handle = await this.deps.starts.run(() => this.deps.driver.create(spec))
         Object.assign(this.liveOf(id), { handle, parked: false })
         if (!this.deps.apply(id, { type: 'sandbox.ready' })) await this.destroy(id)

@@ -30,7 +30,7 @@ export interface TurnOptions {
   transcriptMaxBytes?: number
 }
 
-/** Events kept past the events cap: tiny, and the next turns' usage is summed from them (Codex reports thread totals). */
+/** Events of which the latest is kept past the events cap: the next turns' usage is summed from them (Codex reports thread totals). */
 const ALWAYS_STORED = new Set(['usage'])
 
 /** AGENTD_TRANSCRIPT_MAX_MB's default. */
@@ -126,10 +126,13 @@ export function followTurn(proc: SandboxProcess, adapter: HarnessAdapter, spec: 
   let unstored = 0
   const events: SessionEvent[] = []
   const json: string[] = []
+  // Past the cap, the latest usage event only, stored once at the end (a flood of them is no way round the cap).
+  let lastUsage: SessionEvent | null = null
   const keep = (e: SessionEvent) => {
     const text = JSON.stringify(e)
-    if (!ALWAYS_STORED.has(e.type) && (unstored > 0 || eventBytes + text.length > maxStored)) {
-      unstored++
+    if (unstored > 0 || eventBytes + text.length > maxStored) {
+      if (ALWAYS_STORED.has(e.type)) lastUsage = e
+      else unstored++
       partial = true
       return
     }
@@ -165,10 +168,10 @@ export function followTurn(proc: SandboxProcess, adapter: HarnessAdapter, spec: 
   const outcome = (async () => {
     const exitCode = await proc.exited
     await Promise.allSettled([stdout, stderr])
-    if (unstored > 0) {
-      const counted = event(adapter.id, 'error', { content: `agentd: ${unstored} events of this turn were not stored (past AGENTD_TRANSCRIPT_MAX_MB, ${maxStored} bytes of events)` })
-      callbacks.onOutput([counted], [], [JSON.stringify(counted)])
-    }
+    const late: SessionEvent[] = []
+    if (lastUsage) late.push(lastUsage)
+    if (unstored > 0) late.push(event(adapter.id, 'error', { content: `agentd: ${unstored} events of this turn were not stored (past AGENTD_TRANSCRIPT_MAX_MB, ${maxStored} bytes of events)` }))
+    if (late.length > 0) callbacks.onOutput(late, [], late.map((e) => JSON.stringify(e)))
     const outcome = parser.finish(exitCode)
     return partial && outcome.capture === 'complete' ? { ...outcome, capture: 'partial' as const } : outcome
   })()

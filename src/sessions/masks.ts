@@ -9,6 +9,8 @@
 
 export const MASK = '***'
 export const MIN_MASKED_CHARS = 4
+/** How long a session's values stay after its record is let go (the killed CLI's last output drains well within it). */
+const FORGET_AFTER_MS = 60_000
 
 /**
  * Replaces each secret value with `***`: in text, the value itself, each line of a multi-line one
@@ -118,5 +120,13 @@ export class SecretMasks {
   forget(sessionId: string): void {
     this.given.delete(sessionId)
     this.maskers.delete(sessionId)
+  }
+
+  /**
+   * Forgets the session's values once what its sandbox still had to say is in: a cancel commits
+   * before the turn's killed CLI has been read to its end, and that output is masked too.
+   */
+  forgetLater(sessionId: string, ms = FORGET_AFTER_MS): void {
+    setTimeout(() => this.forget(sessionId), ms).unref()
   }
 }

@@ -191,6 +191,6 @@ export class SessionStore {
 
   forget(id: string): void {
     this.events.forget(id)
-    this.masks?.forget(id)
+    this.masks?.forgetLater(id)
   }
 }

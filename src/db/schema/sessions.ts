@@ -165,7 +165,12 @@ export const artifacts = sqliteTable(
     createdAt: createdAt(),
     updatedAt: integer('updated_at').notNull(),
   },
-  (table) => [primaryKey({ columns: [table.sessionId, table.name] }), uniqueIndex('artifacts_ordinal_idx').on(table.sessionId, table.ordinal)],
+  (table) => [
+    primaryKey({ columns: [table.sessionId, table.name] }),
+    uniqueIndex('artifacts_ordinal_idx').on(table.sessionId, table.ordinal),
+    // Whether a blob is still named by an artifact (its garbage collection) asks by hash.
+    index('artifacts_sha256_idx').on(table.sha256),
+  ],
 )
 
 /**

@@ -1,0 +1,1 @@
+CREATE INDEX `artifacts_sha256_idx` ON `artifacts` (`sha256`);
