@@ -2,12 +2,16 @@ import type { SessionStore } from '../sessions/store'
 import type { StoredPrefix } from './handover'
 import type { TurnCallbacks } from './turn-runner'
 
+/** The most of a stderr line without its end held back before it is logged anyway. */
+const STDERR_HOLD_CHARS = 64 * 1024
+
 /**
  * Where a turn's output goes: its events and raw lines to the session's store, its stderr to the
  * session's log (`log`), the last thing the assistant said to `summary`. What `stored` says is
  * stored already (a turn taken over after a restart) is dropped.
  */
 export function turnOutput(store: SessionStore, log: (text: string) => void, id: string, turn: number, summary: { last: string | null }, stored: StoredPrefix): TurnCallbacks {
+  let tail = ''
   return {
     onOutput: (normalized, rawLines, json) => {
       for (const event of normalized) {
@@ -23,9 +27,23 @@ export function turnOutput(store: SessionStore, log: (text: string) => void, id:
         raw.map((line) => ({ turn, line })),
       )
     },
+    // Whole lines go to the log (a secret split between two reads is still masked as one), or
+    // STDERR_HOLD_CHARS at most of a line without end; the rest when the stream ends.
     onStderr: (text) => {
       const fresh = stored.newStderr(text)
-      if (fresh) log(fresh)
+      if (!fresh) return
+      const all = tail + fresh
+      const cut = all.lastIndexOf('\n')
+      if (cut < 0 && all.length < STDERR_HOLD_CHARS) {
+        tail = all
+        return
+      }
+      tail = cut < 0 ? '' : all.slice(cut + 1)
+      log(cut < 0 ? all : all.slice(0, cut + 1))
+    },
+    onStderrEnd: () => {
+      if (tail) log(tail)
+      tail = ''
     },
   }
 }

@@ -14,6 +14,8 @@ export interface TurnCallbacks {
   onOutput(events: SessionEvent[], rawLines: string[], json: string[]): void
   /** A chunk of the CLI's stderr. */
   onStderr(text: string): void
+  /** The CLI's stderr has ended (what is held back of it goes out). */
+  onStderrEnd?(): void
 }
 
 export interface RunningTurn {
@@ -168,6 +170,7 @@ export function followTurn(proc: SandboxProcess, adapter: HarnessAdapter, spec: 
   const outcome = (async () => {
     const exitCode = await proc.exited
     await Promise.allSettled([stdout, stderr])
+    callbacks.onStderrEnd?.()
     const late: SessionEvent[] = []
     if (lastUsage) late.push(lastUsage)
     if (unstored > 0) late.push(event(adapter.id, 'error', { content: `agentd: ${unstored} events of this turn were not stored (past AGENTD_TRANSCRIPT_MAX_MB, ${maxStored} bytes of events)` }))
