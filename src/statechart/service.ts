@@ -65,15 +65,15 @@ interface SessionPart {
   history: HistoryStep[]
 }
 
-const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
+const escapeHtml = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
 
 function renderSession(session: SessionPart): string {
   const rows = session.history
-    .map((c) => `<tr><td><time datetime="${c.at}">${c.at}</time></td><td>${c.from ? escape(c.from) : '—'}</td><td>${escape(c.to)}</td><td>${c.turn}</td></tr>`)
+    .map((c) => `<tr><td><time datetime="${c.at}">${c.at}</time></td><td>${c.from ? escapeHtml(c.from) : '—'}</td><td>${escapeHtml(c.to)}</td><td>${c.turn}</td></tr>`)
     .join('\n')
-  return `<section id="session" data-status="${escape(session.status)}">
-<h2>Session <code>${escape(session.id)}</code></h2>
-<p>Current state: <strong>${escape(session.status)}</strong> (machine_state ${escape(session.machineState ?? 'none')}), highlighted below.</p>
+  return `<section id="session" data-status="${escapeHtml(session.status)}">
+<h2>Session <code>${escapeHtml(session.id)}</code></h2>
+<p>Current state: <strong>${escapeHtml(session.status)}</strong> (machine_state ${escapeHtml(session.machineState ?? 'none')}), highlighted below.</p>
 <h3>Transitions</h3>
 <table id="history"><thead><tr><th>At</th><th>From</th><th>To</th><th>Turn</th></tr></thead>
 <tbody>
