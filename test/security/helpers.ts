@@ -239,3 +239,26 @@ export const toCliStdout = (producer: string) =>
     `perl -MFcntl -e 'my $pfd = syscall(434, $ARGV[0] + 0, 0); exit 38 if $pfd < 0; my $fd = syscall(438, $pfd, 1, 0); exit 38 if $fd < 0; open(STDOUT, ">&=", $fd) or exit 38; fcntl(STDOUT, F_SETFL, fcntl(STDOUT, F_GETFL, 0) & ~O_NONBLOCK); exec("/bin/sh", "-c", $ARGV[1])' "$p" ${JSON.stringify(producer)}`,
     `[ $? -ne 38 ] || ${producer} >> /proc/$p/fd/1`,
   ].join('; ')
+
+/**
+ * Watches the server (this process) through an attack: the peak of its memory, /healthz from
+ * outside and its thread's busy stretches. Started after a quiet moment; `stop` says what it saw.
+ */
+export async function watchServer(url: string): Promise<{ stop(): Promise<{ rssGrowth: number; health: Awaited<ReturnType<ReturnType<typeof watchHealth>['stop']>>; loop: ReturnType<ReturnType<typeof watchLoop>['stop']> }> }> {
+  await quiesce()
+  const rssBefore = process.memoryUsage().rss
+  let rssPeak = rssBefore
+  const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage().rss)), 20)
+  const health = watchHealth(url)
+  await health.ready
+  const loop = watchLoop()
+  return {
+    async stop() {
+      clearInterval(sampler)
+      const healthStats = await health.stop()
+      const loopStats = loop.stop()
+      rssPeak = Math.max(rssPeak, process.memoryUsage().rss)
+      return { rssGrowth: rssPeak - rssBefore, health: healthStats, loop: loopStats }
+    },
+  }
+}

@@ -21,7 +21,7 @@ import { req, script } from '../helpers/http'
 import { poll } from '../helpers/poll'
 import { adminWith } from '../helpers/server'
 import { settled } from '../helpers/sessions'
-import { expectResponsive, quiesce, watchHealth, watchLoop } from './helpers'
+import { expectResponsive, watchServer } from './helpers'
 
 const MiB = 1024 * 1024
 /** Names the test makes up; its resolver says they are the host's loopback. */
@@ -256,24 +256,15 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       await p.environment({ setup })
       const id = await p.start([{ answer: 'after the flood' }])
       await poll('setup to start', async () => (await p.logs(id)).includes('agentd: setup started'), { timeoutMs: 120_000, everyMs: 100 })
-      await quiesce()
-      const rssBefore = process.memoryUsage().rss
-      let rssPeak = rssBefore
-      const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage().rss)), 20)
-      const health = watchHealth(url)
-      await health.ready
-      const loop = watchLoop()
+      const watch = await watchServer(url)
       let view: any
-      let stopped: Awaited<ReturnType<typeof health.stop>>
+      let seen: Awaited<ReturnType<typeof watch.stop>>
       try {
         view = await p.settled(id, 1, 180_000)
       } finally {
-        clearInterval(sampler)
-        stopped = await health.stop()
+        seen = await watch.stop()
       }
-      const loopStats = loop.stop()
-      rssPeak = Math.max(rssPeak, process.memoryUsage().rss)
-      console.log(`300 MB setup on ${driver}: memory grew ${((rssPeak - rssBefore) / MiB).toFixed(0)} MiB at its peak`)
+      console.log(`300 MB setup on ${driver}: memory grew ${(seen.rssGrowth / MiB).toFixed(0)} MiB at its peak`)
 
       const logs = await p.logs(id)
       expect(view.status, logs.slice(-2000)).toBe('completed')
@@ -291,8 +282,8 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       // What is kept is the output's beginning: nothing after the cut, not even a short last line.
       expect(setupLines.some((line) => line.includes('flood done'))).toBe(false)
       expect(logs.length).toBeLessThan(3 * MiB)
-      expect(rssPeak - rssBefore).toBeLessThan(200 * MiB)
-      expectResponsive(`300 MB setup on ${driver}`, stopped, loopStats)
+      expect(seen.rssGrowth).toBeLessThan(200 * MiB)
+      expectResponsive(`300 MB setup on ${driver}`, seen.health, seen.loop)
     }, 300_000)
 
     test("a secret is in no host process's argv while setup runs, nor in the server's log or any API answer", async () => {
