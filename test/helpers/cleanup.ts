@@ -1,6 +1,6 @@
 import { existsSync, readdirSync, rmdirSync, rmSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import { unmountUnder } from '../../sandbox/disk-image'
+import { mountPoints, unmount, unmountUnder } from '../../sandbox/disk-image'
 import { settleSpares } from '../../sandbox/spare-refill'
 import { sandboxScope } from '../../src/server'
 
@@ -37,7 +37,16 @@ export function removeScope(scope: string, runRoot = process.getuid?.() === 0 ? 
     }
     rmdirQuietly(dir)
   }
-  if (runRoot) rmSync(join(runRoot, scope), { recursive: true, force: true })
+  if (runRoot) {
+    // A current runsc pins one empty network namespace for its gofers at <root>/null-netns, a bind
+    // mount (stacked when sandboxes start at once) that must go before the folder can.
+    unmountNullNetns(join(runRoot, scope, 'runsc'))
+    rmSync(join(runRoot, scope), { recursive: true, force: true })
+  }
+}
+
+function unmountNullNetns(runscRoot: string): void {
+  for (let i = 0; i < 64 && mountPoints().has(join(runscRoot, 'null-netns')); i++) unmount(join(runscRoot, 'null-netns'))
 }
 
 function rmdirQuietly(dir: string): void {
