@@ -29,7 +29,8 @@ let chosen: RunscBinary | null | undefined
 export function runscBinary(): RunscBinary | null {
   if (chosen !== undefined) return chosen
   const named = process.env.AGENTD_RUNSC
-  if (named) return (chosen = described(named, reportedVersion(named), 'AGENTD_RUNSC'))
+  // Named but not there: no runsc (the start-up says so), never another one in its place.
+  if (named) return (chosen = existsSync(named) ? described(named, reportedVersion(named), 'AGENTD_RUNSC') : null)
   if (existsSync(BUILT_RUNSC)) {
     const path = realpathSync(BUILT_RUNSC)
     return (chosen = described(path, readText(join(dirname(path), 'VERSION')) ?? reportedVersion(path), 'gvisor.dev/gvisor module'))

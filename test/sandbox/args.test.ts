@@ -8,6 +8,7 @@ import { netHolderArgs } from '../../sandbox/netns'
 import { cgroupName, cgroupWrapArgs } from '../../sandbox/cgroup'
 import { containerId, EXEC_WRAPPER, gvisorExecArgs, gvisorExecProcess, gvisorInit, gvisorKillArgs, gvisorSpec, hostTaskLimit, sandboxNameOf, unsavableSockets } from '../../sandbox/gvisor-spec'
 import { innerRelayArgs, listenPattern, relayDir } from '../../sandbox/relay'
+import { runscPath } from '../../sandbox/runsc-binary'
 
 /** The argv builders are pure: exact command lines, no shell strings. */
 
@@ -152,7 +153,7 @@ test('gvisorInit: the relay, a ready marker once it listens, then a reaping shel
 })
 
 test('gvisorExecArgs: runsc exec of a process file (environment and argv never on the command line)', () => {
-  expect(gvisorExecArgs('/run/agentd/x/runsc', 's.000002', '/state/exec/k1.json')).toEqual(['runsc', '--root=/run/agentd/x/runsc', 'exec', '--process', '/state/exec/k1.json', 's.000002'])
+  expect(gvisorExecArgs('/run/agentd/x/runsc', 's.000002', '/state/exec/k1.json')).toEqual([runscPath(), '--root=/run/agentd/x/runsc', 'exec', '--process', '/state/exec/k1.json', 's.000002'])
   expect(gvisorExecProcess('k1', ['claude', '-p'], { env: { HOME: '/home/agent', PATH: '/x' }, cwd: '/workspace/a' })).toEqual({
     terminal: false,
     user: { uid: 0, gid: 0 },
@@ -161,7 +162,7 @@ test('gvisorExecArgs: runsc exec of a process file (environment and argv never o
     cwd: '/workspace/a',
   })
   expect(gvisorExecProcess('k2', ['true'], { env: {} }).env).toEqual(['PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin'])
-  expect(gvisorKillArgs('/r', 's.000002', 12, 'SIGTERM')).toEqual(['runsc', '--root=/r', 'exec', 's.000002', '/bin/sh', '-c', 'kill -s "$1" -- "-$2"', 'agentd-kill', 'TERM', '12'])
+  expect(gvisorKillArgs('/r', 's.000002', 12, 'SIGTERM')).toEqual([runscPath(), '--root=/r', 'exec', 's.000002', '/bin/sh', '-c', 'kill -s "$1" -- "-$2"', 'agentd-kill', 'TERM', '12'])
 })
 
 test('EXEC_WRAPPER writes output, pid and exit code files (run here with sh)', async () => {

@@ -32,7 +32,7 @@ function runscProcesses(stateDir: string): number[] {
     if (!/^\d+$/.test(entry)) continue
     try {
       const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8')
-      if (cmdline.startsWith('runsc') && cmdline.includes(stateDir) && alive(Number(entry))) found.push(Number(entry))
+      if (/^(\S*\/)?runsc/.test(cmdline) && cmdline.includes(stateDir) && alive(Number(entry))) found.push(Number(entry))
     } catch {
       // gone
     }

@@ -5,7 +5,7 @@ import { join } from 'node:path'
 
 /**
  * `npm start` on a machine where neither gVisor nor bubblewrap can run (here: a PATH without
- * runsc and bwrap) refuses to start instead of running agents as plain host processes, unless the
+ * runsc and bwrap, and AGENTD_RUNSC naming a runsc that is not there) refuses to start instead of running agents as plain host processes, unless the
  * operator asks for `process` by name.
  */
 
@@ -17,11 +17,11 @@ afterAll(() => {
   rmSync(dataDir, { recursive: true, force: true })
 })
 
-/** `bun src/main.ts` with no runsc or bwrap on its PATH. */
+/** `bun src/main.ts` with no runsc or bwrap on its PATH, and no runsc where AGENTD_RUNSC says (not agentd's own build either). */
 function start(env: Record<string, string> = {}) {
   return Bun.spawn([process.execPath, join(root, 'src/main.ts')], {
     cwd: root,
-    env: { PATH: emptyPath, HOME: process.env.HOME ?? '/root', PORT: '0', DATA_DIR: dataDir, ...env },
+    env: { PATH: emptyPath, HOME: process.env.HOME ?? '/root', PORT: '0', DATA_DIR: dataDir, AGENTD_RUNSC: join(emptyPath, 'runsc'), ...env },
     stdin: 'ignore',
     stdout: 'ignore',
     stderr: 'pipe',

@@ -1,17 +1,18 @@
 import { expect, test } from 'bun:test'
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { defaultRunRoot } from '../../sandbox/relay'
 import { binaryIdentity } from '../../sandbox/runsc'
+import { BUILT_RUNSC } from '../../sandbox/runsc-binary'
 import { hostSandboxSkipReason } from './helpers'
 
 const remembered = join(defaultRunRoot(), 'runsc-works')
 
-/** gvisorWorks() in a fresh process whose PATH finds `bin/runsc` first. */
+/** gvisorWorks() in a fresh process told to run `bin/runsc` (AGENTD_RUNSC). */
 async function worksWith(bin: string): Promise<string> {
   const code = `import { gvisorWorks } from ${JSON.stringify(join(import.meta.dir, '../../sandbox/runsc'))}; console.log(gvisorWorks())`
-  const child = Bun.spawn([process.execPath, '-e', code], { env: { ...process.env, PATH: `${bin}:${process.env.PATH}` }, stdout: 'pipe' })
+  const child = Bun.spawn([process.execPath, '-e', code], { env: { ...process.env, AGENTD_RUNSC: join(bin, 'runsc') }, stdout: 'pipe' })
   return (await new Response(child.stdout).text()).trim()
 }
 
@@ -61,9 +62,10 @@ test('which runsc: AGENTD_RUNSC names it, else a build of ours, else the one on 
     for (const name of ['old', 'new', 'runsc']) chmodSync(join(bin, name), 0o755)
     expect(await binaryWith({ AGENTD_RUNSC: join(bin, 'old') })).toEqual({ path: join(bin, 'old'), version: '0.0~20221219.0', source: 'AGENTD_RUNSC', platform: 'ptrace' })
     expect(await binaryWith({ AGENTD_RUNSC: join(bin, 'new') })).toMatchObject({ version: 'release-20260901.0', platform: 'systrap' })
-    // Without a build of ours (scripts/system-deps.sh makes one only with AGENTD_BUILD_RUNSC=1), the first on PATH.
+    // Else a build of ours (scripts/system-deps.sh makes one where Go is installed), else the first on PATH.
     const found = await binaryWith({ PATH: `${bin}:${process.env.PATH}`, AGENTD_RUNSC: '' })
-    expect(found).toEqual({ path: join(bin, 'runsc'), version: '0.0~20221219.0', source: 'PATH', platform: 'ptrace' })
+    if (existsSync(BUILT_RUNSC)) expect(found).toMatchObject({ path: realpathSync(BUILT_RUNSC), source: 'gvisor.dev/gvisor module', platform: 'systrap' })
+    else expect(found).toEqual({ path: join(bin, 'runsc'), version: '0.0~20221219.0', source: 'PATH', platform: 'ptrace' })
   } finally {
     rmSync(bin, { recursive: true, force: true })
   }

@@ -22,6 +22,7 @@ import { poll } from '../helpers/poll'
 import { adminWith } from '../helpers/server'
 import { settled } from '../helpers/sessions'
 import { expectResponsive, watchServer } from './helpers'
+import { runscPath } from '../../sandbox/runsc-binary'
 
 const MiB = 1024 * 1024
 /** Names the test makes up; its resolver says they are the host's loopback. */
@@ -233,7 +234,7 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
         // finishing) names it any more, and runsc lists none of the sandbox's.
         const runsc = processTable().filter((proc) => /^(\S*\/)?runsc/.test(proc.cmdline) && proc.cmdline.includes(id))
         await poll('runsc to be done with the sandbox', () => processTable().every((proc) => !(/^(\S*\/)?runsc/.test(proc.cmdline) && proc.cmdline.includes(id))), { timeoutMs: 30_000 })
-        const listed = Bun.spawnSync(['runsc', `--root=/run/agentd/${sandboxScope(t.dir)}/runsc`, 'list', '-quiet'])
+        const listed = Bun.spawnSync([runscPath(), `--root=/run/agentd/${sandboxScope(t.dir)}/runsc`, 'list', '-quiet'])
         expect(listed.exitCode, listed.stderr.toString()).toBe(0)
         expect(listed.stdout.toString().split('\n').filter((cid) => cid.startsWith(id))).toEqual([])
         // When its folder went, its sentry and gofer were dead already: what named it was at most the driver's `delete`, left to finish in the background.
