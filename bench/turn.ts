@@ -11,7 +11,8 @@
  *   model+end  that request → completed (replies, tool calls, the CLI's exit, capture)
  * Goals (reported, never asserted): completed p50 under 2 s per harness on gVisor, gVisor ≤ 1.3 × process.
  *
- *   bun bench/turn.ts    (env: BENCH_TURN_RUNS=8, BENCH_TURN_HARNESSES=harness_1,harness_2,harness_3)
+ *   bun bench/turn.ts    (env: BENCH_TURN_RUNS=8, BENCH_TURN_HARNESSES=harness_1,harness_2,harness_3,
+ *                         BENCH_TURN_RUNSC=<path>: gVisor on that runsc as well, side by side)
  */
 import { Database } from 'bun:sqlite'
 import { join } from 'node:path'
@@ -85,6 +86,9 @@ async function measure(env: Record<string, string>): Promise<{ driver: string; r
 
 const isolated = await measure({})
 const bare = await measure({ AGENTD_SANDBOX: 'process' })
+// BENCH_TURN_RUNSC=<path>: gVisor on that runsc too, side by side (a module build's systrap against Debian's ptrace, say).
+const otherRunsc = process.env.BENCH_TURN_RUNSC
+const other = otherRunsc ? await measure({ AGENTD_SANDBOX: 'gvisor', AGENTD_RUNSC: otherRunsc }) : null
 console.log(`one trivial turn at a time (say + answer), ${RUNS} runs per harness after one warm-up; p50 / p95`)
 let met = true
 for (const harness of HARNESSES) {
@@ -94,11 +98,13 @@ for (const harness of HARNESSES) {
   const ratio = quantile(done(a), 0.5) / quantile(done(b), 0.5)
   met &&= quantile(done(a), 0.5) < 2000 && ratio <= 1.3
   console.log(`${harness}`)
-  for (const [label, runs] of [[isolated.driver, a], [bare.driver, b]] as const) {
+  const rows: [string, Run[]][] = [[isolated.driver, a], [bare.driver, b], ...(other ? [[`gvisor on ${otherRunsc}`, other.runs[harness]!] as [string, Run[]]] : [])]
+  for (const [label, runs] of rows) {
     const first = runs.map((r) => r.firstEvent)
     console.log(`  ${label.padEnd(8)} first event ${s(quantile(first, 0.5))} / ${s(quantile(first, 0.95))}   completed ${s(quantile(done(runs), 0.5))} / ${s(quantile(done(runs), 0.95))}`)
     console.log(`  ${''.padEnd(8)} phases p50: ${PHASES.map((p) => `${p} ${s(quantile(runs.map((r) => r.phases[p]), 0.5))}`).join(', ')}`)
   }
   console.log(`  completed p50 ratio ${isolated.driver} / ${bare.driver}: ${ratio.toFixed(2)}x`)
+  if (other) console.log(`  completed p50 ratio gvisor on ${otherRunsc} / ${bare.driver}: ${(quantile(done(other.runs[harness]!), 0.5) / quantile(done(b), 0.5)).toFixed(2)}x`)
 }
 console.log(`goal completed p50 < 2 s on ${isolated.driver} for each harness, and ≤ 1.3 × ${bare.driver}: ${met ? 'met' : 'MISSED'}`)
