@@ -6,28 +6,12 @@
  * bwrap holds its turn open (a bash step waits for a file) while the test scans every process.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { existsSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { TestApp } from '../helpers/app'
-import { caller, ISOLATING, script, securityApp, turnEnded } from './helpers'
+import { caller, ISOLATING, processTable, script, securityApp, turnEnded } from './helpers'
 import { poll } from '../helpers/poll'
 
-/** Every live process's argv, and the environment of those in our own pid namespace (not a bwrap sandbox's). */
-function processTable(): { pid: string; cmdline: string; environ: string }[] {
-  const ownNs = readlinkSync('/proc/self/ns/pid')
-  const table: { pid: string; cmdline: string; environ: string }[] = []
-  for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
-    try {
-      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8')
-      // A sandboxed process has the secret in its environment by design: it is the sandbox's own.
-      const environ = readlinkSync(`/proc/${pid}/ns/pid`) === ownNs ? readFileSync(`/proc/${pid}/environ`, 'utf8') : ''
-      table.push({ pid, cmdline, environ })
-    } catch {
-      // the process ended while we read it
-    }
-  }
-  return table
-}
 
 /** The files under DATA_DIR/sandboxes/<each>/<sub>, as host paths. */
 function sandboxFiles(t: TestApp, sub: string): string[] {

@@ -1,4 +1,4 @@
-import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { makeTestApp, type TestApp } from '../helpers/app'
@@ -261,4 +261,23 @@ export async function watchServer(url: string): Promise<{ stop(): Promise<{ rssG
       return { rssGrowth: rssPeak - rssBefore, health: healthStats, loop: loopStats }
     },
   }
+}
+
+/**
+ * Every live process's argv (NUL-separated), and the environment of those in our own pid namespace
+ * (not a bwrap sandbox's: a sandboxed process has the sandbox's secrets in its environment by design).
+ */
+export function processTable(): { pid: string; cmdline: string; environ: string }[] {
+  const ownNs = readlinkSync('/proc/self/ns/pid')
+  const table: { pid: string; cmdline: string; environ: string }[] = []
+  for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    try {
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8')
+      const environ = readlinkSync(`/proc/${pid}/ns/pid`) === ownNs ? readFileSync(`/proc/${pid}/environ`, 'utf8') : ''
+      table.push({ pid, cmdline, environ })
+    } catch {
+      // the process ended while we read it
+    }
+  }
+  return table
 }

@@ -8,7 +8,7 @@
  */
 import { Database } from 'bun:sqlite'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs'
+import { existsSync, readdirSync } from 'node:fs'
 import { getPriority, networkInterfaces, setPriority } from 'node:os'
 import { join } from 'node:path'
 import { createHash } from 'node:crypto'
@@ -21,7 +21,7 @@ import { req, script } from '../helpers/http'
 import { poll } from '../helpers/poll'
 import { adminWith } from '../helpers/server'
 import { settled } from '../helpers/sessions'
-import { expectResponsive, watchServer } from './helpers'
+import { expectResponsive, processTable, watchServer } from './helpers'
 import { runscPath } from '../../sandbox/runsc-binary'
 
 const MiB = 1024 * 1024
@@ -142,21 +142,6 @@ function prebuilds(t: TestApp): { rows: { id: string; project_id: string; revisi
   }
 }
 
-/** Every live host process's argv, and the environment of those in our own pid namespace (a bwrap sandbox's own processes have the secrets by design). */
-function processTable(): { pid: string; cmdline: string; environ: string }[] {
-  const ownNs = readlinkSync('/proc/self/ns/pid')
-  const table: { pid: string; cmdline: string; environ: string }[] = []
-  for (const pid of readdirSync('/proc').filter((entry) => /^\d+$/.test(entry))) {
-    try {
-      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8')
-      const environ = readlinkSync(`/proc/${pid}/ns/pid`) === ownNs ? readFileSync(`/proc/${pid}/environ`, 'utf8') : ''
-      table.push({ pid, cmdline, environ })
-    } catch {
-      // the process ended while we read it
-    }
-  }
-  return table
-}
 
 /** Host processes whose argv contains `text` (not this test's own). */
 function processesWith(text: string): string[] {
