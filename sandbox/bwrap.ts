@@ -103,7 +103,16 @@ export function bwrapArgs(layout: BwrapLayout, argv: string[], options: ExecOpti
   args.push('--ro-bind', '/usr', '/usr')
   for (const link of layout.root.links) args.push('--symlink', link.target, link.path)
   for (const dir of layout.root.dirs) args.push('--ro-bind', dir, dir)
-  args.push('--ro-bind', layout.etcDir, '/etc', '--proc', '/proc', '--dev', '/dev', ...(layout.tmpDir ? ['--bind', layout.tmpDir, '/tmp'] : ['--tmpfs', '/tmp']))
+  args.push(
+    '--ro-bind',
+    layout.etcDir,
+    '/etc',
+    '--proc',
+    '/proc',
+    '--dev',
+    '/dev',
+    ...(layout.tmpDir ? ['--bind', layout.tmpDir, '/tmp'] : ['--tmpfs', '/tmp']),
+  )
   for (const path of layout.readOnlyPaths) args.push('--ro-bind', path, path)
   args.push('--bind', layout.hostHome, BWRAP_HOME, '--bind', layout.hostWorkspace, BWRAP_WORKSPACE)
   args.push('--chdir', options.cwd ?? BWRAP_WORKSPACE, '--clearenv')

@@ -68,7 +68,12 @@ export interface SandboxLimits {
  * Limits used when the operator sets none (AGENTD_SANDBOX_MEMORY_MB, AGENTD_SANDBOX_PROCESSES,
  * AGENTD_SANDBOX_DISK_MB, AGENTD_SANDBOX_CPUS).
  */
-export const DEFAULT_SANDBOX_LIMITS: Required<SandboxLimits> = { memoryBytes: 2048 * 1024 * 1024, maxProcesses: 512, diskBytes: 10240 * 1024 * 1024, cpus: 2 }
+export const DEFAULT_SANDBOX_LIMITS: Required<SandboxLimits> = {
+  memoryBytes: 2048 * 1024 * 1024,
+  maxProcesses: 512,
+  diskBytes: 10240 * 1024 * 1024,
+  cpus: 2,
+}
 
 /** `limits` with every absent field at its default. */
 export function fullLimits(limits: SandboxLimits): Required<SandboxLimits> {

@@ -95,7 +95,9 @@ export function gvisorSpec(layout: GvisorLayout): Record<string, unknown> {
       resources: {
         memory: { limit: layout.limits.memoryBytes },
         pids: { limit: hostTaskLimit(layout.limits.maxProcesses) },
-        ...(layout.limits.cpus ? { cpu: { quota: Math.max(1000, Math.round(layout.limits.cpus * CPU_PERIOD_US)), period: CPU_PERIOD_US } } : {}),
+        ...(layout.limits.cpus
+          ? { cpu: { quota: Math.max(1000, Math.round(layout.limits.cpus * CPU_PERIOD_US)), period: CPU_PERIOD_US } }
+          : {}),
       },
     },
   }
@@ -165,7 +167,17 @@ export function gvisorExecArgs(root: string, containerId: string, processFile: s
 
 /** `runsc exec` that signals the process group of an exec'd command (the shell's kill: procps' one misparses there). */
 export function gvisorKillArgs(root: string, containerId: string, groupId: number, signal: string): string[] {
-  return runscArgs(root, 'exec', containerId, '/bin/sh', '-c', 'kill -s "$1" -- "-$2"', 'agentd-kill', signal.replace(/^SIG/, ''), String(groupId))
+  return runscArgs(
+    root,
+    'exec',
+    containerId,
+    '/bin/sh',
+    '-c',
+    'kill -s "$1" -- "-$2"',
+    'agentd-kill',
+    signal.replace(/^SIG/, ''),
+    String(groupId),
+  )
 }
 
 /**

@@ -2,7 +2,16 @@ import { closeSync, existsSync, mkdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { cgroupName, cgroupsAvailable, cgroupWrapArgs, listSandboxCgroups, SandboxCgroup } from './cgroup'
 import { diskUsage } from './disk'
-import type { ExecOptions, ParkOptions, SandboxDriver, SandboxHandle, SandboxKind, SandboxProcess, SandboxSpec, SandboxStats } from './driver'
+import type {
+  ExecOptions,
+  ParkOptions,
+  SandboxDriver,
+  SandboxHandle,
+  SandboxKind,
+  SandboxProcess,
+  SandboxSpec,
+  SandboxStats,
+} from './driver'
 import { defaultRunRoot } from './relay'
 import { spawnGroup } from './spawn'
 import { type Placement, spawnPlaced } from './spawn-in'
@@ -212,7 +221,9 @@ export abstract class HostDriver implements SandboxDriver {
 
   async stats(handle: SandboxHandle): Promise<SandboxStats> {
     const sandbox = this.sandbox(handle)
-    const disk = sandbox.volume ? volumeDiskUsage(sandbox.volume) : diskUsage([sandbox.spec.hostWorkspace, sandbox.spec.hostHome, sandbox.spec.stateDir])
+    const disk = sandbox.volume
+      ? volumeDiskUsage(sandbox.volume)
+      : diskUsage([sandbox.spec.hostWorkspace, sandbox.spec.hostHome, sandbox.spec.stateDir])
     if (!sandbox.cgroup) return { memoryBytes: 0, processes: sandbox.procs.size, diskBytes: disk, oomKills: 0 }
     return { ...sandbox.cgroup.stats(), diskBytes: disk }
   }

@@ -6,7 +6,16 @@ import { ProcessDriver } from './process'
 import { runscBinary } from './runsc-binary'
 
 export { DEFAULT_SANDBOX_LIMITS } from './driver'
-export type { ExecOptions, SandboxDriver, SandboxHandle, SandboxKind, SandboxLimits, SandboxProcess, SandboxSpec, SandboxStats } from './driver'
+export type {
+  ExecOptions,
+  SandboxDriver,
+  SandboxHandle,
+  SandboxKind,
+  SandboxLimits,
+  SandboxProcess,
+  SandboxSpec,
+  SandboxStats,
+} from './driver'
 export { ParkError } from './driver'
 
 /**
@@ -19,7 +28,10 @@ export type DriverOptions = Omit<GvisorOptions, 'log'>
 export function bwrapWorks(): boolean {
   if (!findSocat()) return false
   try {
-    const probe = Bun.spawnSync(['bwrap', '--unshare-all', '--ro-bind', '/', '/', '--dev', '/dev', '--', '/bin/true'], { stderr: 'ignore', stdout: 'ignore' })
+    const probe = Bun.spawnSync(['bwrap', '--unshare-all', '--ro-bind', '/', '/', '--dev', '/dev', '--', '/bin/true'], {
+      stderr: 'ignore',
+      stdout: 'ignore',
+    })
     return probe.exitCode === 0
   } catch {
     return false
@@ -55,9 +67,12 @@ function whyNotIsolated(): string[] {
   if (!runscBinary()) why.push('runsc (gVisor) is not installed')
   if (!Bun.which('bwrap')) why.push('bwrap (bubblewrap) is not installed')
   if (!findSocat()) why.push('socat is not installed')
-  if (root && !cgroupsAvailable()) why.push('no writable cgroup v1 (pids, memory, freezer) or v2 (memory, pids) hierarchy is mounted at /sys/fs/cgroup')
-  if (root && runscBinary() && findSocat() && cgroupsAvailable() && !gvisorWorks()) why.push('runsc is installed but could not start a sandbox (runsc --network=none do /bin/true failed)')
-  if (root && Bun.which('bwrap') && findSocat() && !bwrapWorks()) why.push('bwrap is installed but could not create its namespaces (user namespaces off?)')
+  if (root && !cgroupsAvailable())
+    why.push('no writable cgroup v1 (pids, memory, freezer) or v2 (memory, pids) hierarchy is mounted at /sys/fs/cgroup')
+  if (root && runscBinary() && findSocat() && cgroupsAvailable() && !gvisorWorks())
+    why.push('runsc is installed but could not start a sandbox (runsc --network=none do /bin/true failed)')
+  if (root && Bun.which('bwrap') && findSocat() && !bwrapWorks())
+    why.push('bwrap is installed but could not create its namespaces (user namespaces off?)')
   return why
 }
 
@@ -66,7 +81,11 @@ function whyNotIsolated(): string[] {
  * enforces the limits: gvisor, then bwrap with cgroups. Never `process` unless named: without an
  * isolating driver this throws NoSandboxError. The choice is logged.
  */
-export function createDriver(kind: SandboxKind | null, log: (line: string) => void = console.warn, options: DriverOptions = {}): SandboxDriver {
+export function createDriver(
+  kind: SandboxKind | null,
+  log: (line: string) => void = console.warn,
+  options: DriverOptions = {},
+): SandboxDriver {
   let chosen = kind
   if (chosen === null) {
     if (gvisorWorks()) chosen = 'gvisor'
@@ -74,19 +93,31 @@ export function createDriver(kind: SandboxKind | null, log: (line: string) => vo
     else throw new NoSandboxError(whyNotIsolated())
   }
   if (chosen === 'gvisor') {
-    if (kind && !gvisorWorks()) throw new Error('AGENTD_SANDBOX=gvisor, but gVisor does not work here (it needs root, the runsc and socat packages, and cgroups)')
+    if (kind && !gvisorWorks())
+      throw new Error('AGENTD_SANDBOX=gvisor, but gVisor does not work here (it needs root, the runsc and socat packages, and cgroups)')
     const runsc = runscBinary()
-    log(`agentd: sandbox driver gvisor (${WHY.gvisor}; cgroup ${cgroupVersion()}; runsc ${runsc?.version} from ${runsc?.source} at ${runsc?.path}, platform ${runsc?.platform})`)
+    log(
+      `agentd: sandbox driver gvisor (${WHY.gvisor}; cgroup ${cgroupVersion()}; runsc ${runsc?.version} from ${runsc?.source} at ${runsc?.path}, platform ${runsc?.platform})`,
+    )
     return new GvisorDriver({ log, ...options })
   }
   if (chosen === 'bwrap') {
-    if (kind && !bwrapWorks()) throw new Error('AGENTD_SANDBOX=bwrap, but bubblewrap does not work here (install the bubblewrap and socat packages; it needs user namespaces)')
+    if (kind && !bwrapWorks())
+      throw new Error(
+        'AGENTD_SANDBOX=bwrap, but bubblewrap does not work here (install the bubblewrap and socat packages; it needs user namespaces)',
+      )
     const driver = new BwrapDriver(options)
     log(`agentd: sandbox driver bwrap (${WHY.bwrap}; cgroup ${driver.enforcesLimits ? cgroupVersion() : 'none'})`)
-    if (!driver.enforcesLimits) log('agentd: WARNING no writable cgroup v1 or v2 hierarchy here: sandbox memory, process and CPU limits are OFF and park stops processes by signal')
-    if (!driver.limitsDisk) log('agentd: WARNING not running as root: sandboxes have no disk image, so the disk limit (AGENTD_SANDBOX_DISK_MB) is OFF')
+    if (!driver.enforcesLimits)
+      log(
+        'agentd: WARNING no writable cgroup v1 or v2 hierarchy here: sandbox memory, process and CPU limits are OFF and park stops processes by signal',
+      )
+    if (!driver.limitsDisk)
+      log('agentd: WARNING not running as root: sandboxes have no disk image, so the disk limit (AGENTD_SANDBOX_DISK_MB) is OFF')
     return driver
   }
-  log('agentd: WARNING sandbox driver "process" (AGENTD_SANDBOX=process) runs agents as plain host processes with NO isolation and no disk limit (they see the host files and network); use it for development only')
+  log(
+    'agentd: WARNING sandbox driver "process" (AGENTD_SANDBOX=process) runs agents as plain host processes with NO isolation and no disk limit (they see the host files and network); use it for development only',
+  )
   return new ProcessDriver(options)
 }

@@ -108,7 +108,13 @@ export interface RelayOptions {
  * gVisor checkpoint could not save).
  */
 export function innerRelayArgs(socat: string, port: number, socketPath: string): string[] {
-  return [socat, '-t', '0.1', `TCP-LISTEN:${port},bind=127.0.0.1,reuseaddr,fork,max-children=${RELAY_MAX_CONNECTIONS}`, `UNIX-CONNECT:${socketPath}`]
+  return [
+    socat,
+    '-t',
+    '0.1',
+    `TCP-LISTEN:${port},bind=127.0.0.1,reuseaddr,fork,max-children=${RELAY_MAX_CONNECTIONS}`,
+    `UNIX-CONNECT:${socketPath}`,
+  ]
 }
 
 /** The `/proc/net/tcp` fragment of a socket listening on 127.0.0.1:<port>, to wait for the relay. */
@@ -295,7 +301,10 @@ export class GatewayRelay {
     }
     const deadline = Date.now() + timeoutMs
     // A corked side's own buffer waits in agentd until release: only what reached its socket counts.
-    const unread = () => [...this.open.keys()].some((inner) => !inner.destroyed && unreadBytes(inner) - (this.corked.has(inner) ? inner.writableLength : 0) > 0)
+    const unread = () =>
+      [...this.open.keys()].some(
+        (inner) => !inner.destroyed && unreadBytes(inner) - (this.corked.has(inner) ? inner.writableLength : 0) > 0,
+      )
     while (unread() && Date.now() < deadline) await Bun.sleep(2)
     return !unread()
   }

@@ -75,7 +75,11 @@ export function gvisorWorks(): boolean {
   if (identity !== null && readText(remembered) === identity) return (probed = true)
   const root = join(defaultRunRoot(), `probe-${process.pid}`)
   try {
-    const probe = Bun.spawnSync([runsc, `--root=${root}`, '--network=none', 'do', '/bin/true'], { stdout: 'ignore', stderr: 'ignore', timeout: 30_000 })
+    const probe = Bun.spawnSync([runsc, `--root=${root}`, '--network=none', 'do', '/bin/true'], {
+      stdout: 'ignore',
+      stderr: 'ignore',
+      timeout: 30_000,
+    })
     probed = probe.exitCode === 0
   } catch {
     probed = false

@@ -121,7 +121,9 @@ export class SandboxVolume {
       if (copied.code !== 0) {
         await this.remove()
         const why = copied.stderr.trim().split('\n')[0] ?? `cp exited ${copied.code}`
-        throw new Error(`the sandbox's files do not fit its disk limit of ${Math.round(this.sizeBytes / 1024 / 1024)} MB (${why}); raise AGENTD_SANDBOX_DISK_MB`)
+        throw new Error(
+          `the sandbox's files do not fit its disk limit of ${Math.round(this.sizeBytes / 1024 / 1024)} MB (${why}); raise AGENTD_SANDBOX_DISK_MB`,
+        )
       }
       for (const entry of readdirSync(host)) rmSync(join(host, entry), { recursive: true, force: true })
     }
@@ -251,4 +253,3 @@ export class VolumeRegistry {
     return removed
   }
 }
-

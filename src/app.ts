@@ -133,15 +133,18 @@ export function createApp(deps: AppDeps) {
   // sandboxes, a stuck runsc) gets a clear 503 to retry, never a request held forever.
   const untilReady = async () => {
     await Promise.race([deps.ready.catch(() => {}), Bun.sleep(deps.readyWaitMs ?? READY_WAIT_MS)])
-    if (!ready) throw new ApiError('unavailable', 'agentd is starting: the previous run’s sessions are being brought back; retry shortly', 'STARTING')
+    if (!ready)
+      throw new ApiError('unavailable', 'agentd is starting: the previous run’s sessions are being brought back; retry shortly', 'STARTING')
   }
   // Every hook here runs on every request: this one is not async (an async hook makes each request
   // wait on a promise), and the request log's are added only when there is a log (bench/http.ts:
   // the hooks, with a request id header on every answer, had taken 40 % of GET throughput).
-  const app = new Elysia({ normalize: false, encodeSchema: false, serve: { maxRequestBodySize: SERVER_BODY_LIMIT } }).onRequest(({ request }) => {
-    if (deps.requestLog) startedAt.set(request, performance.now())
-    if (!ready && new URL(request.url).pathname !== '/healthz') return untilReady()
-  })
+  const app = new Elysia({ normalize: false, encodeSchema: false, serve: { maxRequestBodySize: SERVER_BODY_LIMIT } }).onRequest(
+    ({ request }) => {
+      if (deps.requestLog) startedAt.set(request, performance.now())
+      if (!ready && new URL(request.url).pathname !== '/healthz') return untilReady()
+    },
+  )
   const logged = deps.requestLog
     ? app.onAfterResponse({ as: 'global' }, ({ request, set }) => {
         const started = startedAt.get(request) ?? performance.now()
@@ -158,61 +161,73 @@ export function createApp(deps: AppDeps) {
         })
       })
     : app
-  return logged
-    .use(errorPlugin)
-    .use(models)
-    .use(
-      // Only the document's own route gets this hook (see openapi-document.ts), not every request.
-      new Elysia({ name: 'agentd/openapi' }).onAfterHandle(({ response }) => finishOpenApi(response)).use(openapi({
-        path: '/docs',
-        specPath: '/openapi.json',
-        // Swagger UI from agentd itself (docs.ts), not a CDN: the page works offline.
-        provider: 'swagger-ui',
-        swagger: { cdn: DOCS_SCRIPT, theme: DOCS_STYLE, validatorUrl: 'none' },
-        openapiVersion: '3.1.0',
-        documentation: {
-          info: { title: 'agentd: Agent Session Service API', version: '1.0.0' },
-          components: {
-            securitySchemes: {
-              bearer: { type: 'http', scheme: 'bearer' },
-              metricsToken: { type: 'http', scheme: 'bearer', description: 'AGENTD_METRICS_TOKEN, for GET /metrics only' },
-            },
-          },
-          security: [{ bearer: [] }],
+  return (
+    logged
+      .use(errorPlugin)
+      .use(models)
+      .use(
+        // Only the document's own route gets this hook (see openapi-document.ts), not every request.
+        new Elysia({ name: 'agentd/openapi' })
+          .onAfterHandle(({ response }) => finishOpenApi(response))
+          .use(
+            openapi({
+              path: '/docs',
+              specPath: '/openapi.json',
+              // Swagger UI from agentd itself (docs.ts), not a CDN: the page works offline.
+              provider: 'swagger-ui',
+              swagger: { cdn: DOCS_SCRIPT, theme: DOCS_STYLE, validatorUrl: 'none' },
+              openapiVersion: '3.1.0',
+              documentation: {
+                info: { title: 'agentd: Agent Session Service API', version: '1.0.0' },
+                components: {
+                  securitySchemes: {
+                    bearer: { type: 'http', scheme: 'bearer' },
+                    metricsToken: { type: 'http', scheme: 'bearer', description: 'AGENTD_METRICS_TOKEN, for GET /metrics only' },
+                  },
+                },
+                security: [{ bearer: [] }],
+              },
+            }),
+          ),
+      )
+      .use(docsAssets())
+      .get('/healthz', () => ({ ok: true as const, ready }), {
+        response: {
+          200: t.Object({
+            ok: t.Literal(true),
+            ready: t.Boolean({
+              description: 'false while the sessions of the previous run are being brought back; other requests wait until then',
+            }),
+          }),
         },
-      }),
-      ),
-    )
-    .use(docsAssets())
-    .get('/healthz', () => ({ ok: true as const, ready }), {
-      response: {
-        200: t.Object({
-          ok: t.Literal(true),
-          ready: t.Boolean({ description: 'false while the sessions of the previous run are being brought back; other requests wait until then' }),
-        }),
-      },
-      detail: { operationId: 'health', tags: ['health'], summary: 'Liveness, without auth, answered at once after a start', security: [] },
-    })
-    // Before any route group's auth: the console's page and files are served to anyone.
-    .use(consoleRoutes(new ConsoleBundle(), deps.consoleOidc ?? null))
-    .use(sessionRoutes(deps.auth, deps.sessions, deps.queries))
-    .use(liveRoutes(deps.auth, deps.sessions, deps.queries, deps.sseKeepaliveMs))
-    .use(artifactRoutes(deps.auth, deps.queries))
-    .use(searchRoutes(deps.auth, deps.search))
-    .use(transcriptRoutes(deps.auth, deps.transcripts, deps.toolCalls))
-    .use(statechartRoutes(deps.auth, deps.charts))
-    .use(repositoryRoutes(deps.auth, deps.changes, deps.installations))
-    .use(projectRoutes(deps.auth, deps.projects))
-    .use(identityRoutes(deps.auth, deps.identity))
-    .use(agentRoutes(deps.auth, deps.catalog, deps.runnable, deps.now))
-    .use(apiKeyRoutes(deps.auth, deps.apiKeys))
-    .use(planRoutes(deps.auth, deps.plans))
-    .use(accountRoutes(deps.auth, deps.accounts))
-    .use(fileRoutes(deps.auth, deps.files))
-    .use(agentProfileRoutes(deps.auth, deps.agents))
-    .use(connectionRoutes(deps.auth, deps.connections))
-    .use(environmentRoutes(deps.auth, deps.environments, deps.secrets))
-    .use(metricsRoutes(deps.metrics, deps.metricsToken))
+        detail: {
+          operationId: 'health',
+          tags: ['health'],
+          summary: 'Liveness, without auth, answered at once after a start',
+          security: [],
+        },
+      })
+      // Before any route group's auth: the console's page and files are served to anyone.
+      .use(consoleRoutes(new ConsoleBundle(), deps.consoleOidc ?? null))
+      .use(sessionRoutes(deps.auth, deps.sessions, deps.queries))
+      .use(liveRoutes(deps.auth, deps.sessions, deps.queries, deps.sseKeepaliveMs))
+      .use(artifactRoutes(deps.auth, deps.queries))
+      .use(searchRoutes(deps.auth, deps.search))
+      .use(transcriptRoutes(deps.auth, deps.transcripts, deps.toolCalls))
+      .use(statechartRoutes(deps.auth, deps.charts))
+      .use(repositoryRoutes(deps.auth, deps.changes, deps.installations))
+      .use(projectRoutes(deps.auth, deps.projects))
+      .use(identityRoutes(deps.auth, deps.identity))
+      .use(agentRoutes(deps.auth, deps.catalog, deps.runnable, deps.now))
+      .use(apiKeyRoutes(deps.auth, deps.apiKeys))
+      .use(planRoutes(deps.auth, deps.plans))
+      .use(accountRoutes(deps.auth, deps.accounts))
+      .use(fileRoutes(deps.auth, deps.files))
+      .use(agentProfileRoutes(deps.auth, deps.agents))
+      .use(connectionRoutes(deps.auth, deps.connections))
+      .use(environmentRoutes(deps.auth, deps.environments, deps.secrets))
+      .use(metricsRoutes(deps.metrics, deps.metricsToken))
+  )
 }
 
 export type App = ReturnType<typeof createApp>

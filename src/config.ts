@@ -91,7 +91,8 @@ export function readConfigFile(configFile: string | null): Record<string, unknow
   } catch (err) {
     throw new ConfigError(`AGENTD_CONFIG ${configFile}: ${(err as Error).message}`)
   }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ConfigError(`AGENTD_CONFIG ${configFile}: not a JSON object`)
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new ConfigError(`AGENTD_CONFIG ${configFile}: not a JSON object`)
   return parsed as Record<string, unknown>
 }
 
@@ -108,7 +109,11 @@ function wholeNumber(name: string, raw: string | undefined): number | null {
  * their model), and one start per core at a time. The machine's figures are lowered by the limits
  * of the cgroups agentd runs in (a container's, see host-resources.ts).
  */
-export function hostCapacity(env: Record<string, string | undefined>, sandboxMemoryBytes: number, host: Pick<HostResources, 'cores' | 'memoryBytes'> & Partial<HostResources> = hostResources()): HostCapacity {
+export function hostCapacity(
+  env: Record<string, string | undefined>,
+  sandboxMemoryBytes: number,
+  host: Pick<HostResources, 'cores' | 'memoryBytes'> & Partial<HostResources> = hostResources(),
+): HostCapacity {
   const byMemory = Math.max(1, Math.floor(host.memoryBytes / sandboxMemoryBytes))
   const derived = Math.min(byMemory, 4 * host.cores)
   const maxSandboxes = wholeNumber('AGENTD_MAX_SANDBOXES', env.AGENTD_MAX_SANDBOXES) ?? derived

@@ -92,6 +92,9 @@ const WEBHOOK_FLUSH_MS = 2_000
 /** Pinned CLI installs kept (the most recently used) beyond those a live session runs. */
 const PINNED_INSTALLS_KEPT = 4
 
+/** What a turn's end hands the repository's publish: its gateway key and its deadline. */
+type TurnPublish = { token: string; signal?: AbortSignal }
+
 /** How often, and after how long, blobs no artifact names are deleted (and pinned CLI installs pruned). */
 const BLOB_SWEEP_MS = 60 * 60_000
 
@@ -207,7 +210,14 @@ export async function startServices(config: Config, options: ServerOptions = {})
   // Caller URLs (images, skills) are fetched under the webhook rules, each create's within its
   // budget (the signal); AGENTD_FETCH_CA_FILE adds a CA (tests only).
   const get = (url: string, maxBytes: number, signal: AbortSignal) =>
-    publicGet(url, { maxBytes, timeoutMs: 10_000, signal, resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, ca: config.fetchCa })
+    publicGet(url, {
+      maxBytes,
+      timeoutMs: 10_000,
+      signal,
+      resolve: options.resolveHost ?? resolveHost,
+      allowPrivate: config.webhookAllowPrivate,
+      ca: config.fetchCa,
+    })
   const skills = new SkillService(db, new SkillFetcher({ githubApiUrl: config.githubApiUrl, githubToken: config.githubToken, get }))
   const connections = new ConnectionService({ db, sealer: accountsKey && new KeySealer(accountsKey), resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, now })
   // A run's repository (checkout, git through the gateway, pull requests) needs agentd's GitHub App.
@@ -233,13 +243,16 @@ export async function startServices(config: Config, options: ServerOptions = {})
     mcpServers: (id) => connections.names(id),
     ...(loki ? { onLog: (id: string, text: string) => loki.push(id, store.get(id)?.orgId ?? '', text) } : {}),
     // A turn's changes to the run's repository: a branch of the session's, and a pull request.
-    ...(repositories ? { publish: (row: SessionRow, handle: SandboxHandle, turn: { token: string; signal?: AbortSignal }) => repositories.publish(row, handle, turn) } : {}),
+    ...(repositories
+      ? { publish: (row: SessionRow, handle: SandboxHandle, turn: TurnPublish) => repositories.publish(row, handle, turn) }
+      : {}),
     beforeTurn: (row, handle, token) => repositories?.beforeTurn(row, handle, token),
     prepareFirstTurn: async (row, handle, prebuilt) => {
       // The repository first: a checkout needs the workspace empty of what the session brings. A
       // prebuilt image holds the checkout, and the attachments of the session it was saved from.
       const adapter = adapters[row.harness as keyof typeof adapters]
-      if (prebuilt) await removeInSandbox(driver, handle, [`${handle.workspace}/${ATTACHMENTS_DIR}`, ...(adapter ? [`${handle.home}/${adapter.skillsDir}`] : [])])
+      const carried = [`${handle.workspace}/${ATTACHMENTS_DIR}`, ...(adapter ? [`${handle.home}/${adapter.skillsDir}`] : [])]
+      if (prebuilt) await removeInSandbox(driver, handle, carried)
       else await repositories?.checkout(row, handle)
       if (adapter) skills.install(row.id, handle.hostHome, adapter.skillsDir)
       return files.place(row.id, handle.hostWorkspace, handle.workspace)

@@ -19,7 +19,8 @@ export function loadAccountsKey(configFile: string | null, dataDir: string, log:
   if (accounts === undefined) return generatedKey(join(dataDir, GENERATED_KEY_FILE), log)
   const raw = isObject(accounts) ? accounts.encryption_key : undefined
   const key = typeof raw === 'string' ? Buffer.from(raw, 'base64') : null
-  if (!key || key.length !== 32) throw new ConfigError('AGENTD_CONFIG accounts.encryption_key must be 32 bytes in base64 (openssl rand -base64 32)')
+  if (!key || key.length !== 32)
+    throw new ConfigError('AGENTD_CONFIG accounts.encryption_key must be 32 bytes in base64 (openssl rand -base64 32)')
   return new Uint8Array(key)
 }
 
@@ -38,7 +39,9 @@ function generatedKey(path: string, log: (line: string) => void): Uint8Array {
   }
   try {
     linkSync(temporary, path)
-    log(`agentd: generated the encryption key for sealed values (Project secrets, provider accounts, tool server tokens) at ${path} (mode 0600); back it up with the database, or set accounts.encryption_key in AGENTD_CONFIG`)
+    log(
+      `agentd: generated the encryption key for sealed values (Project secrets, provider accounts, tool server tokens) at ${path} (mode 0600); back it up with the database, or set accounts.encryption_key in AGENTD_CONFIG`,
+    )
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
   } finally {
@@ -57,6 +60,9 @@ function readKeyFile(path: string): Uint8Array | null {
     throw new ConfigError(`${path} cannot be read: ${(err as Error).message}`)
   }
   const key = Buffer.from(text.trim(), 'base64')
-  if (key.length !== 32) throw new ConfigError(`${path} must hold 32 bytes in base64 (the key agentd generated; restore it from a backup, or set accounts.encryption_key in AGENTD_CONFIG)`)
+  if (key.length !== 32)
+    throw new ConfigError(
+      `${path} must hold 32 bytes in base64 (the key agentd generated; restore it from a backup, or set accounts.encryption_key in AGENTD_CONFIG)`,
+    )
   return new Uint8Array(key)
 }

@@ -28,7 +28,9 @@ export class KeySealer {
   }
 
   seal(accountId: string, secret: string): Promise<string> {
-    return new CompactEncrypt(new TextEncoder().encode(secret)).setProtectedHeader({ alg: 'dir', enc: 'A256GCM', acct: accountId }).encrypt(this.key)
+    return new CompactEncrypt(new TextEncoder().encode(secret))
+      .setProtectedHeader({ alg: 'dir', enc: 'A256GCM', acct: accountId })
+      .encrypt(this.key)
   }
 
   async open(accountId: string, sealed: string): Promise<string> {
@@ -47,7 +49,8 @@ export class KeySealer {
   /** The value `sealBound(binding, …)` sealed; throws when it was sealed for anything else, under another key, or altered. */
   async openBound(binding: SealBinding, sealed: string): Promise<string> {
     const { plaintext, protectedHeader } = await compactDecrypt(sealed, this.key)
-    if (protectedHeader.use !== binding.use || protectedHeader.bind !== binding.id) throw new Error(`the sealed value is not ${binding.use} ${binding.id}'s`)
+    if (protectedHeader.use !== binding.use || protectedHeader.bind !== binding.id)
+      throw new Error(`the sealed value is not ${binding.use} ${binding.id}'s`)
     return new TextDecoder().decode(plaintext)
   }
 

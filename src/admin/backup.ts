@@ -35,7 +35,8 @@ export class BackupError extends Error {
 }
 
 export function backup(db: Database, dataDir: string, target: string): BackupManifest {
-  if (existsSync(target) && readdirSync(target).length > 0) throw new BackupError(`${target} is not empty: a backup goes into a new or empty folder`)
+  if (existsSync(target) && readdirSync(target).length > 0)
+    throw new BackupError(`${target} is not empty: a backup goes into a new or empty folder`)
   mkdirSync(target, { recursive: true, mode: 0o700 })
   const dbCopy = join(target, DB_FILE)
   db.run('VACUUM INTO ?', [dbCopy])
@@ -49,7 +50,11 @@ export function backup(db: Database, dataDir: string, target: string): BackupMan
     database: DB_FILE,
     blobs,
     encryption_key: existsSync(key),
-    sandboxes_not_included: existsSync(sandboxes) ? readdirSync(sandboxes).filter((name) => !name.startsWith('.')).sort() : [],
+    sandboxes_not_included: existsSync(sandboxes)
+      ? readdirSync(sandboxes)
+          .filter((name) => !name.startsWith('.'))
+          .sort()
+      : [],
   }
   writeFileSync(join(target, 'MANIFEST.json'), `${JSON.stringify(manifest, null, 2)}\n`, { mode: 0o600 })
   return manifest
@@ -64,11 +69,14 @@ export function restore(source: string, dataDir: string, dbPath: string): Backup
   // An old database's WAL beside the restored file would be replayed into it; an old sandbox would be
   // taken for a session's own. The operator moves them aside (all of agentd.db*, and sandboxes/).
   for (const leftover of [dbPath, `${dbPath}-wal`, `${dbPath}-shm`]) {
-    if (existsSync(leftover)) throw new BackupError(`${leftover} exists: restore into a DATA_DIR without a database (stop the server, move agentd.db* aside)`)
+    if (existsSync(leftover))
+      throw new BackupError(`${leftover} exists: restore into a DATA_DIR without a database (stop the server, move agentd.db* aside)`)
   }
   const sandboxes = join(dataDir, 'sandboxes')
   if (existsSync(sandboxes) && readdirSync(sandboxes).some((name) => !name.startsWith('.'))) {
-    throw new BackupError(`${sandboxes} holds sandboxes of another run: restore into a DATA_DIR without them (move sandboxes/ aside, after unmounting what is mounted below it)`)
+    throw new BackupError(
+      `${sandboxes} holds sandboxes of another run: restore into a DATA_DIR without them (move sandboxes/ aside, after unmounting what is mounted below it)`,
+    )
   }
   const key = join(dataDir, GENERATED_KEY_FILE)
   const savedKey = join(source, GENERATED_KEY_FILE)

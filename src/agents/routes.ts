@@ -9,7 +9,10 @@ import type { AgentService } from './service'
 
 const tags = ['agents']
 
-/** Saved agents (shape B `agent_id`): an org's members keep and run them; only an agent's creator or an org admin changes or deletes it. Signed-in callers only: a key run may not name one. */
+/**
+ * Saved agents (shape B `agent_id`): an org's members keep and run them; only an agent's creator or
+ * an org admin changes or deletes it. Signed-in callers only: a key run may not name one.
+ */
 export const agentProfileRoutes = (auth: AuthService, agents: AgentService) =>
   new Elysia({ name: 'agentd/saved-agents' })
     .use(models)
@@ -42,7 +45,11 @@ export const agentProfileRoutes = (auth: AuthService, agents: AgentService) =>
       params: AgentParams,
       body: PatchAgentBody,
       response: { 200: SavedAgent, ...errorResponses(400, 401, 403, 404, 413, 422) },
-      detail: { operationId: 'agents.update', tags, summary: 'Rename, change (a new revision) or review again against the current catalog (review: true); its creator or an org admin' },
+      detail: {
+        operationId: 'agents.update',
+        tags,
+        summary: 'Rename, change (a new revision) or review again against the current catalog (review: true); its creator or an org admin',
+      },
     })
     .delete(
       '/o/:org/agents/:agent',
@@ -53,7 +60,11 @@ export const agentProfileRoutes = (auth: AuthService, agents: AgentService) =>
       {
         params: AgentParams,
         response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 413) },
-        detail: { operationId: 'agents.remove', tags, summary: 'Delete a saved agent and its revisions (its creator or an org admin); runs of it keep their snapshot' },
+        detail: {
+          operationId: 'agents.remove',
+          tags,
+          summary: 'Delete a saved agent and its revisions (its creator or an org admin); runs of it keep their snapshot',
+        },
       },
     )
     .get('/o/:org/agents/:agent/revisions', ({ access, params }) => agents.revisions(access, params.agent), {

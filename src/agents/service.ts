@@ -59,14 +59,30 @@ export class AgentService {
     const now = this.deps.now()
     const id = `agent_${randomBytes(12).toString('hex')}`
     this.deps.db.transaction(() => {
-      this.deps.db.insert(savedAgents).values({ id, orgId: access.orgId, name: body.name, revision: 1, createdByUserId: principal.userId, createdAt: now, updatedAt: now }).run()
+      this.deps.db
+        .insert(savedAgents)
+        .values({
+          id,
+          orgId: access.orgId,
+          name: body.name,
+          revision: 1,
+          createdByUserId: principal.userId,
+          createdAt: now,
+          updatedAt: now,
+        })
+        .run()
       this.addRevision(id, 1, config, principal, now)
     })
     return this.get(access, id)
   }
 
   list(access: OrgAccess) {
-    const rows = this.deps.db.select().from(savedAgents).where(eq(savedAgents.orgId, access.orgId)).orderBy(desc(savedAgents.createdAt)).all()
+    const rows = this.deps.db
+      .select()
+      .from(savedAgents)
+      .where(eq(savedAgents.orgId, access.orgId))
+      .orderBy(desc(savedAgents.createdAt))
+      .all()
     return { data: rows.map((row) => this.view(row, this.revision(row.id, row.revision))) }
   }
 
@@ -106,8 +122,21 @@ export class AgentService {
 
   revisions(access: OrgAccess, id: string) {
     this.find(access.orgId, id)
-    const rows = this.deps.db.select().from(savedAgentRevisions).where(eq(savedAgentRevisions.agentId, id)).orderBy(desc(savedAgentRevisions.revision)).all()
-    return { data: rows.map((r) => ({ revision: r.revision, digest: r.digest, catalog_revision: r.catalogRevision, config: r.config, created_at: at(r.createdAt) })) }
+    const rows = this.deps.db
+      .select()
+      .from(savedAgentRevisions)
+      .where(eq(savedAgentRevisions.agentId, id))
+      .orderBy(desc(savedAgentRevisions.revision))
+      .all()
+    return {
+      data: rows.map((r) => ({
+        revision: r.revision,
+        digest: r.digest,
+        catalog_revision: r.catalogRevision,
+        config: r.config,
+        created_at: at(r.createdAt),
+      })),
+    }
   }
 
   /**
@@ -115,7 +144,11 @@ export class AgentService {
    * CATALOG_REFRESH_REQUIRED when the catalog changed since the revision was reviewed.
    */
   forRun(orgId: string, id: string): AgentProfile {
-    const row = this.deps.db.select().from(savedAgents).where(and(eq(savedAgents.id, id), eq(savedAgents.orgId, orgId))).get()
+    const row = this.deps.db
+      .select()
+      .from(savedAgents)
+      .where(and(eq(savedAgents.id, id), eq(savedAgents.orgId, orgId)))
+      .get()
     if (!row) throw badRequest(`agent_id ${JSON.stringify(id)} names no saved agent of this org`)
     const revision = this.revision(id, row.revision)
     if (revision.catalogRevision !== this.catalogRevision) {
@@ -124,7 +157,14 @@ export class AgentService {
         'CATALOG_REFRESH_REQUIRED',
       )
     }
-    return { id, name: row.name, revision: row.revision, digest: revision.digest, catalogRevision: revision.catalogRevision, config: revision.config }
+    return {
+      id,
+      name: row.name,
+      revision: row.revision,
+      digest: revision.digest,
+      catalogRevision: revision.catalogRevision,
+      config: revision.config,
+    }
   }
 
   /**
@@ -139,7 +179,11 @@ export class AgentService {
     planSession(probe, this.deps.catalog, this.deps.versions, false)
     // Skills are fetched when a run starts (and pinned then); here only their form is checked.
     config.skills.forEach((url, index) => {
-      if (!skillSource(url)) throw skillInvalid(index, `${JSON.stringify(url)} is not a skill URL (a code-host tree or SKILL.md URL, an https SKILL.md, or a .zip)`)
+      if (!skillSource(url))
+        throw skillInvalid(
+          index,
+          `${JSON.stringify(url)} is not a skill URL (a code-host tree or SKILL.md URL, an https SKILL.md, or a .zip)`,
+        )
     })
     return config
   }
@@ -147,7 +191,15 @@ export class AgentService {
   private addRevision(agentId: string, revision: number, config: AgentConfig, principal: Principal, now: number): void {
     this.deps.db
       .insert(savedAgentRevisions)
-      .values({ agentId, revision, config, digest: bodyDigest(config), catalogRevision: this.catalogRevision, createdByUserId: principal.userId, createdAt: now })
+      .values({
+        agentId,
+        revision,
+        config,
+        digest: bodyDigest(config),
+        catalogRevision: this.catalogRevision,
+        createdByUserId: principal.userId,
+        createdAt: now,
+      })
       .run()
   }
 
@@ -160,18 +212,27 @@ export class AgentService {
   private changeable(principal: Principal, access: OrgAccess, id: string): AgentRow {
     const row = this.find(access.orgId, id)
     const creator = row.createdByUserId !== null && row.createdByUserId === principal.userId
-    if (!creator && access.role !== 'admin') throw forbidden(`Only the creator of saved agent "${row.name}" or an org admin can change or delete it`)
+    if (!creator && access.role !== 'admin')
+      throw forbidden(`Only the creator of saved agent "${row.name}" or an org admin can change or delete it`)
     return row
   }
 
   private find(orgId: string, id: string): AgentRow {
-    const row = this.deps.db.select().from(savedAgents).where(and(eq(savedAgents.id, id), eq(savedAgents.orgId, orgId))).get()
+    const row = this.deps.db
+      .select()
+      .from(savedAgents)
+      .where(and(eq(savedAgents.id, id), eq(savedAgents.orgId, orgId)))
+      .get()
     if (!row) throw notFound('Saved agent not found')
     return row
   }
 
   private revision(agentId: string, revision: number): RevisionRow {
-    return this.deps.db.select().from(savedAgentRevisions).where(and(eq(savedAgentRevisions.agentId, agentId), eq(savedAgentRevisions.revision, revision))).get()!
+    return this.deps.db
+      .select()
+      .from(savedAgentRevisions)
+      .where(and(eq(savedAgentRevisions.agentId, agentId), eq(savedAgentRevisions.revision, revision)))
+      .get()!
   }
 
   private view(row: AgentRow, revision: RevisionRow) {

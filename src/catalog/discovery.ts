@@ -17,7 +17,13 @@ export function agentsAvailable(catalog: Catalog, runnable: HarnessVersions, che
         id: h.id,
         display_name: h.display_name,
         runtime: {
-          latest_verified: { id: version ?? 'unavailable', checked_at: now, pin_guarantee: true, image_digest: null, available: version !== null },
+          latest_verified: {
+            id: version ?? 'unavailable',
+            checked_at: now,
+            pin_guarantee: true,
+            image_digest: null,
+            available: version !== null,
+          },
           pinned: { available: version !== null },
         },
         models: models.map((m) => ({
@@ -46,7 +52,10 @@ export function agentsAvailable(catalog: Catalog, runnable: HarnessVersions, che
         plugins: [],
         capabilities: Object.fromEntries(
           // network_allowlist: a Project's `network.allow` (contract section 10).
-          CAPABILITIES.map((c) => [c, c === 'network_allowlist' ? { available: true } : { available: false, disabled_reason: 'not offered by this server yet' }]),
+          CAPABILITIES.map((c) => [
+            c,
+            c === 'network_allowlist' ? { available: true } : { available: false, disabled_reason: 'not offered by this server yet' },
+          ]),
         ),
       }
     })

@@ -9,8 +9,23 @@ import { checkedLookup, hostOf, isPublicAddress, type ResolveHost } from '../egr
  * host side: never passed on (nor any header the request's own `Connection` names).
  */
 const DROPPED = new Set([
-  'connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade',
-  'host', 'authorization', 'cookie', 'content-length', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip',
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'host',
+  'authorization',
+  'cookie',
+  'content-length',
+  'forwarded',
+  'x-forwarded-for',
+  'x-forwarded-host',
+  'x-forwarded-proto',
+  'x-real-ip',
 ])
 /** A tool server that has not begun to answer by then is given up on (504). */
 const HEADERS_TIMEOUT_MS = 30_000

@@ -34,8 +34,14 @@ export interface RunConnection {
 type Row = typeof connections.$inferSelect
 
 const NAME = new RegExp(CONNECTION_NAME)
-const notReady = (what: string) => unprocessable(`connection ${what} is unknown, still connecting or awaiting reconnect`, 'CONNECTION_NOT_READY')
-const noSealer = () => new ApiError('unprocessable', 'This server cannot keep tool server tokens: its operator has not set accounts.encryption_key in the config file', 'ACCOUNTS_NOT_CONFIGURED')
+const notReady = (what: string) =>
+  unprocessable(`connection ${what} is unknown, still connecting or awaiting reconnect`, 'CONNECTION_NOT_READY')
+const noSealer = () =>
+  new ApiError(
+    'unprocessable',
+    'This server cannot keep tool server tokens: its operator has not set accounts.encryption_key in the config file',
+    'ACCOUNTS_NOT_CONFIGURED',
+  )
 
 /**
  * Tool servers (spec 4.1 connections): a user's stored ones (`/o/{org}/connections`), the
@@ -89,7 +95,13 @@ export class ConnectionService {
    * inline server needs a public https URL (422 MCP_SERVER_URL_INVALID), takes `auth` (a `token`
    * beside `url` is 400 FIELD_REMOVED), and its name (a slug of the host by default) is unique.
    */
-  async forRun(principal: Principal, orgId: string, projectId: string | null, sessionKey: string, entries: ConnectionEntry[]): Promise<RunConnection[]> {
+  async forRun(
+    principal: Principal,
+    orgId: string,
+    projectId: string | null,
+    sessionKey: string,
+    entries: ConnectionEntry[],
+  ): Promise<RunConnection[]> {
     const own = this.own(principal, orgId).filter((row) => row.projectId === null || row.projectId === projectId)
     const resolved: RunConnection[] = []
     for (const [i, entry] of entries.entries()) {
@@ -97,14 +109,23 @@ export class ConnectionService {
       if (typeof entry === 'string') {
         const matches = own.filter((row) => row.id === entry || row.name === entry)
         if (matches.length > 1) {
-          throw unprocessable(`connections[${i}]: "${entry}" names ${matches.length} of your connections (${matches.map((m) => m.id).join(', ')}); send one id instead`, 'CONNECTION_AMBIGUOUS')
+          throw unprocessable(
+            `connections[${i}]: "${entry}" names ${matches.length} of your connections (${matches.map((m) => m.id).join(', ')}); send one id instead`,
+            'CONNECTION_AMBIGUOUS',
+          )
         }
         const row = matches[0]
         if (!row || row.status !== 'ready') throw notReady(`connections[${i}] "${entry}"`)
         const token = row.sealedToken === null ? null : await this.openToken(row.id, row.sealedToken)
-        run = { name: row.name, url: row.url, sealedToken: token === null ? null : await this.sealFor(sessionKey, row.name, token), connectionId: row.id }
+        run = {
+          name: row.name,
+          url: row.url,
+          sealedToken: token === null ? null : await this.sealFor(sessionKey, row.name, token),
+          connectionId: row.id,
+        }
       } else {
-        if (entry.token !== undefined) throw badRequest(`connections[${i}]: "token" beside "url" was removed; send auth: {mode: "bearer", token}`, 'FIELD_REMOVED')
+        if (entry.token !== undefined)
+          throw badRequest(`connections[${i}]: "token" beside "url" was removed; send auth: {mode: "bearer", token}`, 'FIELD_REMOVED')
         const problem = await this.urlProblem(entry.url)
         if (problem) throw unprocessable(`connections[${i}]: ${problem}`, 'MCP_SERVER_URL_INVALID')
         const name = entry.name ?? slugOf(entry.url)
@@ -113,7 +134,8 @@ export class ConnectionService {
         if (token !== null && !this.deps.sealer) throw noSealer()
         run = { name, url: entry.url, sealedToken: token === null ? null : await this.sealFor(sessionKey, name, token), connectionId: null }
       }
-      if (resolved.some((r) => r.name === run.name)) throw unprocessable(`connections[${i}]: two tool servers of this run are named ${run.name}`, 'CONNECTION_AMBIGUOUS')
+      if (resolved.some((r) => r.name === run.name))
+        throw unprocessable(`connections[${i}]: two tool servers of this run are named ${run.name}`, 'CONNECTION_AMBIGUOUS')
       resolved.push(run)
     }
     return resolved
@@ -121,7 +143,12 @@ export class ConnectionService {
 
   /** Records a new session's tool servers; call inside the transaction that inserts the session. */
   attach(sessionId: string, servers: RunConnection[]): void {
-    servers.forEach((server, position) => this.deps.db.insert(sessionConnections).values({ sessionId, position, ...server }).run())
+    servers.forEach((server, position) =>
+      this.deps.db
+        .insert(sessionConnections)
+        .values({ sessionId, position, ...server })
+        .run(),
+    )
   }
 
   /** The names of a session's tool servers, as its CLI's config lists them. */
@@ -209,5 +236,11 @@ function authToken(auth: unknown, index: number): string | null {
 
 /** The default name of an inline server: its host as a slug (`mcp.example.com` → `mcp-example-com`). */
 function slugOf(raw: string): string {
-  return new URL(raw).hostname.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 63) || 'server'
+  return (
+    new URL(raw).hostname
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, '-')
+      .replace(/^-+|-+$/g, '')
+      .slice(0, 63) || 'server'
+  )
 }

@@ -14,7 +14,9 @@ export class UnsupportedPattern extends Error {
     readonly pattern: string,
     reason: string,
   ) {
-    super(`pattern ${JSON.stringify(pattern)} is not supported: ${reason} (patterns run on a linear-time engine, RE2: no backreferences or lookaround)`)
+    super(
+      `pattern ${JSON.stringify(pattern)} is not supported: ${reason} (patterns run on a linear-time engine, RE2: no backreferences or lookaround)`,
+    )
   }
 }
 
@@ -71,7 +73,8 @@ export function schemaCostProblem(schema: unknown): string | null {
     patterns += 1
     weight += patternWeight(source)
     if (patterns > SCHEMA_LIMITS.patterns) return `holds more than ${SCHEMA_LIMITS.patterns} patterns`
-    if (weight > SCHEMA_LIMITS.patternWeight) return `has patterns too large to compile quickly (counted repetition expands to more than ${SCHEMA_LIMITS.patternWeight} steps together)`
+    if (weight > SCHEMA_LIMITS.patternWeight)
+      return `has patterns too large to compile quickly (counted repetition expands to more than ${SCHEMA_LIMITS.patternWeight} steps together)`
     return null
   }
   while (stack.length > 0) {
@@ -86,8 +89,10 @@ export function schemaCostProblem(schema: unknown): string | null {
     for (const [key, value] of Object.entries(node)) {
       let problem: string | null = null
       if (key === 'pattern' && typeof value === 'string') problem = pattern(value)
-      if (key === 'patternProperties' && typeof value === 'object' && value !== null) for (const source of Object.keys(value)) problem ??= pattern(source)
-      if (key === 'enum' && Array.isArray(value) && (enumValues += value.length) > SCHEMA_LIMITS.enumValues) problem = `holds more than ${SCHEMA_LIMITS.enumValues} enum values`
+      if (key === 'patternProperties' && typeof value === 'object' && value !== null)
+        for (const source of Object.keys(value)) problem ??= pattern(source)
+      if (key === 'enum' && Array.isArray(value) && (enumValues += value.length) > SCHEMA_LIMITS.enumValues)
+        problem = `holds more than ${SCHEMA_LIMITS.enumValues} enum values`
       if (problem) return problem
       stack.push([value, depth + 1])
     }

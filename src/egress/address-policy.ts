@@ -135,7 +135,11 @@ export function checkedLookup(options: { resolve: ResolveHost; allowPrivate: boo
     const all = opts.all === true
     resolvePublic(hostname, options).then(
       (addresses) => {
-        if (all) callback(null, addresses.map((address) => ({ address, family: isIP(address) })))
+        if (all)
+          callback(
+            null,
+            addresses.map((address) => ({ address, family: isIP(address) })),
+          )
         else callback(null, addresses[0]!, isIP(addresses[0]!))
       },
       (err: Error) => callback(err, all ? [] : '', 0),

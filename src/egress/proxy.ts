@@ -72,7 +72,17 @@ interface Target {
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
 const HEADER = /^([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*(.*?)[ \t]*$/
 /** Headers of one hop, and what the proxy sets itself: never passed on (nor those the request's `Connection` names). */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'upgrade', 'host'])
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'upgrade',
+  'host',
+])
 /** Framing of the body, passed on as it is (the body is), even when `Connection` names them. */
 const FRAMING = new Set(['content-length', 'transfer-encoding'])
 
@@ -150,7 +160,9 @@ export class EgressProxy {
       addresses = await resolvePublic(target.host, this.options)
     } catch (err) {
       if (err instanceof AddressRefused) {
-        session.log(`egress refused: ${where} ${err.address === target.host ? 'is a non-public address' : `resolves to a non-public address (${err.address})`}`)
+        session.log(
+          `egress refused: ${where} ${err.address === target.host ? 'is a non-public address' : `resolves to a non-public address (${err.address})`}`,
+        )
         return this.answer(inner, 403, `${where} is not a public address\n`)
       }
       session.log(`egress failed: ${where} does not resolve`)
@@ -228,7 +240,9 @@ export class EgressProxy {
   /** A short answer from the proxy itself, after which the connection closes. */
   private answer(inner: Socket, status: number, body: string): void {
     if (inner.destroyed) return
-    inner.end(`HTTP/1.1 ${status} ${REASONS[status]}\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
+    inner.end(
+      `HTTP/1.1 ${status} ${REASONS[status]}\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    )
     inner.resume() // whatever else it sends is dropped
     setTimeout(() => inner.destroy(), FLUSH_MS).unref()
   }

@@ -31,9 +31,16 @@ export interface EnvironmentInput {
   network?: { allow?: string[] }
 }
 
-const DEFAULTS: EnvironmentView = { setup: null, setup_timeout_s: DEFAULT_SETUP_TIMEOUT_S, network: { allow: [] }, revision: 0, updated_at: null }
+const DEFAULTS: EnvironmentView = {
+  setup: null,
+  setup_timeout_s: DEFAULT_SETUP_TIMEOUT_S,
+  network: { allow: [] },
+  revision: 0,
+  updated_at: null,
+}
 
-const invalid = (path: string, message: string) => new ApiError('invalid', `${path}: ${message}`, 'VALIDATION_ERROR', { fields: [{ path, message }] })
+const invalid = (path: string, message: string) =>
+  new ApiError('invalid', `${path}: ${message}`, 'VALIDATION_ERROR', { fields: [{ path, message }] })
 
 /**
  * A Project's environment: its setup script, the script's time limit and the hosts its sandboxes
@@ -76,13 +83,17 @@ export class EnvironmentService {
     const setup = body.setup ?? null
     if (setup !== null && Buffer.byteLength(setup, 'utf8') > MAX_SETUP_BYTES) throw invalid('setup', 'is longer than 64 KiB')
     const timeout = body.setup_timeout_s ?? DEFAULT_SETUP_TIMEOUT_S
-    if (!Number.isInteger(timeout) || timeout < 1 || timeout > MAX_SETUP_TIMEOUT_S) throw invalid('setup_timeout_s', `must be an integer from 1 to ${MAX_SETUP_TIMEOUT_S}`)
+    if (!Number.isInteger(timeout) || timeout < 1 || timeout > MAX_SETUP_TIMEOUT_S)
+      throw invalid('setup_timeout_s', `must be an integer from 1 to ${MAX_SETUP_TIMEOUT_S}`)
     const allow = body.network?.allow ?? []
     if (allow.length > MAX_ALLOW_ENTRIES) throw invalid('network.allow', `holds at most ${MAX_ALLOW_ENTRIES} entries`)
     allow.forEach((entry, i) => {
       if (typeof entry !== 'string' || !parseAllowEntry(entry)) {
         const shown = typeof entry === 'string' ? `${JSON.stringify(entry.slice(0, 100))} ` : ''
-        throw invalid(`network.allow.${i}`, `${shown}is not a host name, *. and a domain, or an IP address (each optionally with :port), nor the word registries`)
+        throw invalid(
+          `network.allow.${i}`,
+          `${shown}is not a host name, *. and a domain, or an IP address (each optionally with :port), nor the word registries`,
+        )
       }
     })
     const updatedAt = this.deps.now()

@@ -8,9 +8,15 @@ const ALLOW_ENTRY =
 
 /** A Project's environment (contract section 10): setup script, its time limit, the hosts its sandboxes reach. */
 export const ProjectEnvironment = t.Object({
-  setup: nullable(t.String({ description: 'A bash script run once per sandbox (`bash -e` in /workspace) before the first turn; null: none' })),
+  setup: nullable(
+    t.String({ description: 'A bash script run once per sandbox (`bash -e` in /workspace) before the first turn; null: none' }),
+  ),
   setup_timeout_s: t.Integer({ description: 'Seconds the setup may take', minimum: 1, maximum: MAX_SETUP_TIMEOUT_S }),
-  network: t.Object({ allow: t.Array(t.String({ description: ALLOW_ENTRY }), { description: 'What the sandboxes may reach through agentd’s egress proxy; empty: no network' }) }),
+  network: t.Object({
+    allow: t.Array(t.String({ description: ALLOW_ENTRY }), {
+      description: 'What the sandboxes may reach through agentd’s egress proxy; empty: no network',
+    }),
+  }),
   revision: t.Integer({ description: '0 until the first PUT, then 1 more on each; keys the prebuilt images' }),
   updated_at: nullable(t.String({ format: 'date-time', description: 'When it was last set; null while it never was' })),
 })
@@ -36,7 +42,9 @@ export const EnvironmentModel = {
   putEnvironment: t.Object(
     {
       setup: t.Optional(nullable(t.String({ description: 'A bash script of at most 64 KiB; absent or null: none' }))),
-      setup_timeout_s: t.Optional(t.Integer({ minimum: 1, maximum: MAX_SETUP_TIMEOUT_S, description: `Default ${DEFAULT_SETUP_TIMEOUT_S}` })),
+      setup_timeout_s: t.Optional(
+        t.Integer({ minimum: 1, maximum: MAX_SETUP_TIMEOUT_S, description: `Default ${DEFAULT_SETUP_TIMEOUT_S}` }),
+      ),
       network: t.Optional(
         t.Object(
           { allow: t.Optional(t.Array(t.String({ maxLength: 300, description: ALLOW_ENTRY }), { maxItems: MAX_ALLOW_ENTRIES })) },

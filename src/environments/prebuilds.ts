@@ -5,7 +5,10 @@ import type { Db } from '../db/client'
 import { projectPrebuilds } from '../db/schema'
 import { newId } from '../domain/ids'
 
-/** What makes a prebuilt image fit a session: the environment's revision, the commit checked out ('' without a repository), the secrets' digest. */
+/**
+ * What makes a prebuilt image fit a session: the environment's revision, the commit checked out
+ * ('' without a repository), the secrets' digest.
+ */
 export interface PrebuildKey {
   revision: number
   commit: string
@@ -43,7 +46,14 @@ export class PrebuildService {
     const rows = this.deps.db
       .select({ id: projectPrebuilds.id })
       .from(projectPrebuilds)
-      .where(and(eq(projectPrebuilds.projectId, projectId), eq(projectPrebuilds.revision, key.revision), eq(projectPrebuilds.commit, key.commit), eq(projectPrebuilds.secretsDigest, key.secretsDigest)))
+      .where(
+        and(
+          eq(projectPrebuilds.projectId, projectId),
+          eq(projectPrebuilds.revision, key.revision),
+          eq(projectPrebuilds.commit, key.commit),
+          eq(projectPrebuilds.secretsDigest, key.secretsDigest),
+        ),
+      )
       .orderBy(desc(projectPrebuilds.createdAt))
       .all()
     for (const { id } of rows) {
@@ -67,7 +77,10 @@ export class PrebuildService {
       rmSync(image, { force: true })
       throw err
     }
-    this.deps.db.insert(projectPrebuilds).values({ id, projectId, ...key, createdAt: this.deps.now() }).run()
+    this.deps.db
+      .insert(projectPrebuilds)
+      .values({ id, projectId, ...key, createdAt: this.deps.now() })
+      .run()
     this.prune(projectId)
     return { id, image }
   }

@@ -17,11 +17,15 @@ export const environmentRoutes = (auth: AuthService, environments: EnvironmentSe
   new Elysia({ name: 'agentd/environments' })
     .use(models)
     .use(orgScope(auth))
-    .get('/o/:org/projects/:project/secrets', ({ access, params }) => ({ data: secrets.list(environments.adminProject(access, params.project)) }), {
-      params: EnvironmentModel.projectParams,
-      response: { 200: EnvironmentModel.secretList, ...errorResponses(401, 403, 404) },
-      detail: { operationId: 'secrets.list', tags, summary: 'The Project’s secrets by name (never their values; admins)' },
-    })
+    .get(
+      '/o/:org/projects/:project/secrets',
+      ({ access, params }) => ({ data: secrets.list(environments.adminProject(access, params.project)) }),
+      {
+        params: EnvironmentModel.projectParams,
+        response: { 200: EnvironmentModel.secretList, ...errorResponses(401, 403, 404) },
+        detail: { operationId: 'secrets.list', tags, summary: 'The Project’s secrets by name (never their values; admins)' },
+      },
+    )
     .put(
       '/o/:org/projects/:project/secrets/:name',
       async ({ access, params, body, set }) => {
@@ -35,7 +39,8 @@ export const environmentRoutes = (auth: AuthService, environments: EnvironmentSe
         detail: {
           operationId: 'secrets.put',
           tags,
-          summary: 'Make or replace a Project secret (admins): sealed at rest, an environment variable of its name in the Project’s sandboxes from the next turn on',
+          summary:
+            'Make or replace a Project secret (admins): sealed at rest, an environment variable of its name in the Project’s sandboxes from the next turn on',
         },
       },
     )
@@ -51,14 +56,30 @@ export const environmentRoutes = (auth: AuthService, environments: EnvironmentSe
         detail: { operationId: 'secrets.remove', tags, summary: 'Remove a Project secret (admins)' },
       },
     )
-    .get('/o/:org/projects/:project/environment', ({ access, params }) => environments.get(environments.adminProject(access, params.project)), {
-      params: EnvironmentModel.projectParams,
-      response: { 200: 'ProjectEnvironment', ...errorResponses(401, 403, 404) },
-      detail: { operationId: 'environments.get', tags, summary: 'The Project’s environment: setup script, its time limit, the hosts its sandboxes may reach (admins)' },
-    })
-    .put('/o/:org/projects/:project/environment', ({ access, params, body }) => environments.put(environments.adminProject(access, params.project), body), {
-      params: EnvironmentModel.projectParams,
-      body: EnvironmentModel.putEnvironment,
-      response: { 200: 'ProjectEnvironment', ...errorResponses(400, 401, 403, 404, 413) },
-      detail: { operationId: 'environments.put', tags, summary: 'Replace the Project’s environment whole (absent fields take their defaults); its revision grows by 1 (admins)' },
-    })
+    .get(
+      '/o/:org/projects/:project/environment',
+      ({ access, params }) => environments.get(environments.adminProject(access, params.project)),
+      {
+        params: EnvironmentModel.projectParams,
+        response: { 200: 'ProjectEnvironment', ...errorResponses(401, 403, 404) },
+        detail: {
+          operationId: 'environments.get',
+          tags,
+          summary: 'The Project’s environment: setup script, its time limit, the hosts its sandboxes may reach (admins)',
+        },
+      },
+    )
+    .put(
+      '/o/:org/projects/:project/environment',
+      ({ access, params, body }) => environments.put(environments.adminProject(access, params.project), body),
+      {
+        params: EnvironmentModel.projectParams,
+        body: EnvironmentModel.putEnvironment,
+        response: { 200: 'ProjectEnvironment', ...errorResponses(400, 401, 403, 404, 413) },
+        detail: {
+          operationId: 'environments.put',
+          tags,
+          summary: 'Replace the Project’s environment whole (absent fields take their defaults); its revision grows by 1 (admins)',
+        },
+      },
+    )

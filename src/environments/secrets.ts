@@ -47,23 +47,38 @@ export class SecretService {
   async set(projectId: string, name: string, value: string): Promise<void> {
     checkName(name)
     const bytes = Buffer.byteLength(value, 'utf8')
-    if (bytes === 0) throw badRequest('value: a secret is at least 1 byte', 'VALIDATION_ERROR', { fields: [{ path: 'value', message: 'is empty' }] })
-    if (bytes > MAX_SECRET_BYTES) throw badRequest(`value: a secret is at most 64 KiB (this one is ${bytes} bytes)`, 'VALIDATION_ERROR', { fields: [{ path: 'value', message: 'is longer than 64 KiB' }] })
-    if (value.includes('\0')) throw badRequest('value: a secret cannot hold a NUL character (it becomes an environment variable)', 'VALIDATION_ERROR', { fields: [{ path: 'value', message: 'holds a NUL character' }] })
+    if (bytes === 0)
+      throw badRequest('value: a secret is at least 1 byte', 'VALIDATION_ERROR', { fields: [{ path: 'value', message: 'is empty' }] })
+    if (bytes > MAX_SECRET_BYTES)
+      throw badRequest(`value: a secret is at most 64 KiB (this one is ${bytes} bytes)`, 'VALIDATION_ERROR', {
+        fields: [{ path: 'value', message: 'is longer than 64 KiB' }],
+      })
+    if (value.includes('\0'))
+      throw badRequest('value: a secret cannot hold a NUL character (it becomes an environment variable)', 'VALIDATION_ERROR', {
+        fields: [{ path: 'value', message: 'holds a NUL character' }],
+      })
     const sealed = await this.deps.sealer.sealBound(binding(projectId, name), value)
     const { db, now } = this.deps
     // The count and the write in one transaction: two PUTs at once cannot both make the 101st.
-    db.transaction((tx) => {
-      const exists = tx.select({ name: projectSecrets.name }).from(projectSecrets).where(and(eq(projectSecrets.projectId, projectId), eq(projectSecrets.name, name))).get()
-      if (!exists) {
-        const held = tx.select({ n: count() }).from(projectSecrets).where(eq(projectSecrets.projectId, projectId)).get()?.n ?? 0
-        if (held >= MAX_SECRETS) throw unprocessable(`A Project holds at most ${MAX_SECRETS} secrets; remove one first`, 'TOO_MANY_SECRETS')
-      }
-      tx.insert(projectSecrets)
-        .values({ projectId, name, sealed, updatedAt: now() })
-        .onConflictDoUpdate({ target: [projectSecrets.projectId, projectSecrets.name], set: { sealed, updatedAt: now() } })
-        .run()
-    }, { behavior: 'immediate' })
+    db.transaction(
+      (tx) => {
+        const exists = tx
+          .select({ name: projectSecrets.name })
+          .from(projectSecrets)
+          .where(and(eq(projectSecrets.projectId, projectId), eq(projectSecrets.name, name)))
+          .get()
+        if (!exists) {
+          const held = tx.select({ n: count() }).from(projectSecrets).where(eq(projectSecrets.projectId, projectId)).get()?.n ?? 0
+          if (held >= MAX_SECRETS)
+            throw unprocessable(`A Project holds at most ${MAX_SECRETS} secrets; remove one first`, 'TOO_MANY_SECRETS')
+        }
+        tx.insert(projectSecrets)
+          .values({ projectId, name, sealed, updatedAt: now() })
+          .onConflictDoUpdate({ target: [projectSecrets.projectId, projectSecrets.name], set: { sealed, updatedAt: now() } })
+          .run()
+      },
+      { behavior: 'immediate' },
+    )
   }
 
   /** The Project's secrets by name, with when each was last set: never a value. */
@@ -79,7 +94,11 @@ export class SecretService {
 
   /** Removes the secret; false when the Project has none of that name. */
   remove(projectId: string, name: string): boolean {
-    const gone = this.deps.db.delete(projectSecrets).where(and(eq(projectSecrets.projectId, projectId), eq(projectSecrets.name, name))).returning({ name: projectSecrets.name }).all()
+    const gone = this.deps.db
+      .delete(projectSecrets)
+      .where(and(eq(projectSecrets.projectId, projectId), eq(projectSecrets.name, name)))
+      .returning({ name: projectSecrets.name })
+      .all()
     return gone.length > 0
   }
 
@@ -88,7 +107,12 @@ export class SecretService {
    * environment. Throws SecretUnreadableError when one no longer opens (the key changed).
    */
   async values(projectId: string): Promise<Record<string, string>> {
-    const rows = this.deps.db.select().from(projectSecrets).where(eq(projectSecrets.projectId, projectId)).orderBy(asc(projectSecrets.name)).all()
+    const rows = this.deps.db
+      .select()
+      .from(projectSecrets)
+      .where(eq(projectSecrets.projectId, projectId))
+      .orderBy(asc(projectSecrets.name))
+      .all()
     const out: Record<string, string> = {}
     for (const row of rows) {
       try {

@@ -32,7 +32,14 @@ export function sessionPorts(deps: SessionPortsDeps) {
       if (!row.projectId) return null
       const env = environments.get(row.projectId)
       const { values, digest } = await secrets.snapshot(row.projectId)
-      return { secrets: values, setup: env.setup, setupTimeoutMs: env.setup_timeout_s * 1000, network: env.network.allow.length > 0, revision: env.revision, secretsDigest: digest }
+      return {
+        secrets: values,
+        setup: env.setup,
+        setupTimeoutMs: env.setup_timeout_s * 1000,
+        network: env.network.allow.length > 0,
+        revision: env.revision,
+        secretsDigest: digest,
+      }
     },
     prebuilds: {
       async find(row: SessionRow) {

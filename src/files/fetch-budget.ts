@@ -34,7 +34,8 @@ export class FetchBudget {
   async run<T>(fetch: (signal: AbortSignal) => Promise<T>): Promise<T> {
     this.deadline ??= performance.now() + this.limits.ms
     const left = this.deadline - performance.now()
-    if (this.made >= this.limits.requests) throw new FetchBudgetSpent(`a create's skills and images may take at most ${this.limits.requests} requests to fetch`)
+    if (this.made >= this.limits.requests)
+      throw new FetchBudgetSpent(`a create's skills and images may take at most ${this.limits.requests} requests to fetch`)
     if (left <= 0) throw this.late()
     this.made++
     const signal = AbortSignal.timeout(Math.ceil(left))

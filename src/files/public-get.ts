@@ -45,9 +45,11 @@ export function publicGet(raw: string, options: PublicGetOptions): Promise<Fetch
     return Promise.reject(new FetchRefused(`${JSON.stringify(raw)} is not a URL`))
   }
   const secure = url.protocol === 'https:'
-  if (!secure && !(options.allowPrivate && url.protocol === 'http:')) return Promise.reject(new FetchRefused(`${url.origin} is not an https URL`))
+  if (!secure && !(options.allowPrivate && url.protocol === 'http:'))
+    return Promise.reject(new FetchRefused(`${url.origin} is not an https URL`))
   const host = hostOf(url)
-  if (isIP(host) && !isPublicAddress(host) && !options.allowPrivate) return Promise.reject(new FetchRefused(`${host} is not a public address`))
+  if (isIP(host) && !isPublicAddress(host) && !options.allowPrivate)
+    return Promise.reject(new FetchRefused(`${host} is not a public address`))
   if (options.signal?.aborted) return Promise.reject(new FetchRefused(`${url.host} was not asked: the time for fetches ran out`))
   return new Promise<Fetched>((resolve, reject) => {
     let settled = false
@@ -79,7 +81,8 @@ export function publicGet(raw: string, options: PublicGetOptions): Promise<Fetch
       },
       (res) => {
         const status = res.statusCode ?? 0
-        if (status >= 300 && status < 400) return fail(`${url.host} answered with a redirect (to ${res.headers.location ?? 'nowhere'}), which is not followed`)
+        if (status >= 300 && status < 400)
+          return fail(`${url.host} answered with a redirect (to ${res.headers.location ?? 'nowhere'}), which is not followed`)
         if (status !== 200) return fail(`${url.host} answered ${status}`)
         const declared = Number(res.headers['content-length'] ?? NaN)
         if (declared > options.maxBytes) return fail(`${url.href} is larger than ${options.maxBytes} bytes`, true)

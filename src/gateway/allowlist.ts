@@ -34,7 +34,15 @@ export interface Allowlist {
  * Reply headers returned to the sandbox: what a CLI reads to stream and to retry. The rest describe
  * the operator's account (organization, project, rate limits, request ids, cookies) or the hop.
  */
-export const REPLY_HEADERS: ReadonlySet<string> = new Set(['content-type', 'cache-control', 'retry-after', 'retry-after-ms', 'x-should-retry', 'openai-model', 'x-reasoning-included'])
+export const REPLY_HEADERS: ReadonlySet<string> = new Set([
+  'content-type',
+  'cache-control',
+  'retry-after',
+  'retry-after-ms',
+  'x-should-retry',
+  'openai-model',
+  'x-reasoning-included',
+])
 
 /** The request headers to send upstream: `allow`ed ones only, each as its allowlist rewrites it. */
 export function forwardedHeaders(from: Headers, allow: Allowlist): Headers {
@@ -65,7 +73,8 @@ function pick(value: Json, keys: readonly string[]): Json {
 /** Throws for the first of `keys` the body has: each names a stored object of the operator's account. */
 function refuseStored(body: Json, keys: readonly string[]): void {
   for (const key of keys) {
-    if (body[key] !== undefined) throw new Refused(`agentd gateway: \`${key}\` refers to an object stored on the provider account; only inline content is forwarded`)
+    if (body[key] !== undefined)
+      throw new Refused(`agentd gateway: \`${key}\` refers to an object stored on the provider account; only inline content is forwarded`)
   }
 }
 
@@ -95,8 +104,27 @@ const ANTHROPIC_BETAS = new Set([
   'effort-2025-11-24',
 ])
 
-const ANTHROPIC_FIELDS = ['model', 'messages', 'system', 'max_tokens', 'stream', 'metadata', 'stop_sequences', 'temperature', 'top_p', 'top_k', 'tools', 'tool_choice', 'thinking', 'context_management', 'output_config']
-/** Client tools: the CLI runs them. A `type` of anything else is the provider's own (`web_search_…`, `code_execution_…`, `mcp_toolset`…). */
+const ANTHROPIC_FIELDS = [
+  'model',
+  'messages',
+  'system',
+  'max_tokens',
+  'stream',
+  'metadata',
+  'stop_sequences',
+  'temperature',
+  'top_p',
+  'top_k',
+  'tools',
+  'tool_choice',
+  'thinking',
+  'context_management',
+  'output_config',
+]
+/**
+ * Client tools: the CLI runs them. A `type` of anything else is the provider's own
+ * (`web_search_…`, `code_execution_…`, `mcp_toolset`…).
+ */
 const ANTHROPIC_TOOL_FIELDS = ['type', 'name', 'description', 'input_schema', 'cache_control', 'strict']
 const ANTHROPIC_BLOCKS = new Set(['text', 'image', 'document', 'thinking', 'redacted_thinking', 'tool_use', 'tool_result'])
 /** Inline sources only: `url` is fetched by the provider, `file` is the operator's Files API. */
@@ -111,11 +139,16 @@ export const anthropicAllowlist: Allowlist = {
     'anthropic-beta',
     'x-app',
     'x-claude-code-session-id',
-    ...['arch', 'lang', 'os', 'package-version', 'retry-count', 'runtime', 'runtime-version', 'timeout'].map((name) => `x-stainless-${name}`),
+    ...['arch', 'lang', 'os', 'package-version', 'retry-count', 'runtime', 'runtime-version', 'timeout'].map(
+      (name) => `x-stainless-${name}`,
+    ),
   ]),
   headerValue: (name, value) => {
     if (name !== 'anthropic-beta') return value
-    const betas = value.split(',').map((beta) => beta.trim()).filter((beta) => ANTHROPIC_BETAS.has(beta))
+    const betas = value
+      .split(',')
+      .map((beta) => beta.trim())
+      .filter((beta) => ANTHROPIC_BETAS.has(beta))
     return betas.length > 0 ? betas.join(',') : null
   },
   query: new Set(['beta']),
@@ -123,12 +156,20 @@ export const anthropicAllowlist: Allowlist = {
     refuseStored(body, ['container'])
     const out = pick(body, ANTHROPIC_FIELDS)
     if (out.tools !== undefined) {
-      keepList(out, 'tools', objects(out.tools, 'tools').filter((tool) => tool.type === undefined || tool.type === 'custom').map((tool) => pick(tool, ANTHROPIC_TOOL_FIELDS)))
+      keepList(
+        out,
+        'tools',
+        objects(out.tools, 'tools')
+          .filter((tool) => tool.type === undefined || tool.type === 'custom')
+          .map((tool) => pick(tool, ANTHROPIC_TOOL_FIELDS)),
+      )
     }
     if (isObject(out.metadata)) out.metadata = pick(out.metadata, ['user_id'])
     if (isObject(out.output_config)) out.output_config = pick(out.output_config, ['effort', 'format'])
     if (isObject(out.context_management)) {
-      const edits = Array.isArray(out.context_management.edits) ? out.context_management.edits.filter((e) => isObject(e) && /^clear_(thinking|tool_uses)_\d{8}$/.test(String(e.type))) : []
+      const edits = Array.isArray(out.context_management.edits)
+        ? out.context_management.edits.filter((e) => isObject(e) && /^clear_(thinking|tool_uses)_\d{8}$/.test(String(e.type)))
+        : []
       if (edits.length > 0) out.context_management = { edits }
       else delete out.context_management
     }
@@ -144,20 +185,44 @@ export const anthropicAllowlist: Allowlist = {
 function anthropicBlocks(blocks: unknown[], path: string, allowed: ReadonlySet<string>): void {
   for (const [i, block] of objects(blocks, path).entries()) {
     const at = `${path}[${i}]`
-    if (!allowed.has(String(block.type))) throw new Refused(`agentd gateway: \`${at}\` is a block of type ${JSON.stringify(block.type)}, which is not forwarded`)
+    if (!allowed.has(String(block.type)))
+      throw new Refused(`agentd gateway: \`${at}\` is a block of type ${JSON.stringify(block.type)}, which is not forwarded`)
     if (block.source !== undefined) {
       const type = isObject(block.source) ? block.source.type : undefined
-      if (!ANTHROPIC_SOURCES.has(String(type))) throw new Refused(`agentd gateway: \`${at}.source\` of type ${JSON.stringify(type)} is not inline content (url and file sources are not forwarded)`)
-      if (isObject(block.source) && Array.isArray(block.source.content)) anthropicBlocks(block.source.content, `${at}.source.content`, new Set(['text', 'image']))
+      if (!ANTHROPIC_SOURCES.has(String(type)))
+        throw new Refused(
+          `agentd gateway: \`${at}.source\` of type ${JSON.stringify(type)} is not inline content (url and file sources are not forwarded)`,
+        )
+      if (isObject(block.source) && Array.isArray(block.source.content))
+        anthropicBlocks(block.source.content, `${at}.source.content`, new Set(['text', 'image']))
     }
-    if (block.type === 'tool_result' && Array.isArray(block.content)) anthropicBlocks(block.content, `${at}.content`, new Set(['text', 'image', 'document']))
+    if (block.type === 'tool_result' && Array.isArray(block.content))
+      anthropicBlocks(block.content, `${at}.content`, new Set(['text', 'image', 'document']))
   }
 }
 
 // ---------------------------------------------------------------------------------------------
 // OpenAI Responses (Codex)
 
-const OPENAI_FIELDS = ['model', 'input', 'instructions', 'tools', 'tool_choice', 'parallel_tool_calls', 'reasoning', 'stream', 'stream_options', 'include', 'prompt_cache_key', 'client_metadata', 'text', 'max_output_tokens', 'temperature', 'top_p', 'truncation']
+const OPENAI_FIELDS = [
+  'model',
+  'input',
+  'instructions',
+  'tools',
+  'tool_choice',
+  'parallel_tool_calls',
+  'reasoning',
+  'stream',
+  'stream_options',
+  'include',
+  'prompt_cache_key',
+  'client_metadata',
+  'text',
+  'max_output_tokens',
+  'temperature',
+  'top_p',
+  'truncation',
+]
 /** Tools the CLI runs itself; `tool_search` only as Codex offers it, run by the client. */
 const OPENAI_TOOLS = new Set(['function', 'custom'])
 /** What Codex's conversation history may hold (its ResponseItem kinds); `item_reference` and the like are not among them. */
@@ -178,19 +243,37 @@ const OPENAI_ITEMS = new Set([
 ])
 
 export const openaiAllowlist: Allowlist = {
-  headers: new Set(['content-type', 'accept', 'user-agent', 'originator', 'session-id', 'thread-id', 'x-client-request-id', 'x-codex-beta-features', 'x-codex-turn-metadata', 'x-codex-window-id', 'x-codex-turn-state']),
+  headers: new Set([
+    'content-type',
+    'accept',
+    'user-agent',
+    'originator',
+    'session-id',
+    'thread-id',
+    'x-client-request-id',
+    'x-codex-beta-features',
+    'x-codex-turn-metadata',
+    'x-codex-window-id',
+    'x-codex-turn-state',
+  ]),
   query: new Set(),
   body(body) {
     refuseStored(body, ['previous_response_id', 'conversation', 'prompt'])
     const out = pick(body, OPENAI_FIELDS)
     // Absent, the API stores the response on the operator's account (its default is true).
     out.store = false
-    if (Array.isArray(out.include)) keepList(out, 'include', out.include.filter((what) => what === 'reasoning.encrypted_content'))
+    if (Array.isArray(out.include))
+      keepList(
+        out,
+        'include',
+        out.include.filter((what) => what === 'reasoning.encrypted_content'),
+      )
     if (out.tools !== undefined) keepList(out, 'tools', objects(out.tools, 'tools').flatMap(openaiTool))
     if (Array.isArray(out.input)) {
       for (const [i, item] of objects(out.input, 'input').entries()) {
         const type = item.type ?? (item.role !== undefined ? 'message' : undefined)
-        if (!OPENAI_ITEMS.has(String(type))) throw new Refused(`agentd gateway: \`input[${i}]\` is an item of type ${JSON.stringify(type)}, which is not forwarded`)
+        if (!OPENAI_ITEMS.has(String(type)))
+          throw new Refused(`agentd gateway: \`input[${i}]\` is an item of type ${JSON.stringify(type)}, which is not forwarded`)
         inlineOnly(item, `input[${i}]`)
       }
     }
@@ -215,7 +298,10 @@ function openaiTool(tool: Json): Json[] {
 function inlineOnly(value: unknown, path: string): void {
   if (Array.isArray(value)) return value.forEach((v, i) => inlineOnly(v, `${path}[${i}]`))
   if (!isObject(value)) return
-  if (value.file_id !== undefined) throw new Refused(`agentd gateway: \`${path}.file_id\` refers to a file stored on the provider account; only inline content is forwarded`)
+  if (value.file_id !== undefined)
+    throw new Refused(
+      `agentd gateway: \`${path}.file_id\` refers to a file stored on the provider account; only inline content is forwarded`,
+    )
   for (const key of ['image_url', 'file_url']) {
     const url = isObject(value[key]) ? (value[key] as Json).url : value[key]
     if (url !== undefined && !(typeof url === 'string' && url.startsWith('data:'))) {
@@ -229,7 +315,21 @@ function inlineOnly(value: unknown, path: string): void {
 // Gemini generateContent (Gemini CLI)
 
 const GEMINI_FIELDS = ['contents', 'systemInstruction', 'tools', 'toolConfig', 'generationConfig', 'safetySettings']
-const GEMINI_GENERATION = ['temperature', 'topP', 'topK', 'candidateCount', 'maxOutputTokens', 'stopSequences', 'presencePenalty', 'frequencyPenalty', 'seed', 'responseMimeType', 'responseSchema', 'responseJsonSchema', 'thinkingConfig']
+const GEMINI_GENERATION = [
+  'temperature',
+  'topP',
+  'topK',
+  'candidateCount',
+  'maxOutputTokens',
+  'stopSequences',
+  'presencePenalty',
+  'frequencyPenalty',
+  'seed',
+  'responseMimeType',
+  'responseSchema',
+  'responseJsonSchema',
+  'thinkingConfig',
+]
 /** Inline parts only: `fileData` names a stored file or a URL, executable code is the provider's code execution. */
 const GEMINI_PARTS = new Set(['text', 'thought', 'thoughtSignature', 'inlineData', 'functionCall', 'functionResponse'])
 
@@ -240,7 +340,8 @@ export const geminiAllowlist: Allowlist = {
     if (url.pathname.endsWith(':countTokens')) {
       const out = pick(body, ['contents', 'generateContentRequest'])
       if (out.contents !== undefined) geminiContents(out.contents, 'contents')
-      if (isObject(out.generateContentRequest)) out.generateContentRequest = { ...pick(out.generateContentRequest, ['model']), ...geminiGenerate(out.generateContentRequest) }
+      if (isObject(out.generateContentRequest))
+        out.generateContentRequest = { ...pick(out.generateContentRequest, ['model']), ...geminiGenerate(out.generateContentRequest) }
       return out
     }
     return geminiGenerate(body)
@@ -251,7 +352,14 @@ function geminiGenerate(body: Json): Json {
   refuseStored(body, ['cachedContent'])
   const out = pick(body, GEMINI_FIELDS)
   // Only function declarations: googleSearch, codeExecution, urlContext, fileSearch, googleMaps… run at the provider.
-  if (out.tools !== undefined) keepList(out, 'tools', objects(out.tools, 'tools').flatMap((tool) => (tool.functionDeclarations !== undefined ? [pick(tool, ['functionDeclarations'])] : [])))
+  if (out.tools !== undefined)
+    keepList(
+      out,
+      'tools',
+      objects(out.tools, 'tools').flatMap((tool) =>
+        tool.functionDeclarations !== undefined ? [pick(tool, ['functionDeclarations'])] : [],
+      ),
+    )
   if (isObject(out.toolConfig)) {
     const config = pick(out.toolConfig, ['functionCallingConfig'])
     if (Object.keys(config).length > 0) out.toolConfig = config
@@ -270,7 +378,8 @@ function geminiContents(contents: unknown, path: string): void {
       const other = Object.keys(part).find((key) => !GEMINI_PARTS.has(key))
       if (other) throw new Refused(`agentd gateway: \`${at}.${other}\` is not forwarded (parts carry inline content only)`)
       // A function's response may carry parts of its own (multimodal results).
-      if (isObject(part.functionResponse) && part.functionResponse.parts !== undefined) geminiContents([{ parts: part.functionResponse.parts }], `${at}.functionResponse`)
+      if (isObject(part.functionResponse) && part.functionResponse.parts !== undefined)
+        geminiContents([{ parts: part.functionResponse.parts }], `${at}.functionResponse`)
     }
   }
 }

@@ -25,7 +25,13 @@ interface MessagesRequest {
 }
 
 /** The error type of each refusal, as the Messages API names them. */
-const REFUSALS = { 400: 'invalid_request_error', 402: 'billing_error', 403: 'permission_error', 429: 'rate_limit_error', 503: 'overloaded_error' } as const
+const REFUSALS = {
+  400: 'invalid_request_error',
+  402: 'billing_error',
+  403: 'permission_error',
+  429: 'rate_limit_error',
+  503: 'overloaded_error',
+} as const
 
 export const anthropicProtocol: ProtocolHandler = {
   provider: 'anthropic',
@@ -74,7 +80,12 @@ async function handleMessages(req: Request, ctx: ProtocolContext): Promise<Respo
     return errorResponse(400, 'invalid_request_error', reply.failure)
   }
   const offersStructured = (body.tools ?? []).some((t) => t.name === STRUCTURED_TOOL)
-  const content = toBlocks(reply, ctx.session.workspace, offersStructured, (body.tools ?? []).flatMap((t) => (t.name ? [t.name] : [])))
+  const content = toBlocks(
+    reply,
+    ctx.session.workspace,
+    offersStructured,
+    (body.tools ?? []).flatMap((t) => (t.name ? [t.name] : [])),
+  )
   const usage = replyUsage(reply, raw.length)
   const message = {
     id: `msg_${randomId()}`,
@@ -151,7 +162,10 @@ function streamResponse(message: WireMessage, sleepMs: number, signal: AbortSign
 function sseEvents(message: WireMessage): ({ type: string } & Record<string, unknown>)[] {
   const { content, usage, stop_reason, stop_sequence, ...head } = message
   const events: ({ type: string } & Record<string, unknown>)[] = [
-    { type: 'message_start', message: { ...head, content: [], stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 0 } } },
+    {
+      type: 'message_start',
+      message: { ...head, content: [], stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 0 } },
+    },
   ]
   content.forEach((block, index) => {
     events.push({ type: 'content_block_start', index, content_block: emptyBlock(block) })
@@ -190,7 +204,10 @@ function parseRequest(raw: string): MessagesRequest | string {
   if (typeof body !== 'object' || body === null) return 'request body must be a JSON object'
   const { model, messages } = body as Partial<MessagesRequest>
   if (typeof model !== 'string') return 'model: field required'
-  if (!Array.isArray(messages) || messages.some((m) => typeof m?.role !== 'string' || (typeof m.content !== 'string' && !Array.isArray(m.content)))) {
+  if (
+    !Array.isArray(messages) ||
+    messages.some((m) => typeof m?.role !== 'string' || (typeof m.content !== 'string' && !Array.isArray(m.content)))
+  ) {
     return 'messages: must be an array of {role, content}'
   }
   return body as MessagesRequest

@@ -155,7 +155,10 @@ async function route(req: Request, opts: GatewayOptions, inFlight: InFlight): Pr
     return wait
   }
   if (inFlight.count(session.sessionId) >= MAX_MODEL_REQUESTS_IN_FLIGHT) {
-    const busy = protocol.refuse(429, `agentd gateway: this session already has ${MAX_MODEL_REQUESTS_IN_FLIGHT} model requests in flight; retry when one has ended`)
+    const busy = protocol.refuse(
+      429,
+      `agentd gateway: this session already has ${MAX_MODEL_REQUESTS_IN_FLIGHT} model requests in flight; retry when one has ended`,
+    )
     busy.headers.set('retry-after', '2')
     line(` answered 429 (${MAX_MODEL_REQUESTS_IN_FLIGHT} model requests in flight)`)
     return busy
@@ -208,17 +211,25 @@ async function answerFor(req: Request, protocol: ProtocolHandler, session: Gatew
   const body = parseJson(await req.clone().text())
   const model = protocol.modelOf(new URL(req.url), body)
   if (model !== null && session.models && !session.models.has(model)) {
-    return protocol.refuse(403, `model "${model}" is not available to this session (its harness may use: ${[...session.models].join(', ')})`)
+    return protocol.refuse(
+      403,
+      `model "${model}" is not available to this session (its harness may use: ${[...session.models].join(', ')})`,
+    )
   }
   const refusal = session.refusal?.() ?? null
   if (refusal !== null) return protocol.refuse(402, refusal)
 
   const meter = (usage: Omit<UsageRecord, 'sessionId'>) =>
     opts.onUsage?.({ sessionId: session.sessionId, ...(session.turn !== undefined ? { turn: session.turn } : {}), ...usage })
-  if (session.account === null) return protocol.refuse(403, "this session's provider account was removed (or its key can no longer be opened); it can make no further model call")
+  if (session.account === null)
+    return protocol.refuse(
+      403,
+      "this session's provider account was removed (or its key can no longer be opened); it can make no further model call",
+    )
   if (session.account) {
     // A run on the caller's own key: only its provider's protocol, only with its key.
-    if (session.account.name !== protocol.provider) return protocol.refuse(403, `this session runs on a ${session.account.name} account; ${protocol.provider} is not reachable from it`)
+    if (session.account.name !== protocol.provider)
+      return protocol.refuse(403, `this session runs on a ${session.account.name} account; ${protocol.provider} is not reachable from it`)
     if (model !== null) return forward(req, body, model, protocol, session.account.config, meter)
   }
   const provider = opts.providers?.[protocol.provider]
@@ -240,7 +251,8 @@ async function toolServer(req: Request, name: string, opts: GatewayOptions): Pro
   const bearer = /^Bearer\s+(\S+)$/i.exec(req.headers.get('authorization') ?? '')?.[1]
   const session = bearer ? await opts.resolve(bearer) : null
   if (!session) return Response.json({ error: 'unknown or expired gateway key' }, { status: 401 })
-  const answer = (await opts.mcp?.(session, name, req)) ?? Response.json({ error: `this session has no tool server named ${name}` }, { status: 404 })
+  const answer =
+    (await opts.mcp?.(session, name, req)) ?? Response.json({ error: `this session has no tool server named ${name}` }, { status: 404 })
   opts.onLog?.(session, `${new Date().toISOString()} gateway: ${req.method} /mcp/${name} answered ${answer.status}\n`)
   return answer
 }
@@ -254,7 +266,10 @@ async function gitRequest(req: Request, target: { owner: string; name: string; r
   const session = bearer ? await opts.resolve(bearer) : null
   if (!session) return new Response('unknown or expired gateway key\n', { status: 401 })
   const answer = opts.git ? await opts.git(session, target, req) : new Response('Repository not found\n', { status: 404 })
-  opts.onLog?.(session, `${new Date().toISOString()} gateway: ${req.method} /git/${target.owner}/${target.name}.git/${target.rest} answered ${answer.status}\n`)
+  opts.onLog?.(
+    session,
+    `${new Date().toISOString()} gateway: ${req.method} /git/${target.owner}/${target.name}.git/${target.rest} answered ${answer.status}\n`,
+  )
   return answer
 }
 

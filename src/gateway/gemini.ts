@@ -31,7 +31,13 @@ interface GenerateRequest {
 const ROUTE = /^\/(v1beta|v1alpha|v1)\/models\/([^/:]+):(streamGenerateContent|generateContent|countTokens)$/
 
 /** The status of each refusal, as the Gemini API names them. */
-const REFUSALS = { 400: 'INVALID_ARGUMENT', 402: 'FAILED_PRECONDITION', 403: 'PERMISSION_DENIED', 429: 'RESOURCE_EXHAUSTED', 503: 'UNAVAILABLE' } as const
+const REFUSALS = {
+  400: 'INVALID_ARGUMENT',
+  402: 'FAILED_PRECONDITION',
+  403: 'PERMISSION_DENIED',
+  429: 'RESOURCE_EXHAUSTED',
+  503: 'UNAVAILABLE',
+} as const
 
 export const geminiProtocol: ProtocolHandler = {
   provider: 'google',
@@ -139,7 +145,9 @@ function summaryOf(contents: Content[]): string {
  */
 export function sampleOf(schema: Json): unknown {
   if (Array.isArray(schema.enum) && schema.enum.length > 0) return schema.enum[0]
-  const type = String(Array.isArray(schema.type) ? schema.type[0] : (schema.type ?? (isObject(schema.properties) ? 'object' : 'string'))).toLowerCase()
+  const type = String(
+    Array.isArray(schema.type) ? schema.type[0] : (schema.type ?? (isObject(schema.properties) ? 'object' : 'string')),
+  ).toLowerCase()
   switch (type) {
     case 'object': {
       const properties = isObject(schema.properties) ? schema.properties : {}
@@ -199,7 +207,12 @@ function toParts(reply: Reply, workspace: string, offered: string[]): Json[] {
       case 'write':
         return { functionCall: { name: 'write_file', args: { file_path: posix.resolve(workspace, part.path), content: part.content } } }
       case 'artifact':
-        return { functionCall: { name: 'write_file', args: { file_path: posix.join(workspace, '.agentd/artifacts', part.name), content: part.content } } }
+        return {
+          functionCall: {
+            name: 'write_file',
+            args: { file_path: posix.join(workspace, '.agentd/artifacts', part.name), content: part.content },
+          },
+        }
       case 'structured':
         return { text: JSON.stringify(part.value) }
       case 'mcp': {
@@ -227,7 +240,12 @@ function upstreamUsage(payload: unknown, sofar: Metered | null): Metered | null 
   const u = payload.usageMetadata
   const n = (v: unknown) => (typeof v === 'number' ? v : 0)
   const cached = n(u.cachedContentTokenCount)
-  return { input: n(u.promptTokenCount) - cached, output: n(u.candidatesTokenCount) + n(u.thoughtsTokenCount), cacheRead: cached, cacheWrite: 0 }
+  return {
+    input: n(u.promptTokenCount) - cached,
+    output: n(u.candidatesTokenCount) + n(u.thoughtsTokenCount),
+    cacheRead: cached,
+    cacheWrite: 0,
+  }
 }
 
 /**
@@ -241,7 +259,10 @@ function withoutCacheWrites(u: TokenCounts): TokenCounts {
 function parseRequest(raw: string): GenerateRequest | string {
   const body = parseJson(raw)
   if (!isObject(body)) return 'Invalid JSON payload received.'
-  if (!Array.isArray(body.contents) || !body.contents.every((c) => isObject(c) && (c.parts === undefined || (Array.isArray(c.parts) && c.parts.every(isObject))))) {
+  if (
+    !Array.isArray(body.contents) ||
+    !body.contents.every((c) => isObject(c) && (c.parts === undefined || (Array.isArray(c.parts) && c.parts.every(isObject))))
+  ) {
     return 'contents: must be an array of {role, parts}'
   }
   return body as unknown as GenerateRequest

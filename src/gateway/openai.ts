@@ -11,7 +11,16 @@ import { posix } from 'node:path'
 import { errorsText, ValidatorCache } from '../domain/json-schema'
 import { openaiAllowlist } from './allowlist'
 import type { ProtocolContext, ProtocolHandler } from './protocol'
-import { isInjectedText, mcpToolName, nextReply, replyUsage, type ConversationEntry, type Reply, type ReplyPart, type TokenCounts } from './script'
+import {
+  isInjectedText,
+  mcpToolName,
+  nextReply,
+  replyUsage,
+  type ConversationEntry,
+  type Reply,
+  type ReplyPart,
+  type TokenCounts,
+} from './script'
 import type { Metered } from './upstream'
 import { bearer, parseJson, randomId, sseResponse, stall, writeFileCommand } from './wire'
 import { isObject } from '../domain/values'
@@ -41,7 +50,13 @@ const SHELL_TOOLS: { name: string; args: (command: string) => Json }[] = [
 ]
 
 /** The error type of each refusal, as the Responses API names them. */
-const REFUSALS = { 400: 'invalid_request_error', 402: 'insufficient_quota', 403: 'model_not_found', 429: 'rate_limit_exceeded', 503: 'server_error' } as const
+const REFUSALS = {
+  400: 'invalid_request_error',
+  402: 'insufficient_quota',
+  403: 'model_not_found',
+  429: 'rate_limit_exceeded',
+  503: 'server_error',
+} as const
 
 export const openaiProtocol: ProtocolHandler = {
   provider: 'openai',
@@ -76,7 +91,13 @@ async function handleResponses(req: Request, ctx: ProtocolContext): Promise<Resp
   if (problem) return errorResponse(400, 'invalid_request_error', problem)
 
   const usage = withoutCacheWrites(replyUsage(reply, raw.length))
-  const base = { id: `resp_${randomId()}`, object: 'response', created_at: Math.floor(Date.now() / 1000), model: body.model, output: [] as Item[] }
+  const base = {
+    id: `resp_${randomId()}`,
+    object: 'response',
+    created_at: Math.floor(Date.now() / 1000),
+    model: body.model,
+    output: [] as Item[],
+  }
   const completed = { ...base, status: 'completed', output, usage: wireUsage(usage) }
   const sent = () => ctx.meter({ model: body.model, ...usage })
   if (!body.stream) {
@@ -150,7 +171,9 @@ function toItems(reply: Reply, body: ResponsesRequest, workspace: string): Item[
         const tools = offeredFunctions(body)
         const name = mcpToolName([...tools.keys()], part.server, part.tool)
         const chosen = name ? tools.get(name) : undefined
-        return chosen ? functionCall(chosen.name, part.input, chosen.namespace) : message(`(no tool ${part.tool} of ${part.server} was offered)`)
+        return chosen
+          ? functionCall(chosen.name, part.input, chosen.namespace)
+          : message(`(no tool ${part.tool} of ${part.server} was offered)`)
       }
     }
   })
@@ -177,7 +200,8 @@ function schemaProblem(output: Item[], format: NonNullable<ResponsesRequest['tex
     return `text.format.schema is not a valid JSON Schema: ${(err as Error).message}`
   }
   if (value === undefined) return `the scripted reply is not JSON, but text.format requires the schema "${format.name ?? 'schema'}"`
-  if (!validate(value)) return `the scripted reply does not match text.format schema "${format.name ?? 'schema'}": ${errorsText(validate.errors)}`
+  if (!validate(value))
+    return `the scripted reply does not match text.format schema "${format.name ?? 'schema'}": ${errorsText(validate.errors)}`
   return null
 }
 
@@ -209,11 +233,25 @@ function itemEvents(item: Item, index: number, send: (type: string, data: Json) 
 }
 
 function message(text: string): Item {
-  return { type: 'message', id: `msg_${randomId()}`, status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [] }] }
+  return {
+    type: 'message',
+    id: `msg_${randomId()}`,
+    status: 'completed',
+    role: 'assistant',
+    content: [{ type: 'output_text', text, annotations: [] }],
+  }
 }
 
 function functionCall(name: string, args: Json, namespace?: string): Item {
-  return { type: 'function_call', id: `fc_${randomId()}`, call_id: `call_${randomId()}`, name, ...(namespace ? { namespace } : {}), arguments: JSON.stringify(args), status: 'completed' }
+  return {
+    type: 'function_call',
+    id: `fc_${randomId()}`,
+    call_id: `call_${randomId()}`,
+    name,
+    ...(namespace ? { namespace } : {}),
+    arguments: JSON.stringify(args),
+    status: 'completed',
+  }
 }
 
 /** OpenAI counts cached tokens inside `input_tokens`; agentd meters uncached input separately. */
@@ -234,7 +272,10 @@ function upstreamUsage(payload: unknown, sofar: Metered | null): Metered | null 
   const response = isObject(payload.response) ? payload.response : payload
   const usage = response.usage
   if (!isObject(usage) || typeof usage.input_tokens !== 'number') return sofar
-  const cached = isObject(usage.input_tokens_details) && typeof usage.input_tokens_details.cached_tokens === 'number' ? usage.input_tokens_details.cached_tokens : 0
+  const cached =
+    isObject(usage.input_tokens_details) && typeof usage.input_tokens_details.cached_tokens === 'number'
+      ? usage.input_tokens_details.cached_tokens
+      : 0
   return {
     input: usage.input_tokens - cached,
     output: typeof usage.output_tokens === 'number' ? usage.output_tokens : 0,
@@ -256,7 +297,8 @@ function parseRequest(raw: string): ResponsesRequest | string {
   if (!isObject(body)) return 'request body must be a JSON object'
   if (typeof body.model !== 'string') return "Missing required parameter: 'model'."
   const input = body.input
-  if (typeof input !== 'string' && !(Array.isArray(input) && input.every(isObject))) return "Invalid 'input': expected a string or an array of items."
+  if (typeof input !== 'string' && !(Array.isArray(input) && input.every(isObject)))
+    return "Invalid 'input': expected a string or an array of items."
   if (body.tools !== undefined && !(Array.isArray(body.tools) && body.tools.every(isObject))) return "Invalid 'tools': expected an array."
   return body as unknown as ResponsesRequest
 }

@@ -42,7 +42,10 @@ export async function forward(
     reply = await fetch(target, { method: req.method, headers, body: JSON.stringify(forwarded), signal: req.signal })
   } catch (err) {
     // 502 so the CLI reports a gateway problem rather than a model error it would retry forever.
-    return Response.json({ error: { message: `agentd gateway: the provider could not be reached (${(err as Error).message})` } }, { status: 502 })
+    return Response.json(
+      { error: { message: `agentd gateway: the provider could not be reached (${(err as Error).message})` } },
+      { status: 502 },
+    )
   }
   // Only what a CLI reads: the rest speaks of the operator's account (organization, project, limits, request ids).
   const outHeaders = new Headers()

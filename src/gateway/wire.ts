@@ -106,4 +106,3 @@ export function parseJson(raw: string): unknown {
     return undefined
   }
 }
-

@@ -59,17 +59,21 @@ function authenticating(auth: AuthService, options: AuthOptions, name: string) {
     return principal
   }
   const media = options.media ?? 'json'
-  return new Elysia({ name, seed: media })
-    // One parameter, destructured: Elysia reads the names to decide what to prepare (`route` here).
-    .onParse({ as: 'scoped' }, async ({ request, route }) => {
-      parsedBy.set(request, await principalOf(request, route))
-      return parseBody(request, bodyLimit(request.method, route))
-    })
-    // Never runs (the hook above always answers or throws): the OpenAPI document lists a body's
-    // media types from the named parsers of its route, and this one names `media`. A scoped hook
-    // takes a named parser only in Elysia's `{fn}` form (a bare string throws), which its types lack.
-    .onParse({ as: 'scoped' }, { fn: media } as never)
-    .resolve({ as: 'scoped' }, async ({ request, route }) => ({ principal: parsedBy.get(request) ?? (await principalOf(request, route)) }))
+  return (
+    new Elysia({ name, seed: media })
+      // One parameter, destructured: Elysia reads the names to decide what to prepare (`route` here).
+      .onParse({ as: 'scoped' }, async ({ request, route }) => {
+        parsedBy.set(request, await principalOf(request, route))
+        return parseBody(request, bodyLimit(request.method, route))
+      })
+      // Never runs (the hook above always answers or throws): the OpenAPI document lists a body's
+      // media types from the named parsers of its route, and this one names `media`. A scoped hook
+      // takes a named parser only in Elysia's `{fn}` form (a bare string throws), which its types lack.
+      .onParse({ as: 'scoped' }, { fn: media } as never)
+      .resolve({ as: 'scoped' }, async ({ request, route }) => ({
+        principal: parsedBy.get(request) ?? (await principalOf(request, route)),
+      }))
+  )
 }
 
 /**

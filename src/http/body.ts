@@ -39,7 +39,8 @@ export function bodyLimit(method: string, route: string): number {
 const sizeName = (bytes: number) => (bytes >= MiB ? `${bytes / MiB} MiB` : `${bytes / KiB} KiB`)
 
 // The spec names no code for 413; this one is recorded in docs/decisions.md.
-export const payloadTooLarge = (limit: number) => new ApiError('too_large', `The request body is larger than ${sizeName(limit)}`, 'PAYLOAD_TOO_LARGE')
+export const payloadTooLarge = (limit: number) =>
+  new ApiError('too_large', `The request body is larger than ${sizeName(limit)}`, 'PAYLOAD_TOO_LARGE')
 
 /**
  * The body's bytes, refusing past `limit` bytes: at once from Content-Length, and while reading a

@@ -78,7 +78,11 @@ interface FieldIssue {
 
 /** TypeBox validation issues of an Elysia ValidationError, as `{path, message}`. */
 function issuesOf(error: unknown): FieldIssue[] {
-  const { all = [], type, value } = error as { all?: { path?: string; message?: string; summary?: string }[]; type?: string; value?: unknown }
+  const {
+    all = [],
+    type,
+    value,
+  } = error as { all?: { path?: string; message?: string; summary?: string }[]; type?: string; value?: unknown }
   // A query or path value Elysia coerced alone (type `property`) carries no path of its own.
   const whole = type === 'body' ? '(body)' : '(request)'
   return all.slice(0, 10).map((e) => {

@@ -71,8 +71,12 @@ export class Metrics {
         if (runsc) this.set({ version: runsc.version, platform: runsc.platform, source: runsc.source }, 1)
       },
     })
-    new Gauge({ name: 'agentd_host_sandboxes_max', help: 'Sandboxes the host runs at once (AGENTD_MAX_SANDBOXES)', registers }).set(sources.capacity.maxSandboxes)
-    new Gauge({ name: 'agentd_host_starting_max', help: 'Sandboxes the host starts at once (AGENTD_MAX_STARTING)', registers }).set(sources.capacity.maxStarting)
+    new Gauge({ name: 'agentd_host_sandboxes_max', help: 'Sandboxes the host runs at once (AGENTD_MAX_SANDBOXES)', registers }).set(
+      sources.capacity.maxSandboxes,
+    )
+    new Gauge({ name: 'agentd_host_starting_max', help: 'Sandboxes the host starts at once (AGENTD_MAX_STARTING)', registers }).set(
+      sources.capacity.maxStarting,
+    )
     let eventsSeen = 0
     new Counter({
       name: 'agentd_events_total',
@@ -84,16 +88,51 @@ export class Metrics {
         eventsSeen = now
       },
     })
-    this.turns = new Counter({ name: 'agentd_turns_total', help: 'Turns ended, by the status they ended in', labelNames: ['outcome'], registers })
-    this.queueWait = new Histogram({ name: 'agentd_queue_wait_seconds', help: 'Time a run waited queued before its sandbox start began', buckets: WAIT_BUCKETS, registers })
+    this.turns = new Counter({
+      name: 'agentd_turns_total',
+      help: 'Turns ended, by the status they ended in',
+      labelNames: ['outcome'],
+      registers,
+    })
+    this.queueWait = new Histogram({
+      name: 'agentd_queue_wait_seconds',
+      help: 'Time a run waited queued before its sandbox start began',
+      buckets: WAIT_BUCKETS,
+      registers,
+    })
     // One histogram per operation, unlabelled: a server runs one driver, and failures count apart.
     const histogram = (op: SandboxOp) =>
-      new Histogram({ name: `agentd_sandbox_${op}_seconds`, help: `Sandbox ${op} latency, of those that succeeded`, buckets: SANDBOX_BUCKETS, registers })
+      new Histogram({
+        name: `agentd_sandbox_${op}_seconds`,
+        help: `Sandbox ${op} latency, of those that succeeded`,
+        buckets: SANDBOX_BUCKETS,
+        registers,
+      })
     this.sandboxOps = { create: histogram('create'), park: histogram('park'), wake: histogram('wake') }
-    this.sandboxFailures = new Counter({ name: 'agentd_sandbox_failures_total', help: 'Sandbox creates, parks and wakes that failed', labelNames: ['op'], registers })
-    this.webhookAttempts = new Counter({ name: 'agentd_webhook_attempts_total', help: 'Webhook delivery attempts, by outcome', labelNames: ['outcome'], registers })
-    this.tokens = new Counter({ name: 'agentd_gateway_tokens_total', help: 'Tokens through the model gateway, by model and kind', labelNames: ['model', 'kind'], registers })
-    this.cost = new Counter({ name: 'agentd_gateway_cost_usd_total', help: 'Model spend through the gateway at catalog prices, by model', labelNames: ['model'], registers })
+    this.sandboxFailures = new Counter({
+      name: 'agentd_sandbox_failures_total',
+      help: 'Sandbox creates, parks and wakes that failed',
+      labelNames: ['op'],
+      registers,
+    })
+    this.webhookAttempts = new Counter({
+      name: 'agentd_webhook_attempts_total',
+      help: 'Webhook delivery attempts, by outcome',
+      labelNames: ['outcome'],
+      registers,
+    })
+    this.tokens = new Counter({
+      name: 'agentd_gateway_tokens_total',
+      help: 'Tokens through the model gateway, by model and kind',
+      labelNames: ['model', 'kind'],
+      registers,
+    })
+    this.cost = new Counter({
+      name: 'agentd_gateway_cost_usd_total',
+      help: 'Model spend through the gateway at catalog prices, by model',
+      labelNames: ['model'],
+      registers,
+    })
   }
 
   turnEnded(outcome: SessionStatus): void {
@@ -111,7 +150,8 @@ export class Metrics {
 
   gatewayCall(usage: { model: string; input: number; output: number; cacheRead: number; cacheWrite: number }, costUsd: number): void {
     const { model } = usage
-    for (const kind of ['input', 'output', 'cacheRead', 'cacheWrite'] as const) if (usage[kind] > 0) this.tokens.inc({ model, kind }, usage[kind])
+    for (const kind of ['input', 'output', 'cacheRead', 'cacheWrite'] as const)
+      if (usage[kind] > 0) this.tokens.inc({ model, kind }, usage[kind])
     if (costUsd > 0) this.cost.inc({ model }, costUsd)
   }
 

@@ -11,7 +11,8 @@ const OrgParams = t.Object({ org: t.String() })
 
 /** The org's Projects: what `{project}` in a session path names. */
 export const projectRoutes = (auth: AuthService, service: ProjectService) =>
-  new Elysia({ name: 'agentd/projects' }).use(models)
+  new Elysia({ name: 'agentd/projects' })
+    .use(models)
     .use(orgScope(auth))
     .get('/o/:org/projects', ({ access }) => service.list(access), {
       params: OrgParams,
@@ -29,6 +30,10 @@ export const projectRoutes = (auth: AuthService, service: ProjectService) =>
         params: OrgParams,
         body: CreateProjectBody,
         response: { 201: Project, ...errorResponses(400, 401, 403, 404, 409, 413, 422) },
-        detail: { operationId: 'projects.create', tags, summary: 'A Project bound to a repository, and optionally to one of the org’s installations (admins)' },
+        detail: {
+          operationId: 'projects.create',
+          tags,
+          summary: 'A Project bound to a repository, and optionally to one of the org’s installations (admins)',
+        },
       },
     )

@@ -11,7 +11,13 @@ const gitWords = (stderr: string, code: number) => stderr.trim().split('\n').sli
  * workspace is the sandbox's to plant hooks and links in): branch `ref`, or its default branch, fetched through the
  * gateway with the turn's key. Resolves to the branch; throws with git's own words when it fails.
  */
-export async function cloneInSandbox(driver: SandboxDriver, handle: SandboxHandle, repository: { owner: string; name: string }, base: string, ref: string | null = null): Promise<string> {
+export async function cloneInSandbox(
+  driver: SandboxDriver,
+  handle: SandboxHandle,
+  repository: { owner: string; name: string },
+  base: string,
+  ref: string | null = null,
+): Promise<string> {
   const url = `${base}/${repository.owner}/${repository.name}.git`
   const script = [
     'set -e',
@@ -58,7 +64,7 @@ const PUBLISH = [
   `if test -e ${ASIDE} || test -L ${ASIDE}; then rm -rf .git/config; mv ${ASIDE} .git/config; fi`,
   `if test -e .git/config || test -L .git/config; then mv .git/config ${ASIDE}; fi`,
   `trap 'rm -f .git/config; if test -e ${ASIDE} || test -L ${ASIDE}; then mv ${ASIDE} .git/config; fi' EXIT`,
-  "printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tlogallrefupdates = true\\n[remote \"origin\"]\\n\\turl = %s\\n\\tfetch = +refs/heads/*:refs/remotes/origin/*\\n' \"$3\" > .git/config",
+  'printf \'[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tlogallrefupdates = true\\n[remote "origin"]\\n\\turl = %s\\n\\tfetch = +refs/heads/*:refs/remotes/origin/*\\n\' "$3" > .git/config',
   // The branch the checkout tracks (the pull request's base), read from the config put aside as a
   // file (`--file` follows no include).
   'head=$(git symbolic-ref -q --short HEAD) || { echo "HEAD is not on a branch" >&2; exit 1; }',
@@ -82,9 +88,19 @@ const PUBLISH = [
  * (the turn's deadline) aborts. Resolves to the branch the checkout tracks (the pull request's
  * base), or null when there was nothing new to push; throws with git's own words.
  */
-export async function pushChanges(driver: SandboxDriver, handle: SandboxHandle, push: { url: string; remoteBase: string; token: string; branch: string; message: string; signal?: AbortSignal }): Promise<string | null> {
+export async function pushChanges(
+  driver: SandboxDriver,
+  handle: SandboxHandle,
+  push: { url: string; remoteBase: string; token: string; branch: string; message: string; signal?: AbortSignal },
+): Promise<string | null> {
   const env = gitEnvironment(handle, { token: push.token, remoteBase: push.remoteBase })
-  const { code, stdout, stderr } = await runGit(driver, handle, ['/bin/sh', '-c', PUBLISH, 'publish', push.message, push.branch, push.url], env, push.signal)
+  const { code, stdout, stderr } = await runGit(
+    driver,
+    handle,
+    ['/bin/sh', '-c', PUBLISH, 'publish', push.message, push.branch, push.url],
+    env,
+    push.signal,
+  )
   if (code !== 0) throw new Error(`the changes could not be pushed: ${gitWords(stderr, code)}`)
   return stdout.trim() || null
 }

@@ -36,10 +36,15 @@ export async function proxyGitRequest(
   remote: GitRemote,
   branch: () => Promise<string | null> | string | null = () => null,
 ): Promise<Response> {
-  const ours = repository !== null && repository.owner.toLowerCase() === target.owner.toLowerCase() && repository.name.toLowerCase() === target.name.toLowerCase()
+  const ours =
+    repository !== null &&
+    repository.owner.toLowerCase() === target.owner.toLowerCase() &&
+    repository.name.toLowerCase() === target.name.toLowerCase()
   const url = new URL(req.url)
   const service = url.searchParams.get('service')
-  const allowed = SMART.test(target.rest) && (target.rest === 'info/refs' ? req.method === 'GET' && service !== null && SERVICES.has(service) : req.method === 'POST')
+  const allowed =
+    SMART.test(target.rest) &&
+    (target.rest === 'info/refs' ? req.method === 'GET' && service !== null && SERVICES.has(service) : req.method === 'POST')
   if (!ours || !allowed) return new Response('Repository not found\n', { status: 404 })
   let body: ReadableStream<Uint8Array> | null = req.body
   if (target.rest === 'git-receive-pack') {
@@ -57,7 +62,13 @@ export async function proxyGitRequest(
   const upstream = `${remote.baseUrl.replace(/\/+$/, '')}/${repository.owner}/${repository.name}.git/${target.rest}${target.rest === 'info/refs' ? `?service=${service}` : ''}`
   let answer: Response
   try {
-    answer = await fetch(upstream, { method: req.method, headers, body: req.method === 'POST' ? body : null, redirect: 'manual', ...(req.method === 'POST' ? { duplex: 'half' } : {}) } as RequestInit)
+    answer = await fetch(upstream, {
+      method: req.method,
+      headers,
+      body: req.method === 'POST' ? body : null,
+      redirect: 'manual',
+      ...(req.method === 'POST' ? { duplex: 'half' } : {}),
+    } as RequestInit)
   } catch (err) {
     return new Response(`agentd could not reach the code host: ${(err as Error).message}\n`, { status: 502 })
   }
@@ -68,7 +79,10 @@ export async function proxyGitRequest(
   }
   // The code host's own challenge is not passed on: the sandbox has no credential to answer it with.
   const status = answer.status === 401 || answer.status === 403 ? 502 : answer.status >= 300 && answer.status < 400 ? 502 : answer.status
-  return new Response(status === answer.status ? answer.body : `the code host refused agentd (${answer.status})\n`, { status, headers: status === answer.status ? back : {} })
+  return new Response(status === answer.status ? answer.body : `the code host refused agentd (${answer.status})\n`, {
+    status,
+    headers: status === answer.status ? back : {},
+  })
 }
 
 /** How long a refused push's pack is read (and dropped) before the refusal is sent anyway. */
@@ -80,7 +94,10 @@ const DRAIN_MS = 10_000
  * command on any ref but the session's branch, or a delete, git's own report refusing each ref
  * (`! [remote rejected] <ref> (<why>)`), or a 403 for a client that asked for no report.
  */
-async function checkPush(req: Request, branch: () => Promise<string | null> | string | null): Promise<ReadableStream<Uint8Array> | Response> {
+async function checkPush(
+  req: Request,
+  branch: () => Promise<string | null> | string | null,
+): Promise<ReadableStream<Uint8Array> | Response> {
   const encoding = req.headers.get('content-encoding')
   // git sends a push uncompressed: a body agentd would have to inflate to read is not taken.
   if (encoding !== null && encoding.toLowerCase() !== 'identity') return new Response('agentd takes pushes uncompressed\n', { status: 415 })
@@ -104,12 +121,17 @@ async function checkPush(req: Request, branch: () => Promise<string | null> | st
   }
   if (reasons.size === 0) return push.body
   // One refused command refuses the push: the others are told why.
-  for (const command of push.commands) if (!reasons.has(command.ref)) reasons.set(command.ref, 'agentd: another ref of this push was refused')
+  for (const command of push.commands)
+    if (!reasons.has(command.ref)) reasons.set(command.ref, 'agentd: another ref of this push was refused')
   const message = `agentd: this session may push only ${own ?? 'no branch'} (no other branch, no tag, no delete)`
   // The pack is read to its end (and dropped) so git, still sending it, reads the answer.
   await drain(push.body, DRAIN_MS)
-  if (!push.capabilities.includes('report-status') && !push.capabilities.includes('report-status-v2')) return new Response(`${message}\n`, { status: 403 })
-  return new Response(refusal(push.commands, push.capabilities, reasons, message), { status: 200, headers: { 'content-type': 'application/x-git-receive-pack-result', 'cache-control': 'no-cache' } })
+  if (!push.capabilities.includes('report-status') && !push.capabilities.includes('report-status-v2'))
+    return new Response(`${message}\n`, { status: 403 })
+  return new Response(refusal(push.commands, push.capabilities, reasons, message), {
+    status: 200,
+    headers: { 'content-type': 'application/x-git-receive-pack-result', 'cache-control': 'no-cache' },
+  })
 }
 
 /** Reads `body` to its end or for `ms`, whichever is first, keeping nothing. */

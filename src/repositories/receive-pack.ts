@@ -68,7 +68,8 @@ export async function readPushRequest(body: ReadableStream<Uint8Array>): Promise
       throw new Error('the push request ended before its command list did')
     }
     const size = Number.parseInt(decoder.decode(buffered.subarray(at, at + 4)), 16)
-    if (!/^[0-9a-f]{4}$/.test(decoder.decode(buffered.subarray(at, at + 4))) || (size > 0 && size < 4)) throw new Error('the push request is not in pkt-line form')
+    if (!/^[0-9a-f]{4}$/.test(decoder.decode(buffered.subarray(at, at + 4))) || (size > 0 && size < 4))
+      throw new Error('the push request is not in pkt-line form')
     if (size === 0) {
       at += 4 // the flush that ends the list
       break
@@ -81,7 +82,8 @@ export async function readPushRequest(body: ReadableStream<Uint8Array>): Promise
     if (caps !== undefined) capabilities = caps.trim().split(' ').filter(Boolean)
     if (command === 'push-cert') throw new Error('agentd takes no signed pushes')
     const [old, next, ref, ...more] = command.split(' ')
-    if (!old || !next || !ref || more.length > 0 || !ID.test(old) || !ID.test(next)) throw new Error('the push request has a malformed command')
+    if (!old || !next || !ref || more.length > 0 || !ID.test(old) || !ID.test(next))
+      throw new Error('the push request has a malformed command')
     commands.push({ old, new: next, ref })
   }
   const consumed = buffered
@@ -130,7 +132,11 @@ const concat = (parts: Uint8Array[]) => {
  * takes side-band. The report-status the client asked for; nothing was unpacked or updated.
  */
 export function refusal(commands: RefCommand[], capabilities: string[], reasons: Map<string, string>, message: string): Uint8Array {
-  const report = concat([pktLine('unpack ok\n'), ...commands.map((c) => pktLine(`ng ${c.ref} ${reasons.get(c.ref) ?? 'refused'}\n`)), FLUSH])
+  const report = concat([
+    pktLine('unpack ok\n'),
+    ...commands.map((c) => pktLine(`ng ${c.ref} ${reasons.get(c.ref) ?? 'refused'}\n`)),
+    FLUSH,
+  ])
   if (!capabilities.includes('side-band-64k') && !capabilities.includes('side-band')) return report
   // Side-band: the report on band 1 (split to fit), a message on band 2.
   const max = capabilities.includes('side-band-64k') ? 65515 : 995

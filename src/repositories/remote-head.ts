@@ -13,7 +13,8 @@ export async function remoteHead(gitUrl: string, repository: Repository, token: 
   const headers: Record<string, string> = { 'user-agent': 'git/agentd' }
   if (token) headers.authorization = `Basic ${Buffer.from(`x-access-token:${token}`).toString('base64')}`
   const response = await fetch(url, { headers, signal: AbortSignal.timeout(30_000) })
-  if (!response.ok) throw new Error(`${repository.owner}/${repository.name}: the code host answered ${response.status} to the ref advertisement`)
+  if (!response.ok)
+    throw new Error(`${repository.owner}/${repository.name}: the code host answered ${response.status} to the ref advertisement`)
   const refs = parseAdvertisement(new Uint8Array(await response.arrayBuffer()))
   const name = branch ?? refs.head
   if (!name) throw new Error(`${repository.owner}/${repository.name} has no default branch`)

@@ -12,7 +12,8 @@ const tags = ['sessions']
 
 /** What a session changed in its repository (spec 4.4), and the org's code host installations (spec 4.1). */
 export const repositoryRoutes = (auth: AuthService, changes: ChangesService, installations: InstallationService) =>
-  new Elysia({ name: 'agentd/repositories' }).use(models)
+  new Elysia({ name: 'agentd/repositories' })
+    .use(models)
     .use(orgScope(auth))
     .get('/o/:org/p/:project/sessions/:session/changes', ({ access, params }) => changes.of(access, params.project, params.session), {
       params: SessionParams,
@@ -27,6 +28,10 @@ export const repositoryRoutes = (auth: AuthService, changes: ChangesService, ins
       {
         params: t.Object({ org: t.String() }),
         response: { 200: t.Object({ data: t.Array(GithubInstallation) }), ...errorResponses(401, 403, 404) },
-        detail: { operationId: 'github.installations', tags: ['repositories'], summary: 'The GitHub App installations linked to the org: the repositories its runs may reach' },
+        detail: {
+          operationId: 'github.installations',
+          tags: ['repositories'],
+          summary: 'The GitHub App installations linked to the org: the repositories its runs may reach',
+        },
       },
     )

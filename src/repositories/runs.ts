@@ -51,7 +51,14 @@ export class RepositoryRuns implements RepositoryAccess {
   /** Before the first turn: the checkout, on `on_pr`'s branch, base_branch, or the default branch. */
   async checkout(row: RunRow & Pick<SessionRow, 'onPr' | 'baseBranch'>, handle: SandboxHandle): Promise<void> {
     const repository = RepositoryRuns.repositoryOf(row)
-    if (repository) await cloneInSandbox(this.driver, handle, repository, this.gitUrl, row.onPr !== null ? await this.pullHead(row, repository, row.onPr) : row.baseBranch)
+    if (repository)
+      await cloneInSandbox(
+        this.driver,
+        handle,
+        repository,
+        this.gitUrl,
+        row.onPr !== null ? await this.pullHead(row, repository, row.onPr) : row.baseBranch,
+      )
   }
 
   /**
@@ -80,16 +87,32 @@ export class RepositoryRuns implements RepositoryAccess {
    * request opened. git pushes with the turn's gateway key and is killed when `turn.signal` (the
    * turn's deadline) aborts.
    */
-  async publish(row: RunRow & Pick<SessionRow, 'onPr' | 'title'>, handle: SandboxHandle, turn: { token: string; signal?: AbortSignal }): Promise<{ branch: string; prUrl: string } | null> {
+  async publish(
+    row: RunRow & Pick<SessionRow, 'onPr' | 'title'>,
+    handle: SandboxHandle,
+    turn: { token: string; signal?: AbortSignal },
+  ): Promise<{ branch: string; prUrl: string } | null> {
     const repository = RepositoryRuns.repositoryOf(row)
     const installation = this.installations.installationId(row.githubInstallation)
     if (!repository) return null
-    if (installation === null) throw new Error('the repository\'s GitHub App installation is no longer linked to the org')
+    if (installation === null) throw new Error("the repository's GitHub App installation is no longer linked to the org")
     const branch = (await this.branchOf(row))!
     const url = `${this.gitUrl}/${repository.owner}/${repository.name}.git`
-    const base = await pushChanges(this.driver, handle, { url, remoteBase: this.gitUrl, token: turn.token, branch, message: `agentd: ${row.title}`, ...(turn.signal ? { signal: turn.signal } : {}) })
+    const base = await pushChanges(this.driver, handle, {
+      url,
+      remoteBase: this.gitUrl,
+      token: turn.token,
+      branch,
+      message: `agentd: ${row.title}`,
+      ...(turn.signal ? { signal: turn.signal } : {}),
+    })
     if (base === null) return null
-    const pull = await this.github.openFor(installation, repository, { head: branch, base, title: row.title, body: `Changes of agentd run ${row.id}.` })
+    const pull = await this.github.openFor(installation, repository, {
+      head: branch,
+      base,
+      title: row.title,
+      body: `Changes of agentd run ${row.id}.`,
+    })
     return { branch, prUrl: pull.url }
   }
 

@@ -69,7 +69,7 @@ export function gitEnvironment(handle: SandboxHandle, gateway?: { token: string;
 /** A run of agentd's git past its deadline: killed, its turn timed out. */
 export class GitDeadlineError extends Error {
   constructor() {
-    super('git was stopped at the turn\'s deadline')
+    super("git was stopped at the turn's deadline")
   }
 }
 
@@ -79,7 +79,13 @@ export class GitDeadlineError extends Error {
  * reached). `signal` (the turn's deadline) kills it, process group and all, and rejects with
  * GitDeadlineError at once, whatever still holds its output open.
  */
-export async function runGit(driver: SandboxDriver, handle: SandboxHandle, argv: string[], env: Record<string, string>, signal?: AbortSignal): Promise<{ code: number; stdout: string; stderr: string }> {
+export async function runGit(
+  driver: SandboxDriver,
+  handle: SandboxHandle,
+  argv: string[],
+  env: Record<string, string>,
+  signal?: AbortSignal,
+): Promise<{ code: number; stdout: string; stderr: string }> {
   if (signal?.aborted) throw new GitDeadlineError()
   const proc = driver.exec(handle, argv, { env })
   return bounded(proc, signal)

@@ -52,7 +52,14 @@ export class ArtifactStore {
    * what it returns with the session's artifact count.
    */
   collect(sessionId: string, hostWorkspace: string, turn: number): Collected {
-    const stored = new Map(this.db.select().from(artifacts).where(eq(artifacts.sessionId, sessionId)).all().map((a) => [a.name, a]))
+    const stored = new Map(
+      this.db
+        .select()
+        .from(artifacts)
+        .where(eq(artifacts.sessionId, sessionId))
+        .all()
+        .map((a) => [a.name, a]),
+    )
     const found: { name: string; mtimeMs: number; sha256: string; size: number }[] = []
     const skipped: Collected['skipped'] = []
     let added = 0
@@ -77,7 +84,14 @@ export class ArtifactStore {
       const known = stored.get(name)
       if (known?.sha256 === sha256) continue
       const row = { size, contentType: Bun.file(name).type.split(';')[0] || 'application/octet-stream', sha256, turn, updatedAt: now }
-      if (known) writes.push(() => this.db.update(artifacts).set(row).where(and(eq(artifacts.sessionId, sessionId), eq(artifacts.name, name))).run())
+      if (known)
+        writes.push(() =>
+          this.db
+            .update(artifacts)
+            .set(row)
+            .where(and(eq(artifacts.sessionId, sessionId), eq(artifacts.name, name)))
+            .run(),
+        )
       else {
         const values = { sessionId, name, ordinal: ordinal++, createdAt: now, ...row }
         writes.push(() => this.db.insert(artifacts).values(values).run())
@@ -109,7 +123,13 @@ export class ArtifactStore {
   sweep(graceMs = 60 * 60_000): number {
     const cutoff = this.now() - graceMs
     // Every hash an artifact names, read once: the walk below then asks no query per blob.
-    const named = new Set(this.db.selectDistinct({ sha256: artifacts.sha256 }).from(artifacts).all().map((row) => row.sha256))
+    const named = new Set(
+      this.db
+        .selectDistinct({ sha256: artifacts.sha256 })
+        .from(artifacts)
+        .all()
+        .map((row) => row.sha256),
+    )
     let deleted = 0
     for (const dir of existsSync(this.blobs) ? readdirSync(this.blobs) : []) {
       const folder = join(this.blobs, dir)

@@ -74,7 +74,14 @@ export type SetupResult = { ok: true } | { ok: false; error: string }
  * blocks on a full pipe) but dropped, and one line says how much. At the time limit its whole
  * process group is killed.
  */
-export async function runSetup(driver: SandboxDriver, handle: SandboxHandle, script: string, variables: Record<string, string>, timeoutMs: number, log: (text: string) => void): Promise<SetupResult> {
+export async function runSetup(
+  driver: SandboxDriver,
+  handle: SandboxHandle,
+  script: string,
+  variables: Record<string, string>,
+  timeoutMs: number,
+  log: (text: string) => void,
+): Promise<SetupResult> {
   const env = { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: handle.home, LANG: 'C.UTF-8', ...variables }
   const proc = driver.exec(handle, ['/bin/bash', '-e', '-c', script, 'setup'], { env, cwd: handle.workspace })
   let timedOut = false

@@ -9,7 +9,25 @@
  * the result is copied into place by agentd, regular files, folders and symlinks only, owned by
  * root and writable by root alone.
  */
-import { chmodSync, chownSync, closeSync, fstatSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, renameSync, rmSync, symlinkSync, writeSync, constants as fs } from 'node:fs'
+import {
+  chmodSync,
+  chownSync,
+  closeSync,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  readSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeSync,
+  constants as fs,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ApiError, unprocessable } from '../domain/errors'
@@ -25,7 +43,8 @@ const INSTALL_TIMEOUT_MS = 10 * 60_000
  * The only variables of agentd's environment npm sees: how to reach the registry (proxies, the
  * registry and scoped registries, CA certificates). Not HOME, not tokens of other services.
  */
-const PASSED_ENV = /^(https?_proxy|no_proxy|npm_config_(.*registry|https?_proxy|proxy|noproxy|cafile|ca|strict_ssl)|node_extra_ca_certs|ssl_cert_(file|dir))$/i
+const PASSED_ENV =
+  /^(https?_proxy|no_proxy|npm_config_(.*registry|https?_proxy|proxy|noproxy|cafile|ca|strict_ssl)|node_extra_ca_certs|ssl_cert_(file|dir))$/i
 
 /**
  * No per-user npmrc (root's would not be readable by the install's user anyway): registry settings
@@ -66,7 +85,9 @@ export class HarnessInstaller {
     mkdirSync(root, { recursive: true })
     this.npm = options.npm ?? Bun.which('npm') ?? 'npm'
     this.timeoutMs = options.timeoutMs ?? INSTALL_TIMEOUT_MS
-    const passed = Object.entries(process.env).filter((entry): entry is [string, string] => PASSED_ENV.test(entry[0]) && entry[1] !== undefined)
+    const passed = Object.entries(process.env).filter(
+      (entry): entry is [string, string] => PASSED_ENV.test(entry[0]) && entry[1] !== undefined,
+    )
     this.env = { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', ...Object.fromEntries(passed), ...options.env }
   }
 
@@ -123,7 +144,9 @@ export class HarnessInstaller {
    * grows. An install in use is mounted in that session's sandbox: never deleted. Returns the names deleted.
    */
   prune(inUse: Set<string>, keep: number): string[] {
-    const pinned = new Set([...inUse].map((label) => installDirName(label.slice(0, label.lastIndexOf('@')), label.slice(label.lastIndexOf('@') + 1))))
+    const pinned = new Set(
+      [...inUse].map((label) => installDirName(label.slice(0, label.lastIndexOf('@')), label.slice(label.lastIndexOf('@') + 1))),
+    )
     for (const name of this.pending) pinned.add(name)
     const deleted: string[] = []
     const installs: { name: string; used: number }[] = []
@@ -147,7 +170,8 @@ export class HarnessInstaller {
       rmSync(join(this.root, name), { recursive: true, force: true })
       this.lastUsed.delete(name)
       // Asked for again, it is installed again.
-      for (const key of this.installs.keys()) if (installDirName(key.slice(0, key.lastIndexOf('@')), key.slice(key.lastIndexOf('@') + 1)) === name) this.installs.delete(key)
+      for (const key of this.installs.keys())
+        if (installDirName(key.slice(0, key.lastIndexOf('@')), key.slice(key.lastIndexOf('@') + 1)) === name) this.installs.delete(key)
       deleted.push(name)
     }
     return deleted
@@ -164,7 +188,8 @@ export class HarnessInstaller {
     try {
       const prefix = await this.npmInstall(work, pkg, version)
       copyTree(prefix, staging, npmUser()?.uid ?? process.getuid?.() ?? 0)
-      if (packageVersion(join(staging, 'node_modules'), pkg) !== version) throw new Error(`npm install ${pkg}@${version} did not install it`)
+      if (packageVersion(join(staging, 'node_modules'), pkg) !== version)
+        throw new Error(`npm install ${pkg}@${version} did not install it`)
       rmSync(dir, { recursive: true, force: true })
       renameSync(staging, dir)
     } finally {
@@ -191,8 +216,22 @@ export class HarnessInstaller {
       npm_config_userconfig: NO_USER_CONFIG,
       npm_config_update_notifier: 'false',
     }
-    const install = [this.npm, 'install', '--prefix', prefix, '--ignore-scripts', '--no-save', '--no-package-lock', '--no-audit', '--no-fund', '--omit=dev', `${pkg}@${version}`]
-    const argv = user ? ['setpriv', `--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups', '--no-new-privs', '--', ...install] : install
+    const install = [
+      this.npm,
+      'install',
+      '--prefix',
+      prefix,
+      '--ignore-scripts',
+      '--no-save',
+      '--no-package-lock',
+      '--no-audit',
+      '--no-fund',
+      '--omit=dev',
+      `${pkg}@${version}`,
+    ]
+    const argv = user
+      ? ['setpriv', `--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups', '--no-new-privs', '--', ...install]
+      : install
     const { code, stderr } = await run(argv, env, this.timeoutMs, home)
     if (code !== 0) throw new Error(`npm install ${pkg}@${version} failed: ${lastLine(stderr)}`)
     return prefix
@@ -264,7 +303,12 @@ function parseVersions(stdout: string): string[] {
 }
 
 /** Runs `argv` in its own process group; past `timeoutMs` the whole group is killed and the run fails. */
-async function run(argv: string[], env: Record<string, string>, timeoutMs: number, cwd = '/'): Promise<{ code: number; stdout: string; stderr: string }> {
+async function run(
+  argv: string[],
+  env: Record<string, string>,
+  timeoutMs: number,
+  cwd = '/',
+): Promise<{ code: number; stdout: string; stderr: string }> {
   const proc = Bun.spawn(argv, { env, cwd, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe', detached: true })
   let timedOut = false
   const timer = setTimeout(() => {
@@ -277,10 +321,21 @@ async function run(argv: string[], env: Record<string, string>, timeoutMs: numbe
   }, timeoutMs)
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
   clearTimeout(timer)
-  if (timedOut) return { code: code || 124, stdout, stderr: `${stderr}\n${argv[0]} did not finish within ${Math.round(timeoutMs / 1000)} s and was stopped` }
+  if (timedOut)
+    return {
+      code: code || 124,
+      stdout,
+      stderr: `${stderr}\n${argv[0]} did not finish within ${Math.round(timeoutMs / 1000)} s and was stopped`,
+    }
   return { code, stdout, stderr }
 }
 
 function lastLine(text: string): string {
-  return text.trim().split('\n').filter((l) => !l.includes('npm warn')).at(-1) ?? 'no output'
+  return (
+    text
+      .trim()
+      .split('\n')
+      .filter((l) => !l.includes('npm warn'))
+      .at(-1) ?? 'no output'
+  )
 }

@@ -65,6 +65,22 @@ export class ProjectSetup {
   }
 
   /**
+   * Before the first turn's CLI: `prepare` brings the checkout (unless the prebuilt image holds it),
+   * skills and attachments (the prompt's lines naming them), then the Project's setup runs, once
+   * per sandbox. Its error when it failed.
+   */
+  async firstTurn(
+    row: SessionRow,
+    handle: SandboxHandle,
+    env: SandboxEnvironment | null,
+    prepare: (prebuilt: boolean) => Promise<string | null>,
+  ): Promise<{ attachments: string | null } | { error: string }> {
+    const attachments = await prepare(this.reused(row.id))
+    const error = await this.setUp(row, 1, handle, env)
+    return error ? { error } : { attachments }
+  }
+
+  /**
    * Before the first turn's CLI, once the checkout and attachments are in: the Project's setup, or
    * the line saying the prebuilt image had it. Null when the turn may start, else the session's error.
    */
@@ -78,7 +94,14 @@ export class ProjectSetup {
       return null
     }
     log(`${new Date().toISOString()} agentd: setup started\n`)
-    const result = await runSetup(this.deps.driver, handle, env.setup, sandboxVariables(env, handle, this.deps.driver.isolatesNetwork), env.setupTimeoutMs, log)
+    const result = await runSetup(
+      this.deps.driver,
+      handle,
+      env.setup,
+      sandboxVariables(env, handle, this.deps.driver.isolatesNetwork),
+      env.setupTimeoutMs,
+      log,
+    )
     log(`${new Date().toISOString()} agentd: ${result.ok ? 'setup done' : result.error}\n`)
     if (!result.ok) return result.error
     if (noted) await this.keep(row, handle, env, noted.commit, log)
@@ -86,14 +109,24 @@ export class ProjectSetup {
   }
 
   /** After a setup that exited 0: the sandbox's disk becomes a prebuilt image of the Project (a failure is logged, the turn goes on). */
-  private async keep(row: SessionRow, handle: SandboxHandle, env: SandboxEnvironment, commit: string, log: (text: string) => void): Promise<void> {
+  private async keep(
+    row: SessionRow,
+    handle: SandboxHandle,
+    env: SandboxEnvironment,
+    commit: string,
+    log: (text: string) => void,
+  ): Promise<void> {
     const { prebuilds, driver } = this.deps
     if (!prebuilds || !driver.saveDisk || !row.projectId) return
     try {
-      const kept = await prebuilds.save(row.projectId, { revision: env.revision, commit, secretsDigest: env.secretsDigest }, async (path) => {
-        await syncInside(driver, handle)
-        await driver.saveDisk!(handle, path)
-      })
+      const kept = await prebuilds.save(
+        row.projectId,
+        { revision: env.revision, commit, secretsDigest: env.secretsDigest },
+        async (path) => {
+          await syncInside(driver, handle)
+          await driver.saveDisk!(handle, path)
+        },
+      )
       log(`${new Date().toISOString()} agentd: kept prebuilt image ${kept.id}\n`)
     } catch (err) {
       log(`${new Date().toISOString()} agentd: prebuilt image not kept: ${(err as Error).message}\n`)

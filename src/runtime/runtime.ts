@@ -7,7 +7,7 @@ import type { SessionRow } from '../sessions/store'
 import { LOG_CAP_BYTES } from '../transcript/logs'
 import { dropHandover, handOver, loggedOf, reclaim, StoredPrefix } from './handover'
 import { endedTurn, interrupt, turnDeadline, turnOpening, type LiveTurn, type TurnRun } from './turn-end'
-import { turnOutput } from './turn-output'
+import { turnOutput, type TurnSummary } from './turn-output'
 import { failedOutcome, followTurn, startTurn, type RunningTurn } from './turn-runner'
 import { firstTurnPrompt, turnSpec } from './turn-spec'
 import { sandboxDir, sandboxSpec } from './sandbox-spec'
@@ -222,23 +222,21 @@ export class SessionRuntime {
       this.deps.beforeTurn(row, handle, token)
       let prompt: string | undefined
       if (turn === 1) {
-        // The first turn's skills and attachments land before the CLI starts; its prompt names the files.
-        const attachments = await this.deps.prepareFirstTurn(row, handle, this.project.reused(id))
-        // Then the Project's setup, once per sandbox (a prebuilt image has had it): a failure ends
-        // the session before any model request.
-        const setup = await this.project.setUp(row, turn, handle, env)
-        if (setup) {
+        // Skills and attachments, then the Project's setup: a failure ends the session before any model request.
+        const first = await this.project.firstTurn(row, handle, env, (prebuilt) => this.deps.prepareFirstTurn(row, handle, prebuilt))
+        if ('error' in first) {
           this.deps.gatewaySessions.close(token)
           this.deps.gatewaySessions.settle(token)
-          this.deps.apply(id, { type: 'sandbox.failed', error: setup })
-          return
+          return void this.deps.apply(id, { type: 'sandbox.failed', error: first.error })
         }
-        prompt = firstTurnPrompt(row, attachments)
+        prompt = firstTurnPrompt(row, first.attachments)
       } else prompt = this.deps.store.messageForTurn(id, turn)?.content
       if (prompt === undefined) throw new Error(`no prompt is stored for turn ${turn}`)
       run.prompt = prompt
-      const spec = { ...(await turnSpec(this.deps, row, turn, prompt, handle, token)), env: sandboxVariables(env, handle, this.deps.driver.isolatesNetwork) }
-      this.follow(id, run, summary, await startTurn(this.deps.driver, handle, adapter, spec, turnOutput(this.deps.store, (text) => this.log(id, turn, text), id, turn, summary, new StoredPrefix(null)), this.turnOptions))
+      const variables = sandboxVariables(env, handle, this.deps.driver.isolatesNetwork)
+      const spec = { ...(await turnSpec(this.deps, row, turn, prompt, handle, token)), env: variables }
+      const output = turnOutput(this.deps.store, (text) => this.log(id, turn, text), id, turn, summary, new StoredPrefix(null))
+      this.follow(id, run, summary, await startTurn(this.deps.driver, handle, adapter, spec, output, this.turnOptions))
     } catch (err) {
       await this.finish(id, run, summary, Promise.reject(err))
     }
@@ -282,7 +280,7 @@ export class SessionRuntime {
   private get turnOptions() { return { transcriptMaxBytes: this.deps.transcriptMaxBytes } }
 
   /** Watches a started turn: its deadline (its CLI, then the publish after it), and its end, which comes back as `turn.ended`. */
-  private follow(id: string, run: TurnRun, summary: { last: string | null }, running: RunningTurn): void {
+  private follow(id: string, run: TurnRun, summary: TurnSummary, running: RunningTurn): void {
     const live = this.liveOf(id)
     live.turn = { ...running, run, stopped: false, timedOut: false }
     // Shutdown began while the CLI was starting: it must not outlive the server.
@@ -298,7 +296,7 @@ export class SessionRuntime {
     void done.finally(() => this.pending.delete(done))
   }
 
-  private async finish(id: string, run: TurnRun, summary: { last: string | null }, running: Promise<TurnOutcome>, deadline?: AbortSignal): Promise<void> {
+  private async finish(id: string, run: TurnRun, summary: TurnSummary, running: Promise<TurnOutcome>, deadline?: AbortSignal) {
     const live = this.liveOf(id)
     let outcome: TurnOutcome
     try {
@@ -317,7 +315,9 @@ export class SessionRuntime {
       if (current?.handedOver) dropHandover(this.spec(id).stateDir)
       const fresh = this.deps.store.get(id)
       if (!fresh) return
-      const ended = await endedTurn({ ...this.deps, sessionLog: (turn, text) => this.log(id, turn, text, 'agentd') }, { row: fresh, run, outcome, close, last: summary.last, stopped: current?.stopped === true, timedOut: current?.timedOut === true, ...(deadline ? { deadline } : {}) })
+      const deps = { ...this.deps, sessionLog: (turn: number, text: string) => this.log(id, turn, text, 'agentd') }
+      const flags = { stopped: current?.stopped === true, timedOut: current?.timedOut === true, ...(deadline ? { deadline } : {}) }
+      const ended = await endedTurn(deps, { row: fresh, run, outcome, close, last: summary.last, ...flags })
       this.deps.apply(id, ended.event, ended.patch)
     } finally {
       close()

@@ -71,7 +71,11 @@ export interface TurnEndDeps {
    * gateway key) and a pull request opened (or found); null when the session has no repository or
    * nothing changed. It must stop when `turn.signal` (the turn's deadline) aborts.
    */
-  publish?: (row: SessionRow, handle: SandboxHandle, turn: { token: string; signal?: AbortSignal }) => Promise<{ branch: string; prUrl: string } | null>
+  publish?: (
+    row: SessionRow,
+    handle: SandboxHandle,
+    turn: { token: string; signal?: AbortSignal },
+  ) => Promise<{ branch: string; prUrl: string } | null>
   driver: SandboxDriver
   artifacts: ArtifactStore
   catalog: Catalog
@@ -122,7 +126,10 @@ export async function endedTurn(deps: TurnEndDeps, end: TurnEnd): Promise<{ even
   else if (!stopped && (await outOfMemory(deps.driver, run.handle, run.oomBefore))) {
     // A process of the turn went over the sandbox's memory limit: the turn fails, saying so,
     // even when the agent carried on after its tool call was killed.
-    outcome = { ...outcome, error: `the sandbox ran out of memory (limit ${Math.round(deps.limits.memoryBytes / 1024 / 1024)} MB): a process of this turn was killed` }
+    outcome = {
+      ...outcome,
+      error: `the sandbox ran out of memory (limit ${Math.round(deps.limits.memoryBytes / 1024 / 1024)} MB): a process of this turn was killed`,
+    }
   }
   let artifactCount = row.artifactCount
   try {
@@ -130,8 +137,14 @@ export async function endedTurn(deps: TurnEndDeps, end: TurnEnd): Promise<{ even
     artifactCount = collected.count
     if (collected.skipped.length > 0) {
       const bytes = collected.skipped.reduce((sum, f) => sum + f.size, 0)
-      const names = collected.skipped.slice(0, 5).map((f) => f.name).join(', ')
-      deps.sessionLog?.(run.turn, `${new Date(deps.now()).toISOString()} agentd: ${collected.skipped.length} artifacts (${bytes} bytes) not kept past AGENTD_ARTIFACTS_MAX_MB: ${names}${collected.skipped.length > 5 ? ', …' : ''}\n`)
+      const names = collected.skipped
+        .slice(0, 5)
+        .map((f) => f.name)
+        .join(', ')
+      deps.sessionLog?.(
+        run.turn,
+        `${new Date(deps.now()).toISOString()} agentd: ${collected.skipped.length} artifacts (${bytes} bytes) not kept past AGENTD_ARTIFACTS_MAX_MB: ${names}${collected.skipped.length > 5 ? ', …' : ''}\n`,
+      )
     }
   } catch (err) {
     deps.log(`artifacts not collected: ${(err as Error).message}`, { session: row.id, turn: run.turn })

@@ -2,6 +2,9 @@ import type { SessionStore } from '../sessions/store'
 import type { StoredPrefix } from './handover'
 import type { TurnCallbacks } from './turn-runner'
 
+/** The last thing the assistant said in a turn (the run's summary), kept as its output goes by. */
+export type TurnSummary = { last: string | null }
+
 /** The most of a stderr line without its end held back before it is logged anyway. */
 const STDERR_HOLD_CHARS = 64 * 1024
 
@@ -10,7 +13,14 @@ const STDERR_HOLD_CHARS = 64 * 1024
  * session's log (`log`), the last thing the assistant said to `summary`. What `stored` says is
  * stored already (a turn taken over after a restart) is dropped.
  */
-export function turnOutput(store: SessionStore, log: (text: string) => void, id: string, turn: number, summary: { last: string | null }, stored: StoredPrefix): TurnCallbacks {
+export function turnOutput(
+  store: SessionStore,
+  log: (text: string) => void,
+  id: string,
+  turn: number,
+  summary: { last: string | null },
+  stored: StoredPrefix,
+): TurnCallbacks {
   let tail = ''
   return {
     onOutput: (normalized, rawLines, json) => {
@@ -23,7 +33,13 @@ export function turnOutput(store: SessionStore, log: (text: string) => void, id:
       if (events.length === 0 && raw.length === 0) return
       store.events.append(
         id,
-        events.map((data, i) => ({ turn, kind: 'harness' as const, type: data.type, data: data as Record<string, unknown>, json: json[skipped + i] })),
+        events.map((data, i) => ({
+          turn,
+          kind: 'harness' as const,
+          type: data.type,
+          data: data as Record<string, unknown>,
+          json: json[skipped + i],
+        })),
         raw.map((line) => ({ turn, line })),
       )
     },

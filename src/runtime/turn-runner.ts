@@ -116,7 +116,13 @@ export async function startTurn(
  * Reads a turn's CLI to its end: its stdout parsed into events and raw lines, its stderr, its
  * outcome. Also a turn an earlier server handed over, whose output is read again from its start.
  */
-export function followTurn(proc: SandboxProcess, adapter: HarnessAdapter, spec: TurnSpec, callbacks: TurnCallbacks, options: TurnOptions = {}): RunningTurn {
+export function followTurn(
+  proc: SandboxProcess,
+  adapter: HarnessAdapter,
+  spec: TurnSpec,
+  callbacks: TurnCallbacks,
+  options: TurnOptions = {},
+): RunningTurn {
   const parser = adapter.createParser(spec)
   const maxStored = options.transcriptMaxBytes ?? TRANSCRIPT_MAX_BYTES
   let stored = 0
@@ -150,7 +156,11 @@ export function followTurn(proc: SandboxProcess, adapter: HarnessAdapter, spec: 
       if (!blank) for (const e of parser.push(line.text)) keep(e)
       if (line.cut) {
         partial = true
-        keep(event(adapter.id, 'error', { content: `agentd: a line of ${line.bytes} bytes of the CLI's output was cut to its first ${MAX_LINE_BYTES} bytes` }))
+        keep(
+          event(adapter.id, 'error', {
+            content: `agentd: a line of ${line.bytes} bytes of the CLI's output was cut to its first ${MAX_LINE_BYTES} bytes`,
+          }),
+        )
       }
       if (blank) continue
       // Kept bytes plus the newline (a cut line is stored cut). Past the cap nothing more is
@@ -173,8 +183,18 @@ export function followTurn(proc: SandboxProcess, adapter: HarnessAdapter, spec: 
     callbacks.onStderrEnd?.()
     const late: SessionEvent[] = []
     if (lastUsage) late.push(lastUsage)
-    if (unstored > 0) late.push(event(adapter.id, 'error', { content: `agentd: ${unstored} events of this turn were not stored (past AGENTD_TRANSCRIPT_MAX_MB, ${maxStored} bytes of events)` }))
-    if (late.length > 0) callbacks.onOutput(late, [], late.map((e) => JSON.stringify(e)))
+    if (unstored > 0)
+      late.push(
+        event(adapter.id, 'error', {
+          content: `agentd: ${unstored} events of this turn were not stored (past AGENTD_TRANSCRIPT_MAX_MB, ${maxStored} bytes of events)`,
+        }),
+      )
+    if (late.length > 0)
+      callbacks.onOutput(
+        late,
+        [],
+        late.map((e) => JSON.stringify(e)),
+      )
     const outcome = parser.finish(exitCode)
     return partial && outcome.capture === 'complete' ? { ...outcome, capture: 'partial' as const } : outcome
   })()
@@ -183,5 +203,16 @@ export function followTurn(proc: SandboxProcess, adapter: HarnessAdapter, spec: 
 
 /** The outcome of a turn that could not run, or whose CLI could not be read to its end. */
 export function failedOutcome(error: string): TurnOutcome {
-  return { resumeId: null, answerText: null, structured: null, error, usage: null, model: null, harnessVersion: null, toolCalls: 0, toolErrors: 0, capture: 'failed' }
+  return {
+    resumeId: null,
+    answerText: null,
+    structured: null,
+    error,
+    usage: null,
+    model: null,
+    harnessVersion: null,
+    toolCalls: 0,
+    toolErrors: 0,
+    capture: 'failed',
+  }
 }

@@ -8,7 +8,8 @@ import { models } from '../http/models'
 
 /** `GET /o/{org}/sessions` (spec 4.1): the org-wide search. Its errors use `{code, message}`. */
 export const searchRoutes = (auth: AuthService, search: SessionSearch) =>
-  new Elysia({ name: 'agentd/search' }).use(models)
+  new Elysia({ name: 'agentd/search' })
+    .use(models)
     .use(messageEnvelope())
     .use(orgScope(auth))
     .get('/o/:org/sessions', ({ access, query }) => search.search(access, query), {

@@ -12,7 +12,8 @@ const tags = ['artifacts']
 
 /** The files a session produced (spec 4.4). */
 export const artifactRoutes = (auth: AuthService, queries: SessionQueries) =>
-  new Elysia({ name: 'agentd/artifacts' }).use(models)
+  new Elysia({ name: 'agentd/artifacts' })
+    .use(models)
     .use(orgScope(auth))
     .get(
       '/o/:org/p/:project/sessions/:session/artifacts',
@@ -33,7 +34,10 @@ export const artifactRoutes = (auth: AuthService, queries: SessionQueries) =>
       },
       {
         params: t.Object({ org: t.String(), project: t.String(), session: t.String(), '*': t.String() }),
-        response: { 200: t.String({ description: 'The file’s bytes, with the Content-Type it was stored with' }), ...errorResponses(401, 403, 404) },
+        response: {
+          200: t.String({ description: 'The file’s bytes, with the Content-Type it was stored with' }),
+          ...errorResponses(401, 403, 404),
+        },
         detail: { operationId: 'artifacts.download', tags, summary: 'Download one artifact' },
       },
     )

@@ -85,10 +85,13 @@ export class EventLog {
     )
     this.insertLine = sqlite.prepare('INSERT INTO session_transcript_lines (session_id, line_no, turn, line) VALUES (?, ?, ?, ?)')
     this.maxSeq = sqlite.prepare<{ seq: number | null }, [string]>('SELECT max(seq) AS seq FROM session_events WHERE session_id = ?')
-    this.maxLine = sqlite.prepare<{ n: number | null }, [string]>('SELECT max(line_no) AS n FROM session_transcript_lines WHERE session_id = ?')
-    this.selectAfter = sqlite.prepare<{ seq: number; turn: number; kind: StoredEvent['kind']; type: string; data: string; created_at: number }, [string, number, string]>(
-      'SELECT seq, turn, kind, type, data, created_at FROM session_events WHERE session_id = ? AND seq > ? AND kind != ? ORDER BY seq',
+    this.maxLine = sqlite.prepare<{ n: number | null }, [string]>(
+      'SELECT max(line_no) AS n FROM session_transcript_lines WHERE session_id = ?',
     )
+    this.selectAfter = sqlite.prepare<
+      { seq: number; turn: number; kind: StoredEvent['kind']; type: string; data: string; created_at: number },
+      [string, number, string]
+    >('SELECT seq, turn, kind, type, data, created_at FROM session_events WHERE session_id = ? AND seq > ? AND kind != ? ORDER BY seq')
   }
 
   private nextSeq(sessionId: string): number {
@@ -115,7 +118,8 @@ export class EventLog {
     }
     const createdAt = this.now()
     const masker = this.masks?.of(sessionId)
-    for (const event of events) pending.events.push({ ...(masker ? maskedEvent(event, masker) : event), seq: this.nextSeq(sessionId), createdAt })
+    for (const event of events)
+      pending.events.push({ ...(masker ? maskedEvent(event, masker) : event), seq: this.nextSeq(sessionId), createdAt })
     if (masker) for (const raw of rawLines) pending.rawLines.push({ turn: raw.turn, line: masker.maskLine(raw.line) })
     else pending.rawLines.push(...rawLines)
     this.buffered += events.length + rawLines.length
@@ -155,7 +159,11 @@ export class EventLog {
     this.buffered = 0
     const createdAt = this.now()
     const masker = this.masks?.of(sessionId)
-    const own: Pending = { sessionId, events: events.map((e) => ({ ...(masker ? maskedEvent(e, masker) : e), seq: this.nextSeq(sessionId), createdAt })), rawLines: [] }
+    const own: Pending = {
+      sessionId,
+      events: events.map((e) => ({ ...(masker ? maskedEvent(e, masker) : e), seq: this.nextSeq(sessionId), createdAt })),
+      rawLines: [],
+    }
     this.write([...batches, own])
     return () => {
       for (const batch of batches) this.publish(batch.sessionId, batch.events)
@@ -184,7 +192,11 @@ export class EventLog {
 
   /** Whether a durable event (logs excluded) follows `afterSeq`. */
   hasAfter(sessionId: string, afterSeq: number): boolean {
-    return this.sqlite.query("SELECT 1 FROM session_events WHERE session_id = ? AND seq > ? AND kind != 'log' LIMIT 1").get(sessionId, afterSeq) !== null
+    return (
+      this.sqlite
+        .query("SELECT 1 FROM session_events WHERE session_id = ? AND seq > ? AND kind != 'log' LIMIT 1")
+        .get(sessionId, afterSeq) !== null
+    )
   }
 
   /** Durable events after `afterSeq`, logs excluded. */
@@ -213,7 +225,9 @@ export class EventLog {
       raw: count('SELECT count(*) AS n FROM session_transcript_lines WHERE session_id = ? AND turn = ?'),
       log: { stderr: { chars: 0, truncated: false }, agentd: { chars: 0, truncated: false } },
     }
-    const logs = this.sqlite.query<{ type: string; data: string }, [string, number]>("SELECT type, data FROM session_events WHERE session_id = ? AND turn = ? AND kind = 'log'")
+    const logs = this.sqlite.query<{ type: string; data: string }, [string, number]>(
+      "SELECT type, data FROM session_events WHERE session_id = ? AND turn = ? AND kind = 'log'",
+    )
     for (const row of logs.all(sessionId, turn)) {
       const writer = stored.log[row.type as keyof StoredTurn['log']]
       if (!writer) continue

@@ -48,7 +48,10 @@ export interface InputDeps {
  */
 export async function readCreate(principal: Principal, orgId: string, body: CreateSessionBody, deps: InputDeps): Promise<CreateRequest> {
   const hasInput = body.input !== undefined
-  if (hasInput === (body.prompt !== undefined)) throw badRequest(hasInput ? 'Send either prompt (shape A) or input (shape B), not both' : 'prompt (shape A) or input (shape B) is required')
+  if (hasInput === (body.prompt !== undefined))
+    throw badRequest(
+      hasInput ? 'Send either prompt (shape A) or input (shape B), not both' : 'prompt (shape A) or input (shape B) is required',
+    )
   const blocks = hasInput ? blocksOf(body.input!) : []
   refuseKeyFields(principal, body, blocks, hasInput)
   const fetches = new FetchBudget(deps.fetches.limits)
@@ -70,7 +73,9 @@ export async function readCreate(principal: Principal, orgId: string, body: Crea
  */
 function refuseKeyFields(principal: Principal, body: CreateSessionBody, blocks: InputBlock[], shapeB: boolean): void {
   if (!principal.apiKey) return
-  const fields = shapeB ? (['agent_id', 'skills', 'connections', 'resources', 'account_id'] as const) : (['agent_id', 'skills', 'connections', 'resources'] as const)
+  const fields = shapeB
+    ? (['agent_id', 'skills', 'connections', 'resources', 'account_id'] as const)
+    : (['agent_id', 'skills', 'connections', 'resources'] as const)
   const field = fields.find((f) => body[f] !== undefined)
   const block = blocks.findIndex((b) => b.type !== 'text')
   const what = field ?? (block >= 0 ? `input[${block}] (a ${blocks[block]!.type} block)` : null)
@@ -86,7 +91,13 @@ const blocksOf = (input: NonNullable<CreateSessionBody['input']>): InputBlock[] 
  * (at least one, 256 KiB in all), a document's base64 decoded, a file block's upload looked up,
  * an image's URL fetched. Every error names its block.
  */
-async function resolveInput(blocks: InputBlock[], principal: Principal, orgId: string, files: FileService, fetchImage: BudgetedFetch): Promise<ResolvedInput> {
+async function resolveInput(
+  blocks: InputBlock[],
+  principal: Principal,
+  orgId: string,
+  files: FileService,
+  fetchImage: BudgetedFetch,
+): Promise<ResolvedInput> {
   const texts = blocks.flatMap((b) => (b.type === 'text' ? [b.text] : []))
   if (texts.length === 0 || texts.every((t) => t.trim() === '')) throw badRequest('input needs at least one text block that is not empty')
   const prompt = texts.join('\n\n')
@@ -128,7 +139,8 @@ function decodeBase64(data: string, block: number): Uint8Array {
   return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 }
 
-const tooLarge = (block: number) => new ApiError('too_large', `input[${block}]: the files of one create are larger than 32 MiB together`, 'PAYLOAD_TOO_LARGE')
+const tooLarge = (block: number) =>
+  new ApiError('too_large', `input[${block}]: the files of one create are larger than 32 MiB together`, 'PAYLOAD_TOO_LARGE')
 
 /** An image fetch within the create's budget. */
 type BudgetedFetch = (url: string, maxBytes: number) => Promise<Fetched>
@@ -143,13 +155,15 @@ async function fetchedImage(url: string, block: number, maxBytes: number, fetchI
   try {
     fetched = await fetchImage(url, maxBytes)
   } catch (err) {
-    if (err instanceof FetchBudgetSpent) throw unprocessable(`input[${block}]: the image was not fetched: ${err.message}`, 'SKILL_FETCH_FAILED')
+    if (err instanceof FetchBudgetSpent)
+      throw unprocessable(`input[${block}]: the image was not fetched: ${err.message}`, 'SKILL_FETCH_FAILED')
     if (err instanceof FetchTooLarge) throw tooLarge(block)
     const why = err instanceof FetchRefused ? err.message : `the fetch failed (${(err as Error).message})`
     throw unprocessable(`input[${block}]: the image could not be fetched: ${why}`, 'ATTACHMENT_FETCH_FAILED')
   }
   const mime = mimeOf(fetched.contentType ?? '')
-  if (!mime.startsWith('image/')) throw unprocessable(`input[${block}]: ${url} is not an image (${fetched.contentType ?? 'no content type'})`, 'ATTACHMENT_FETCH_FAILED')
+  if (!mime.startsWith('image/'))
+    throw unprocessable(`input[${block}]: ${url} is not an image (${fetched.contentType ?? 'no content type'})`, 'ATTACHMENT_FETCH_FAILED')
   const last = new URL(url).pathname.split('/').pop() ?? ''
   return { kind: 'new', name: last || `image.${mime.slice('image/'.length).replace(/\W.*$/, '')}`, mime, bytes: fetched.bytes }
 }

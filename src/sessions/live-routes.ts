@@ -14,17 +14,20 @@ const tags = ['sessions']
 /** How often an open event stream asks again whether its credential still grants it. */
 const CREDENTIAL_RECHECK_MS = 1_000
 
-
 /** Following and steering a run: the event stream, follow-up messages, the runtime log. */
 export const liveRoutes = (auth: AuthService, sessions: SessionService, queries: SessionQueries, keepaliveMs = 15_000) =>
-  new Elysia({ name: 'agentd/sessions-live' }).use(models)
+  new Elysia({ name: 'agentd/sessions-live' })
+    .use(models)
     .use(orgScope(auth))
     .get(
       '/o/:org/p/:project/sessions/:session/events',
       ({ access, params, query, headers, request }) => {
         const cursor = headers['last-event-id'] ?? query.cursor ?? '0'
         if (!/^\d+$/.test(cursor)) throw badRequest(`not an event id: "${cursor}"`)
-        const recheck = { everyMs: CREDENTIAL_RECHECK_MS, allowed: stillAllowed(auth, request.headers.get('authorization') ?? undefined, params.org) }
+        const recheck = {
+          everyMs: CREDENTIAL_RECHECK_MS,
+          allowed: stillAllowed(auth, request.headers.get('authorization') ?? undefined, params.org),
+        }
         const follow = queries.eventStream(access, params.project, params.session, Number(cursor), keepaliveMs, recheck)
         // Nothing after the cursor of a session at rest: 204 tells an EventSource to stop reconnecting.
         if (!follow) return new Response(null, { status: 204 })
@@ -43,7 +46,10 @@ export const liveRoutes = (auth: AuthService, sessions: SessionService, queries:
         headers: t.Object({ 'last-event-id': t.Optional(t.String()) }),
         response: {
           200: t.String({ description: 'text/event-stream: `status`, unnamed harness events, then `done` or `error`' }),
-          204: t.Void({ description: 'A resumed stream (Last-Event-ID or cursor) of a session at rest with no event after it: nothing more to send; an EventSource stops reconnecting' }),
+          204: t.Void({
+            description:
+              'A resumed stream (Last-Event-ID or cursor) of a session at rest with no event after it: nothing more to send; an EventSource stops reconnecting',
+          }),
           ...errorResponses(400, 401, 403, 404),
         },
         detail: { operationId: 'sessions.events', tags, summary: 'Follow a session live (server-sent events)' },
@@ -64,12 +70,8 @@ export const liveRoutes = (auth: AuthService, sessions: SessionService, queries:
         detail: { operationId: 'sessions.sendMessage', tags, summary: 'Send a follow-up message' },
       },
     )
-    .get(
-      '/o/:org/p/:project/sessions/:session/logs',
-      ({ access, params }) => queries.logs(access, params.project, params.session),
-      {
-        params: SessionParams,
-        response: { 200: SessionLogs, ...errorResponses(401, 403, 404) },
-        detail: { operationId: 'sessions.logs', tags, summary: 'The runtime log of a session' },
-      },
-    )
+    .get('/o/:org/p/:project/sessions/:session/logs', ({ access, params }) => queries.logs(access, params.project, params.session), {
+      params: SessionParams,
+      response: { 200: SessionLogs, ...errorResponses(401, 403, 404) },
+      detail: { operationId: 'sessions.logs', tags, summary: 'The runtime log of a session' },
+    })

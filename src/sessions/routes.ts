@@ -37,28 +37,24 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService, queri
         headers: IdempotencyHeaders,
         body: CreateSessionBody,
         response: { 202: 'CloudRunSession', ...errorResponses(400, 401, 402, 403, 404, 409, 413, 422, 429) },
-        detail: { operationId: 'sessions.create', tags, summary: 'Start a session: shape A (prompt) or shape B (input blocks, contract section 8)' },
+        detail: {
+          operationId: 'sessions.create',
+          tags,
+          summary: 'Start a session: shape A (prompt) or shape B (input blocks, contract section 8)',
+        },
       },
     )
-    .get(
-      '/o/:org/p/:project/sessions',
-      ({ access, params, query }) => queries.list(access, params.project, query),
-      {
-        params: ProjectParams,
-        query: ProjectListQuery,
-        response: { 200: t.Object({ executions: t.Array(CloudRunSession) }), ...errorResponses(400, 401, 403, 404) },
-        detail: { operationId: 'sessions.listInProject', tags, summary: 'List sessions in one Project, newest first' },
-      },
-    )
-    .get(
-      '/o/:org/p/:project/sessions/:session',
-      ({ access, params }) => queries.get(access, params.project, params.session),
-      {
-        params: SessionParams,
-        response: { 200: 'CloudRunSession', ...errorResponses(401, 403, 404) },
-        detail: { operationId: 'sessions.get', tags, summary: 'Get one session' },
-      },
-    )
+    .get('/o/:org/p/:project/sessions', ({ access, params, query }) => queries.list(access, params.project, query), {
+      params: ProjectParams,
+      query: ProjectListQuery,
+      response: { 200: t.Object({ executions: t.Array(CloudRunSession) }), ...errorResponses(400, 401, 403, 404) },
+      detail: { operationId: 'sessions.listInProject', tags, summary: 'List sessions in one Project, newest first' },
+    })
+    .get('/o/:org/p/:project/sessions/:session', ({ access, params }) => queries.get(access, params.project, params.session), {
+      params: SessionParams,
+      response: { 200: 'CloudRunSession', ...errorResponses(401, 403, 404) },
+      detail: { operationId: 'sessions.get', tags, summary: 'Get one session' },
+    })
     .patch(
       '/o/:org/p/:project/sessions/:session',
       async ({ access, principal, params, body, set }) => {
@@ -80,12 +76,8 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService, queri
         detail: { operationId: 'sessions.update', tags, summary: 'Cancel, pause, resume or interrupt a session' },
       },
     )
-    .get(
-      '/o/:org/p/:project/sessions/:session/result',
-      ({ access, params }) => queries.result(access, params.project, params.session),
-      {
-        params: SessionParams,
-        response: { 200: SessionResult, ...errorResponses(401, 403, 404) },
-        detail: { operationId: 'sessions.result', tags, summary: 'The run’s status line and last answer' },
-      },
-    )
+    .get('/o/:org/p/:project/sessions/:session/result', ({ access, params }) => queries.result(access, params.project, params.session), {
+      params: SessionParams,
+      response: { 200: SessionResult, ...errorResponses(401, 403, 404) },
+      detail: { operationId: 'sessions.result', tags, summary: 'The run’s status line and last answer' },
+    })

@@ -67,7 +67,15 @@ export class SessionStore {
    * field patch, event rows and the transition's own writes, all in one transaction. Listeners
    * see the events once it committed.
    */
-  commit(id: string, version: number, snapshot: unknown, status: SessionStatus, patch: SessionPatch, events: NewEvent[], writes: () => void = () => {}): void {
+  commit(
+    id: string,
+    version: number,
+    snapshot: unknown,
+    status: SessionStatus,
+    patch: SessionPatch,
+    events: NewEvent[],
+    writes: () => void = () => {},
+  ): void {
     const publish = this.db.transaction(() => {
       const updated = this.db
         .update(sessionSnapshots)
@@ -76,7 +84,11 @@ export class SessionStore {
         .returning({ version: sessionSnapshots.version })
         .all()
       if (updated.length !== 1) throw new VersionConflict(`session ${id} changed under us`)
-      this.db.update(sessions).set({ ...this.masked(id, patch), status, updatedAt: this.now() }).where(eq(sessions.id, id)).run()
+      this.db
+        .update(sessions)
+        .set({ ...this.masked(id, patch), status, updatedAt: this.now() })
+        .where(eq(sessions.id, id))
+        .run()
       writes()
       return this.events.inTransaction(id, events)
     })
@@ -92,7 +104,9 @@ export class SessionStore {
     const masker = this.masks?.of(id)
     if (!masker) return patch
     const out: Record<string, unknown> = {}
-    for (const [key, value] of Object.entries(patch)) out[key] = typeof value === 'string' ? masker.mask(value) : value !== null && typeof value === 'object' ? masker.maskJson(value) : value
+    for (const [key, value] of Object.entries(patch))
+      out[key] =
+        typeof value === 'string' ? masker.mask(value) : value !== null && typeof value === 'object' ? masker.maskJson(value) : value
     return out as SessionPatch
   }
 
@@ -151,7 +165,9 @@ export class SessionStore {
   // Follow-up messages. These run inside a transition's transaction (`commit`'s `writes`).
 
   insertMessage(sessionId: string, id: string, content: string, status: 'queued' | 'delivered', turn: number | null): void {
-    const seq = (this.db.select({ n: sql<number>`coalesce(max(seq), 0)` }).from(sessionMessages).where(eq(sessionMessages.sessionId, sessionId)).get()?.n ?? 0) + 1
+    const seq =
+      (this.db.select({ n: sql<number>`coalesce(max(seq), 0)` }).from(sessionMessages).where(eq(sessionMessages.sessionId, sessionId)).get()
+        ?.n ?? 0) + 1
     this.db
       .insert(sessionMessages)
       .values({ id, sessionId, seq, content, status, turn, createdAt: this.now(), deliveredAt: status === 'delivered' ? this.now() : null })
@@ -167,7 +183,11 @@ export class SessionStore {
       .orderBy(asc(sessionMessages.seq))
       .get()
     if (!oldest) throw new Error(`session ${sessionId} has no queued message to deliver`)
-    this.db.update(sessionMessages).set({ status: 'delivered', turn, deliveredAt: this.now() }).where(eq(sessionMessages.id, oldest.id)).run()
+    this.db
+      .update(sessionMessages)
+      .set({ status: 'delivered', turn, deliveredAt: this.now() })
+      .where(eq(sessionMessages.id, oldest.id))
+      .run()
   }
 
   dropQueued(sessionId: string): void {

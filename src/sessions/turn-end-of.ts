@@ -12,9 +12,15 @@ type MachineState = ReturnType<typeof sessionMachine.resolveState>
  * follow-up that starts at once leaves the ended turn reported where it would have rested, as the
  * machine says for the same event without a queue.
  */
-export function turnEndOf(current: MachineState, event: SessionMachineEvent, from: SessionStatus, to: SessionStatus): { ended: boolean; as: SessionStatus } {
+export function turnEndOf(
+  current: MachineState,
+  event: SessionMachineEvent,
+  from: SessionStatus,
+  to: SessionStatus,
+): { ended: boolean; as: SessionStatus } {
   const lostTurn = event.type === 'service.restarted' && current.context.turnActive
-  const ended = event.type === 'turn.ended' || lostTurn || (to !== from && (to === 'failed' || to === 'cancelled') && statusIn('inFlight', from))
+  const ended =
+    event.type === 'turn.ended' || lostTurn || (to !== from && (to === 'failed' || to === 'cancelled') && statusIn('inFlight', from))
   if (lostTurn) return { ended, as: 'failed' }
   if (event.type === 'turn.ended' && to === 'running') {
     const unqueued = sessionMachine.resolveState({ value: current.value, context: { ...current.context, queued: 0 } })

@@ -2,7 +2,19 @@ import { Octokit } from '@octokit/rest'
 import { unprocessable } from '../domain/errors'
 import { FetchRefused, FetchTooLarge, type Fetched } from '../files/public-get'
 import { FetchBudgetSpent, type FetchBudget } from '../files/fetch-budget'
-import { describe, MAX_FILES, MAX_PACKED_BYTES, MAX_UNPACKED_BYTES, packedBytes, pathClash, safePath, skillInvalid, unzip, type Skill, type SkillFiles } from './package'
+import {
+  describe,
+  MAX_FILES,
+  MAX_PACKED_BYTES,
+  MAX_UNPACKED_BYTES,
+  packedBytes,
+  pathClash,
+  safePath,
+  skillInvalid,
+  unzip,
+  type Skill,
+  type SkillFiles,
+} from './package'
 import { skillSource, type SkillSource } from './source'
 
 /** GETs a caller's URL under the webhook SSRF rules (files/public-get.ts), reading at most `maxBytes`, until `signal` fires. */
@@ -49,7 +61,11 @@ export class SkillFetcher {
     for (const [index, ref] of refs.entries()) {
       const url = typeof ref === 'string' ? ref : ref.url
       const source = skillSource(url)
-      if (!source) throw skillInvalid(index, `${JSON.stringify(url)} is not a skill URL (a code-host tree or SKILL.md URL, an https SKILL.md, or a .zip)`)
+      if (!source)
+        throw skillInvalid(
+          index,
+          `${JSON.stringify(url)} is not a skill URL (a code-host tree or SKILL.md URL, an https SKILL.md, or a .zip)`,
+        )
       const { files, commit } = await this.fetchOne(index, source, MAX_UNPACKED_BYTES - unpacked, budget)
       for (const path of files.keys()) if (!safePath(path)) throw skillInvalid(index, `unsafe path ${JSON.stringify(path)}`)
       const clash = pathClash(files)
@@ -58,14 +74,20 @@ export class SkillFetcher {
       if (skills.some((s) => s.name === name)) throw skillInvalid(index, `two skills are named ${name}`)
       unpacked += [...files.values()].reduce((sum, b) => sum + b.byteLength, 0)
       skills.push({ name, description, url, commit, files, packed: packedBytes(name, files) })
-      if (skills.reduce((n, s) => n + s.files.size, 0) > MAX_FILES) throw skillInvalid(index, `the skills hold more than ${MAX_FILES} files`)
+      if (skills.reduce((n, s) => n + s.files.size, 0) > MAX_FILES)
+        throw skillInvalid(index, `the skills hold more than ${MAX_FILES} files`)
       const packed = 22 + skills.reduce((sum, s) => sum + s.packed, 0)
       if (packed > MAX_PACKED_BYTES) throw skillInvalid(index, `the skills pack to ${packed} bytes, over the ${MAX_PACKED_BYTES} allowed`)
     }
     return skills
   }
 
-  private async fetchOne(index: number, source: SkillSource, maxBytes: number, budget: FetchBudget): Promise<{ files: SkillFiles; commit: string | null }> {
+  private async fetchOne(
+    index: number,
+    source: SkillSource,
+    maxBytes: number,
+    budget: FetchBudget,
+  ): Promise<{ files: SkillFiles; commit: string | null }> {
     switch (source.kind) {
       case 'file':
         return { files: new Map([['SKILL.md', await this.get(index, source.url, maxBytes, budget)]]), commit: null }
@@ -87,7 +109,12 @@ export class SkillFetcher {
   }
 
   /** The commit `ref` names now, then the folder (or the one file) at that commit: the pin. */
-  private async fromCodeHost(index: number, source: Extract<SkillSource, { kind: 'code-host' }>, maxBytes: number, budget: FetchBudget): Promise<{ files: SkillFiles; commit: string }> {
+  private async fromCodeHost(
+    index: number,
+    source: Extract<SkillSource, { kind: 'code-host' }>,
+    maxBytes: number,
+    budget: FetchBudget,
+  ): Promise<{ files: SkillFiles; commit: string }> {
     const { owner, repo } = source
     // Each call is one request of the create's budget, cut off when its time is up.
     const api = async <T>(what: string, call: (request: { signal: AbortSignal }) => Promise<{ data: T }>): Promise<T> => {
@@ -96,23 +123,35 @@ export class SkillFetcher {
       } catch (err) {
         if (err instanceof FetchBudgetSpent) throw fetchFailed(index, `${what} of ${owner}/${repo} was not read: ${err.message}`)
         const status = (err as { status?: number }).status
-        throw fetchFailed(index, `${what} of ${owner}/${repo} could not be read from the code host (${status ? `HTTP ${status}` : (err as Error).message})`)
+        throw fetchFailed(
+          index,
+          `${what} of ${owner}/${repo} could not be read from the code host (${status ? `HTTP ${status}` : (err as Error).message})`,
+        )
       }
     }
     // Skills are public URLs (spec 4.1): the operator's token must not open a private repository for a caller.
-    if (this.deps.githubToken && (await api('the repository', (request) => this.octokit.rest.repos.get({ owner, repo, request }))).private) {
+    if (
+      this.deps.githubToken &&
+      (await api('the repository', (request) => this.octokit.rest.repos.get({ owner, repo, request }))).private
+    ) {
       throw fetchFailed(index, `${owner}/${repo} is not a public repository`)
     }
-    const commit = (await api(`ref ${source.ref}`, (request) => this.octokit.rest.repos.getCommit({ owner, repo, ref: source.ref, request }))).sha
+    const commit = (
+      await api(`ref ${source.ref}`, (request) => this.octokit.rest.repos.getCommit({ owner, repo, ref: source.ref, request }))
+    ).sha
     const files: SkillFiles = new Map()
     let total = 0
     const walk = async (path: string, rel: string, depth: number): Promise<void> => {
-      const data = await api(path || 'the top folder', (request) => this.octokit.rest.repos.getContent({ owner, repo, path, ref: commit, request }))
+      const data = await api(path || 'the top folder', (request) =>
+        this.octokit.rest.repos.getContent({ owner, repo, path, ref: commit, request }),
+      )
       if (!Array.isArray(data)) {
-        if (rel === '' && !source.file) throw skillInvalid(index, `${path || 'the top folder'} is a file: a tree URL names a skill's folder`)
+        if (rel === '' && !source.file)
+          throw skillInvalid(index, `${path || 'the top folder'} is a file: a tree URL names a skill's folder`)
         if (data.type !== 'file' || !('content' in data)) throw skillInvalid(index, `${path} is a ${data.type}, not a file or folder`)
         total += data.size
-        if (total > maxBytes || data.content === '' && data.size > 0) throw skillInvalid(index, `the skill is larger than ${maxBytes} bytes unpacked`)
+        if (total > maxBytes || (data.content === '' && data.size > 0))
+          throw skillInvalid(index, `the skill is larger than ${maxBytes} bytes unpacked`)
         files.set(rel || 'SKILL.md', new Uint8Array(Buffer.from(data.content, 'base64')))
         return
       }

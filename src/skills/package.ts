@@ -49,8 +49,13 @@ export function describe(index: number, files: SkillFiles): { name: string; desc
   if (!match) throw skillInvalid(index, 'SKILL.md has no front matter (a --- block with name and description)')
   const meta = (frontMatter(index, match[1]!) ?? {}) as { name?: unknown; description?: unknown }
   const [name, description] = [meta.name, meta.description].map((v) => (typeof v === 'string' ? v.replaceAll(STAR, '*') : v))
-  if (typeof name !== 'string' || !NAME.test(name)) throw skillInvalid(index, `SKILL.md's name must be lower-case letters, digits and hyphens, at most 64 (got ${JSON.stringify(name ?? null)})`)
-  if (typeof description !== 'string' || description.trim() === '' || description.length > 1024) throw skillInvalid(index, "SKILL.md's description must be 1 to 1024 characters")
+  if (typeof name !== 'string' || !NAME.test(name))
+    throw skillInvalid(
+      index,
+      `SKILL.md's name must be lower-case letters, digits and hyphens, at most 64 (got ${JSON.stringify(name ?? null)})`,
+    )
+  if (typeof description !== 'string' || description.trim() === '' || description.length > 1024)
+    throw skillInvalid(index, "SKILL.md's description must be 1 to 1024 characters")
   return { name, description }
 }
 
@@ -84,7 +89,10 @@ function frontMatter(index: number, yaml: string): unknown {
 
 const aliasRefused = (index: number) => skillInvalid(index, "SKILL.md's front matter uses a YAML alias (*name); aliases are refused")
 
-/** Whether a key or string of `root` is an alias read as text: the stand-in and an anchor's name. Without recursion: the nesting is the caller's. */
+/**
+ * Whether a key or string of `root` is an alias read as text: the stand-in and an anchor's name.
+ * Without recursion: the nesting is the caller's.
+ */
 function holdsAlias(root: unknown, anchors: Set<string>): boolean {
   const stack = [root]
   while (stack.length > 0) {
@@ -112,41 +120,53 @@ const S_IFDIR = 0o040000
  */
 export function unzip(index: number, bytes: Uint8Array, maxBytes: number): Promise<SkillFiles> {
   return new Promise((resolve, reject) => {
-    yauzl.fromBuffer(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), { lazyEntries: true, decodeStrings: true, validateEntrySizes: true, strictFileNames: true }, (err, zip) => {
-      if (err || !zip) return reject(skillInvalid(index, `not a readable zip (${err?.message ?? 'empty'})`))
-      const files: SkillFiles = new Map()
-      let total = 0
-      const fail = (why: string) => {
-        zip.close()
-        reject(skillInvalid(index, why))
-      }
-      // yauzl itself refuses `..`, absolute paths and backslashes (strictFileNames) with an error.
-      zip.on('error', (e: Error) => fail(/invalid relative path|absolute path|invalid characters/.test(e.message) ? `the zip holds an unsafe path (${e.message})` : `not a readable zip (${e.message})`))
-      zip.on('entry', (entry: yauzl.Entry) => {
-        const name = entry.fileName
-        const isDir = name.endsWith('/')
-        const path = isDir ? name.slice(0, -1) : name
-        if (!safePath(path)) return fail(`the zip holds an unsafe path ${JSON.stringify(name)} (absolute, .., or too deep)`)
-        const mode = (entry.externalFileAttributes >>> 16) & S_IFMT
-        // Made on Unix: only regular files and folders. (Made elsewhere the mode is 0: the bytes are a file.)
-        if (mode !== 0 && mode !== S_IFREG && mode !== S_IFDIR) return fail(`the zip holds ${JSON.stringify(name)}, which is a link or a special file`)
-        if (isDir || mode === S_IFDIR) return zip.readEntry()
-        total += entry.uncompressedSize
-        if (total > maxBytes || files.size >= MAX_FILES) return fail(`the skills are larger than ${maxBytes} bytes or ${MAX_FILES} files unpacked`)
-        zip.openReadStream(entry, (streamErr, stream) => {
-          if (streamErr || !stream) return fail(`not a readable zip (${streamErr?.message ?? 'no stream'})`)
-          const chunks: Buffer[] = []
-          stream.on('data', (chunk: Buffer) => chunks.push(chunk))
-          stream.on('error', (e: Error) => fail(`not a readable zip (${e.message})`))
-          stream.on('end', () => {
-            files.set(path, new Uint8Array(Buffer.concat(chunks)))
-            zip.readEntry()
+    yauzl.fromBuffer(
+      Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength),
+      { lazyEntries: true, decodeStrings: true, validateEntrySizes: true, strictFileNames: true },
+      (err, zip) => {
+        if (err || !zip) return reject(skillInvalid(index, `not a readable zip (${err?.message ?? 'empty'})`))
+        const files: SkillFiles = new Map()
+        let total = 0
+        const fail = (why: string) => {
+          zip.close()
+          reject(skillInvalid(index, why))
+        }
+        // yauzl itself refuses `..`, absolute paths and backslashes (strictFileNames) with an error.
+        zip.on('error', (e: Error) =>
+          fail(
+            /invalid relative path|absolute path|invalid characters/.test(e.message)
+              ? `the zip holds an unsafe path (${e.message})`
+              : `not a readable zip (${e.message})`,
+          ),
+        )
+        zip.on('entry', (entry: yauzl.Entry) => {
+          const name = entry.fileName
+          const isDir = name.endsWith('/')
+          const path = isDir ? name.slice(0, -1) : name
+          if (!safePath(path)) return fail(`the zip holds an unsafe path ${JSON.stringify(name)} (absolute, .., or too deep)`)
+          const mode = (entry.externalFileAttributes >>> 16) & S_IFMT
+          // Made on Unix: only regular files and folders. (Made elsewhere the mode is 0: the bytes are a file.)
+          if (mode !== 0 && mode !== S_IFREG && mode !== S_IFDIR)
+            return fail(`the zip holds ${JSON.stringify(name)}, which is a link or a special file`)
+          if (isDir || mode === S_IFDIR) return zip.readEntry()
+          total += entry.uncompressedSize
+          if (total > maxBytes || files.size >= MAX_FILES)
+            return fail(`the skills are larger than ${maxBytes} bytes or ${MAX_FILES} files unpacked`)
+          zip.openReadStream(entry, (streamErr, stream) => {
+            if (streamErr || !stream) return fail(`not a readable zip (${streamErr?.message ?? 'no stream'})`)
+            const chunks: Buffer[] = []
+            stream.on('data', (chunk: Buffer) => chunks.push(chunk))
+            stream.on('error', (e: Error) => fail(`not a readable zip (${e.message})`))
+            stream.on('end', () => {
+              files.set(path, new Uint8Array(Buffer.concat(chunks)))
+              zip.readEntry()
+            })
           })
         })
-      })
-      zip.on('end', () => resolve(withoutTopFolder(files)))
-      zip.readEntry()
-    })
+        zip.on('end', () => resolve(withoutTopFolder(files)))
+        zip.readEntry()
+      },
+    )
   })
 }
 
@@ -166,7 +186,10 @@ function withoutTopFolder(files: SkillFiles): SkillFiles {
 export function packedBytes(name: string, files: SkillFiles): number {
   let size = 0
   for (const [path, bytes] of files) {
-    size += Math.min(Bun.deflateSync(bytes as Uint8Array<ArrayBuffer>).byteLength, bytes.byteLength) + 76 + 2 * Buffer.byteLength(`${name}/${path}`)
+    size +=
+      Math.min(Bun.deflateSync(bytes as Uint8Array<ArrayBuffer>).byteLength, bytes.byteLength) +
+      76 +
+      2 * Buffer.byteLength(`${name}/${path}`)
   }
   return size
 }

@@ -45,7 +45,12 @@ export class SkillService {
    * folder per skill, through host-fs: the home is the sandbox's, so a planted link is never followed.
    */
   install(sessionId: string, hostHome: string, skillsDir: string): void {
-    const rows = this.db.select().from(sessionSkills).where(eq(sessionSkills.sessionId, sessionId)).orderBy(asc(sessionSkills.position)).all()
+    const rows = this.db
+      .select()
+      .from(sessionSkills)
+      .where(eq(sessionSkills.sessionId, sessionId))
+      .orderBy(asc(sessionSkills.position))
+      .all()
     for (const row of rows) writeSkill(hostHome, skillsDir, row.name, row.files)
   }
 }

@@ -69,7 +69,10 @@ const escapeHtml = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '
 
 function renderSession(session: SessionPart): string {
   const rows = session.history
-    .map((c) => `<tr><td><time datetime="${c.at}">${c.at}</time></td><td>${c.from ? escapeHtml(c.from) : '—'}</td><td>${escapeHtml(c.to)}</td><td>${c.turn}</td></tr>`)
+    .map(
+      (c) =>
+        `<tr><td><time datetime="${c.at}">${c.at}</time></td><td>${c.from ? escapeHtml(c.from) : '—'}</td><td>${escapeHtml(c.to)}</td><td>${c.turn}</td></tr>`,
+    )
     .join('\n')
   return `<section id="session" data-status="${escapeHtml(session.status)}">
 <h2>Session <code>${escapeHtml(session.id)}</code></h2>
@@ -84,7 +87,10 @@ ${rows}
 
 /** The drawing with the node of `state` marked `current` (its id is `lifecycle-state-<state>-<n>`). */
 function highlighted(svg: string, state: string): string {
-  return svg.replace(new RegExp(`<g class="([^"]*)" id="lifecycle-state-${state}-(\\d+)"`), (_, classes: string, n: string) => `<g class="${classes} current" id="lifecycle-state-${state}-${n}"`)
+  return svg.replace(
+    new RegExp(`<g class="([^"]*)" id="lifecycle-state-${state}-(\\d+)"`),
+    (_, classes: string, n: string) => `<g class="${classes} current" id="lifecycle-state-${state}-${n}"`,
+  )
 }
 
 function renderPage(chart: string, session: SessionPart | null): string {

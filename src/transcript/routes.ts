@@ -13,7 +13,8 @@ const NDJSON = 'application/x-ndjson'
 
 /** Transcript reads of one session (spec 4.3 messages and tool-calls, 4.4 trajectory). */
 export const transcriptRoutes = (auth: AuthService, transcripts: TranscriptService, toolCalls: ToolCallService) => {
-  return new Elysia({ name: 'agentd/transcript' }).use(models)
+  return new Elysia({ name: 'agentd/transcript' })
+    .use(models)
     .use(orgScope(auth))
     .get(
       '/o/:org/p/:project/sessions/:session/messages',
@@ -22,7 +23,11 @@ export const transcriptRoutes = (auth: AuthService, transcripts: TranscriptServi
         params: SessionParams,
         query: MessagesQuery,
         response: { 200: MessagesResponse, ...errorResponses(400, 401, 403, 404) },
-        detail: { operationId: 'sessions.messages', tags, summary: 'The captured transcript as normalized events, filtered by turns and roles' },
+        detail: {
+          operationId: 'sessions.messages',
+          tags,
+          summary: 'The captured transcript as normalized events, filtered by turns and roles',
+        },
       },
     )
     .get(

@@ -24,7 +24,9 @@ export const projectSecrets = sqliteTable(
  * and adds 1 to `revision`, which keys the Project's prebuilt images.
  */
 export const projectEnvironments = sqliteTable('project_environments', {
-  projectId: text('project_id').primaryKey().references(() => projects.id, { onDelete: 'cascade' }),
+  projectId: text('project_id')
+    .primaryKey()
+    .references(() => projects.id, { onDelete: 'cascade' }),
   setup: text('setup'),
   setupTimeoutS: integer('setup_timeout_s').notNull(),
   /** The `network.allow` entries as the admin wrote them (src/egress/allowlist.ts parses them). */

@@ -15,7 +15,9 @@ export const sessions = sqliteTable(
     projectId: text('project_id').references(() => projects.id, { onDelete: 'set null' }),
     startedByUserId: text('started_by_user_id').references(() => users.id, { onDelete: 'set null' }),
     apiKeyId: text('api_key_id'),
-    kind: text('kind', { enum: ['cloud', 'local'] }).notNull().default('cloud'),
+    kind: text('kind', { enum: ['cloud', 'local'] })
+      .notNull()
+      .default('cloud'),
     agent: text('agent').notNull(),
     harness: text('harness').notNull(),
     harnessVersionRequested: text('harness_version_requested'),
