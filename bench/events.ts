@@ -11,7 +11,7 @@ import { initialTransition } from 'xstate'
 import { SESSION_MACHINE_VERSION, sessionMachine } from '../machines/session.machine'
 import { openDb } from '../src/db/client'
 import { IdentityService } from '../src/identity/service'
-import { SessionStore } from '../src/sessions/store'
+import { SessionStore } from '../src/session-record/store'
 import { sseStream } from '../src/http/sse'
 import { followSession } from '../src/sessions/stream'
 

@@ -139,7 +139,7 @@ for (const id of ids) {
     const row = bulk.db.select().from(sessions).where(eq(sessions.id, id)).get()!
     const patch = { completedAt: Date.now(), hasResult: true, resultText: 'done', turnsCount: 1 }
     bulk.db.update(sessions).set({ ...patch, status: 'completed' }).where(eq(sessions.id, id)).run()
-    webhooks.onStatusChange({ row, from: 'running', to: 'completed', patch })
+    webhooks.turnEnded({ row, from: 'running', to: 'completed', patch })
   })
 }
 const started = performance.now()

@@ -24,7 +24,7 @@ import { SecretService } from './environments/secrets'
 import { PrebuildService } from './environments/prebuilds'
 import { sessionPorts } from './environments/session-ports'
 import { EgressProxy } from './egress/proxy'
-import { SecretMasks } from './sessions/masks'
+import { SecretMasks } from './session-record/masks'
 import { removeInSandbox } from './runtime/environment'
 import { ATTACHMENTS_DIR } from './files/service'
 import { Metrics } from './metrics/metrics'
@@ -32,7 +32,7 @@ import { loadDefaultPlan } from './plans/config'
 import { PlanService } from './plans/service'
 import { AdmissionQueue } from './sessions/admission'
 import { SessionQueries } from './sessions/queries'
-import { SessionStore } from './sessions/store'
+import { SessionStore } from './session-record/store'
 import { StatechartService } from './statechart/service'
 import { ToolCallService } from './transcript/tool-calls'
 import { TranscriptService } from './transcript/service'
@@ -40,6 +40,7 @@ import { IdentityService } from './identity/service'
 import { OidcVerifier } from './identity/oidc'
 import { loadProviders } from './gateway/providers'
 import type { HarnessVersions } from './sessions/create-rules'
+import { SessionActor } from './sessions/actor'
 import { SessionService } from './sessions/service'
 import { resolveHost, type ResolveHost } from './egress/address-policy'
 import { FileService } from './files/service'
@@ -56,9 +57,10 @@ import { InstallationService } from './repositories/installations'
 import { ProjectService } from './projects/service'
 import { RepositoryRuns } from './repositories/runs'
 import { ChangesService } from './repositories/changes'
-import type { SessionRow } from './sessions/store'
+import type { SessionRow } from './session-record/store'
 import type { SandboxHandle } from '../sandbox/driver'
 import { proxyGitRequest } from './repositories/git-proxy'
+import { startHousekeeping } from './housekeeping'
 
 /** A short stable name for this DATA_DIR, used to scope cgroups and runtime files. */
 export function sandboxScope(dataDir: string): string {
@@ -89,21 +91,16 @@ export interface ServerOptions {
 /** At a graceful stop, the least time the webhooks due (the last turns' ends) get to go out, even past AGENTD_SHUTDOWN_S. */
 const WEBHOOK_FLUSH_MS = 2_000
 
-/** Pinned CLI installs kept (the most recently used) beyond those a live session runs. */
-const PINNED_INSTALLS_KEPT = 4
-
 /** What a turn's end hands the repository's publish: its gateway key and its deadline. */
 type TurnPublish = { token: string; signal?: AbortSignal }
-
-/** How often, and after how long, blobs no artifact names are deleted (and pinned CLI installs pruned). */
-const BLOB_SWEEP_MS = 60 * 60_000
 
 /** Tool server exchanges one session may have open at once through the egress proxy. */
 const MCP_IN_FLIGHT = 16
 
 export async function startServices(config: Config, options: ServerOptions = {}) {
   const now = options.now ?? Date.now
-  const log = options.log ?? ((line: string, fields?: LogFields) => console.error(fields ? `agentd: session ${fields.session}: ${line}` : line))
+  const log =
+    options.log ?? ((line: string, fields?: LogFields) => console.error(fields ? `agentd: session ${fields.session}: ${line}` : line))
   const database = openDb(config.dbPath, { backgroundCheckpoint: true, warn: log })
   const catalog = loadCatalog(config.configFile)
 
@@ -148,7 +145,12 @@ export async function startServices(config: Config, options: ServerOptions = {})
         if (left > 0) mcpInFlight.set(session.sessionId, left)
         else mcpInFlight.delete(session.sessionId)
       }
-      return proxyToolRequest(req, target, { resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, ca: config.fetchCa, onDone })
+      return proxyToolRequest(req, target, {
+        resolve: options.resolveHost ?? resolveHost,
+        allowPrivate: config.webhookAllowPrivate,
+        ca: config.fetchCa,
+        onDone,
+      })
     },
     // git from the sandbox: to the session's own repository only, with the code host's credential.
     git: (session, target, req) => {
@@ -219,7 +221,13 @@ export async function startServices(config: Config, options: ServerOptions = {})
       ca: config.fetchCa,
     })
   const skills = new SkillService(db, new SkillFetcher({ githubApiUrl: config.githubApiUrl, githubToken: config.githubToken, get }))
-  const connections = new ConnectionService({ db, sealer: accountsKey && new KeySealer(accountsKey), resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, now })
+  const connections = new ConnectionService({
+    db,
+    sealer: accountsKey && new KeySealer(accountsKey),
+    resolve: options.resolveHost ?? resolveHost,
+    allowPrivate: config.webhookAllowPrivate,
+    now,
+  })
   // A run's repository (checkout, git through the gateway, pull requests) needs agentd's GitHub App.
   const github = config.githubApp ? new GithubApp(config.githubApiUrl, config.githubApp) : null
   const installations = new InstallationService(db, github, now)
@@ -258,24 +266,43 @@ export async function startServices(config: Config, options: ServerOptions = {})
       return files.place(row.id, handle.hostWorkspace, handle.workspace)
     },
     dataDir: config.dataDir,
-    limits: { memoryBytes: config.sandboxMemoryBytes, maxProcesses: config.sandboxMaxProcesses, diskBytes: config.sandboxDiskBytes, cpus: config.sandboxCpus },
+    limits: {
+      memoryBytes: config.sandboxMemoryBytes,
+      maxProcesses: config.sandboxMaxProcesses,
+      diskBytes: config.sandboxDiskBytes,
+      cpus: config.sandboxCpus,
+    },
     turnTimeoutMs: config.turnTimeoutMs,
     transcriptMaxBytes: config.transcriptMaxBytes,
     now,
     log,
-    apply: (id, event, patch) => sessions.apply(id, event, patch),
-    admit: () => sessions.admit(),
     quiesce: (id, deadline) => gateway.quiesce(id, deadline),
     masks: store.masks,
     ...environmentPorts,
   })
-  const sessions: SessionService = new SessionService({
+  // The machine loop: every status change goes through it; the runtime reports back to it.
+  const actor = new SessionActor({
+    db,
+    store,
+    runtime,
+    plans,
+    metrics,
+    defaultMaxConcurrent: config.defaultMaxConcurrent,
+    capacity: config.capacity,
+    queue,
+    idleMs: config.idleMs,
+    now,
+    log,
+    turnEnded: webhooks,
+  })
+  runtime.connect(actor)
+  const sessions = new SessionService({
     db,
     catalog,
     versions: runnable,
-    driver,
     store,
     queries,
+    actor,
     runtime,
     installer,
     plans,
@@ -288,37 +315,16 @@ export async function startServices(config: Config, options: ServerOptions = {})
     ...(repositories ? { repositories } : {}),
     skills,
     connections,
-    metrics,
-    defaultMaxConcurrent: config.defaultMaxConcurrent,
-    capacity: config.capacity,
-    queue,
-    idleMs: config.idleMs,
     idempotencyMs: config.idempotencyMs,
     now,
     log,
-    onStatusChange: (change) => webhooks.onStatusChange(change),
   })
   // The previous process's sessions come back while the server already listens: a restart with
   // many sandboxes to sweep and adopt still answers /healthz at once (the app holds other requests).
-  let sweeper: ReturnType<typeof setInterval> | undefined
-  const ready = sessions.rehydrate().then(() => {
-    // Parked sessions expire after the idle limit; look often enough for a scaled limit in tests.
-    let blobsSwept = now()
-    sweeper = setInterval(() => {
-      sessions.expireIdle()
-      files.sweep()
-      // Blobs no artifact names any more (rows gone with their sessions), hourly: it walks every blob.
-      if (now() - blobsSwept >= BLOB_SWEEP_MS * config.timeScale) {
-        blobsSwept = now()
-        artifacts.sweep(BLOB_SWEEP_MS * config.timeScale)
-        // Pinned CLI versions past the most recently used few, unless a live turn's sandbox runs one.
-        const live = store.inStatus(['queued', 'allocating', 'running', 'paused']).flatMap((row) => {
-          const pkg = catalog.harnesses.find((h) => h.id === row.harness)?.package
-          return pkg && row.harnessVersionResolved ? [`${pkg}@${row.harnessVersionResolved}`] : []
-        })
-        installer.prune(new Set(live), PINNED_INSTALLS_KEPT)
-      }
-    }, Math.min(60_000, Math.max(50, config.idleMs / 20)))
+  let stopHousekeeping = () => {}
+  const ready = actor.rehydrate().then(() => {
+    const { idleMs, timeScale } = config
+    stopHousekeeping = startHousekeeping({ sessions, files, artifacts, installer, store, catalog, idleMs, timeScale, now })
   })
   webhooks.start()
   const app = createApp({
@@ -359,6 +365,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     ready,
     identity,
     sessions,
+    actor,
     queries,
     store,
     search,
@@ -380,8 +387,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
     async close() {
       const deadline = Date.now() + config.shutdownMs
       await ready.catch(() => {})
-      clearInterval(sweeper)
-      await sessions.shutdown(deadline)
+      stopHousekeeping()
+      await actor.shutdown(deadline)
       await loki?.close()
       await webhooks.stop(Math.max(deadline, Date.now() + WEBHOOK_FLUSH_MS))
       await gateway.stop()
@@ -389,4 +396,3 @@ export async function startServices(config: Config, options: ServerOptions = {})
     },
   }
 }
-

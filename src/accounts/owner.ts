@@ -1,6 +1,6 @@
 import { ApiError } from '../domain/errors'
 import type { Principal } from '../identity/service'
-import type { SessionRow } from '../sessions/store'
+import type { SessionRow } from '../session-record/store'
 
 /**
  * A session on a user's own provider account, or with their tool servers (`toolServers`: their

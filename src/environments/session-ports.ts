@@ -1,7 +1,7 @@
 import type { Socket } from 'node:net'
 import { AllowList } from '../egress/allowlist'
 import type { EgressProxy } from '../egress/proxy'
-import type { SessionRow } from '../sessions/store'
+import type { SessionRow } from '../session-record/store'
 import type { EnvironmentService } from './environment'
 import type { PrebuildService } from './prebuilds'
 import type { SecretService } from './secrets'

@@ -1,4 +1,4 @@
-import type { StoredEvent } from '../sessions/event-log'
+import type { StoredEvent } from '../session-record/event-log'
 import type { EventSink, FollowSession } from '../sessions/stream'
 
 /**

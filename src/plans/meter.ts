@@ -1,7 +1,7 @@
 import type { Db } from '../db/client'
 import { usageRecords } from '../db/schema'
 import type { SessionStatus } from '../domain/status'
-import type { SessionPatch, SessionRow } from '../sessions/store'
+import type { SessionPatch, SessionRow } from '../session-record/store'
 import { isoWeekStart } from './periods'
 
 /**

@@ -1,5 +1,5 @@
 import type { SandboxDriver, SandboxHandle } from '../../sandbox/driver'
-import type { SessionRow } from '../sessions/store'
+import type { SessionRow } from '../session-record/store'
 import { cloneInSandbox, pushChanges, writeGitConfig } from './clone'
 import { remoteHead } from './remote-head'
 import type { CodeHost, Repository } from './code-host'

@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net'
 import type { SandboxDriver, SandboxHandle } from '../../sandbox/driver'
-import type { SessionRow } from '../sessions/store'
+import type { SessionRow } from '../session-record/store'
 
 /**
  * A Project's environment as one session's sandbox gets it (contract section 10): its secrets as

@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { writePrivateFile } from '../../sandbox/private-file'
 import type { SandboxDriver, SandboxHandle, SandboxProcess, SandboxSpec } from '../../sandbox/driver'
 import type { LogFields } from '../domain/log'
-import type { StoredTurn } from '../sessions/event-log'
+import type { StoredTurn } from '../session-record/event-log'
 import type { GatewaySessions, TurnMeter } from './gateway-bindings'
 import type { TurnRun } from './turn-end'
 

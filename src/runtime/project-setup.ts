@@ -1,7 +1,7 @@
 import type { SandboxDriver, SandboxHandle } from '../../sandbox/driver'
 import type { LogFields } from '../domain/log'
-import type { SecretMasks } from '../sessions/masks'
-import type { SessionRow } from '../sessions/store'
+import type { SecretMasks } from '../session-record/masks'
+import type { SessionRow } from '../session-record/store'
 import { runSetup, sandboxVariables, syncInside, type PrebuildPort, type SandboxEnvironment } from './environment'
 
 export interface ProjectSetupDeps {

@@ -1,10 +1,9 @@
-import type { SessionMachineEvent } from '../../machines/session.machine'
 import type { SandboxDriver, SandboxHandle, SandboxLimits } from '../../sandbox/driver'
 import type { Harness } from '../domain/harness'
 import type { LogFields } from '../domain/log'
 import type { HarnessAdapter } from '../harness/harness'
-import type { SecretMasks } from '../sessions/masks'
-import type { SessionPatch, SessionRow } from '../sessions/store'
+import type { SecretMasks } from '../session-record/masks'
+import type { SessionRow } from '../session-record/store'
 import type { ArtifactStore } from './artifacts'
 import type { EgressHook, PrebuildPort, SandboxEnvironment } from './environment'
 import type { GatewaySessions, TurnTerms } from './gateway-bindings'
@@ -42,8 +41,6 @@ export interface RuntimeDeps extends TurnSpecDeps, Pick<TurnEndDeps, 'publish'> 
   log: (line: string, fields?: LogFields) => void
   /** Each line stored in a session's log, also (AGENTD_LOKI_URL) for Loki. */
   onLog?: (id: string, text: string) => void
-  apply: (id: string, event: SessionMachineEvent, patch?: SessionPatch) => boolean
-  admit: () => void
   /** Readies a session's turn for a freeze at shutdown: its model requests end, new ones wait (Gateway.quiesce). */
   quiesce: (sessionId: string, deadline: number) => Promise<number | null>
   /**

@@ -1,33 +1,20 @@
-import { rmSync } from 'node:fs'
 import type { Harness } from '../domain/harness'
 import type { TurnOutcome } from '../harness/harness'
-import type { SandboxHandle, SandboxSpec } from '../../sandbox/driver'
+import type { SandboxHandle } from '../../sandbox/driver'
 import type { GatewaySessions } from './gateway-bindings'
-import type { SessionRow } from '../sessions/store'
+import type { SessionInbox } from '../session-record/ports'
+import type { SessionRow } from '../session-record/store'
 import { LOG_CAP_BYTES } from '../transcript/logs'
 import { dropHandover, handOver, loggedOf, reclaim, StoredPrefix } from './handover'
-import { endedTurn, interrupt, turnDeadline, turnOpening, type LiveTurn, type TurnRun } from './turn-end'
+import { endedTurn, interrupt, turnDeadline, turnOpening, type TurnRun } from './turn-end'
 import { turnOutput, type TurnSummary } from './turn-output'
 import { failedOutcome, followTurn, startTurn, type RunningTurn } from './turn-runner'
 import { firstTurnPrompt, turnSpec } from './turn-spec'
-import { sandboxDir, sandboxSpec } from './sandbox-spec'
+import { LiveSessions, type LogWriter } from './live'
+import { SessionSandboxes } from './sandboxes'
 import { sandboxVariables } from './environment'
 import type { RuntimeDeps } from './runtime-deps'
 import { ProjectSetup } from './project-setup'
-
-
-/** Who wrote a line of a session's log: the CLI's stderr, agentd itself, or the Project's setup. */
-type LogWriter = 'cli' | 'agentd' | 'setup'
-
-interface Live {
-  handle?: SandboxHandle
-  parked: boolean
-  turn?: LiveTurn
-  /** Sandbox operations of this session run one after the other, in the order they were asked. */
-  ops: Promise<unknown>
-  /** Stored log bytes by who wrote them: the CLI's stderr (or a setup's output) cannot crowd out agentd's own lines. */
-  logBytes: Record<LogWriter, number>
-}
 
 /** A machine action as `transition()` returns it. */
 interface ActionObject {
@@ -43,16 +30,36 @@ const TRANSACTIONAL = new Set(['enqueueMessage', 'deliverMessage', 'dequeueMessa
  * admission. Results come back to the machine as events (`sandbox.ready`, `turn.ended`, …).
  */
 export class SessionRuntime {
-  private readonly live = new Map<string, Live>()
-  private readonly pending = new Set<Promise<unknown>>()
+  private readonly live: LiveSessions
+  private readonly sandboxes: SessionSandboxes
   /** Shutting down: nothing new starts. */
   closing = false
 
   /** Project environments: prebuilt images, variables and setup (project-setup.ts). */
   private readonly project: ProjectSetup
 
+  /** Where sandbox and turn results go: the session actor, connected once it exists (it carries out through this runtime). */
+  private inbox: SessionInbox = {
+    apply: () => {
+      throw new Error('the session runtime is not connected to the session actor')
+    },
+    admit: () => {},
+  }
+
   constructor(private readonly deps: RuntimeDeps) {
     this.project = new ProjectSetup({ ...deps, sessionLog: (id, turn, text) => this.log(id, turn, text, 'setup') })
+    this.live = new LiveSessions(deps.log)
+    this.sandboxes = new SessionSandboxes(
+      deps,
+      this.live,
+      this.project,
+      () => this.inbox,
+      () => this.closing,
+    )
+  }
+
+  connect(inbox: SessionInbox): void {
+    this.inbox = inbox
   }
 
   carryOut(id: string, actions: ActionObject[]): void {
@@ -61,30 +68,30 @@ export class SessionRuntime {
     for (const action of actions) {
       switch (action.type) {
         case 'provisionSandbox':
-          this.serial(id, () => this.provision(id))
+          this.live.serial(id, () => this.sandboxes.provision(id))
           break
         case 'startTurn':
-          this.serial(id, () => this.runTurn(id))
+          this.live.serial(id, () => this.runTurn(id))
           break
         case 'stopTurn':
           interrupt(this.live.get(id)?.turn)
           break
         case 'killTurn':
-          this.liveOf(id).turn?.process.kill('SIGKILL')
+          this.live.of(id).turn?.process.kill('SIGKILL')
           break
         case 'parkSandbox':
-          this.serial(id, () => this.park(id, true))
+          this.live.serial(id, () => this.sandboxes.park(id, true))
           break
         case 'wakeSandbox':
-          this.serial(id, () => this.wake(id))
+          this.live.serial(id, () => this.sandboxes.wake(id))
           break
         case 'releaseSandbox': // params.keep: a resumable session parks its sandbox instead
         case 'destroySandbox':
-          if ((action.params as { keep?: boolean } | undefined)?.keep) this.serial(id, () => this.park(id, false))
-          else this.serial(id, () => this.destroy(id))
+          if ((action.params as { keep?: boolean } | undefined)?.keep) this.live.serial(id, () => this.sandboxes.park(id, false))
+          else this.live.serial(id, () => this.sandboxes.destroy(id))
           break
         case 'admitQueued':
-          queueMicrotask(() => this.closing || this.deps.admit())
+          queueMicrotask(() => this.closing || this.inbox.admit())
           break
         default:
           if (!TRANSACTIONAL.has(action.type)) this.deps.log(`no effect for action ${action.type}`, { session: id })
@@ -92,101 +99,18 @@ export class SessionRuntime {
     }
   }
 
+  /** At start: removes the sandboxes no live session (`owners`) holds any more. */
+  async sweep(owners: string[]): Promise<void> {
+    await this.deps.driver.sweep(owners)
+  }
+
   /** Resolves once the running turn's CLI has exited after a stop_turn, or rejects on timeout. */
   async stopped(id: string, timeoutMs: number): Promise<void> {
     const turn = this.live.get(id)?.turn
     if (!turn) return
     const timer = Bun.sleep(timeoutMs).then(() => 'timeout' as const)
-    if ((await Promise.race([turn.process.exited.then(() => 'exited' as const), timer])) === 'timeout') throw new Error('the harness did not stop in time')
-  }
-
-  private liveOf(id: string): Live {
-    let live = this.live.get(id)
-    if (!live) {
-      live = { parked: false, ops: Promise.resolve(), logBytes: { cli: 0, agentd: 0, setup: 0 } }
-      this.live.set(id, live)
-    }
-    return live
-  }
-
-  private serial(id: string, op: () => Promise<void>): void {
-    const live = this.liveOf(id)
-    const next = live.ops.then(op).catch((err) => this.deps.log(`${(err as Error).stack ?? err}`, { session: id }))
-    live.ops = next
-    this.pending.add(next)
-    void next.finally(() => this.pending.delete(next))
-  }
-
-  private spec(id: string): SandboxSpec {
-    const { dataDir, installer, gateway, limits } = this.deps
-    const egress = this.deps.egress?.(id)
-    return { ...sandboxSpec({ dataDir, installerRoot: installer.root, gateway, limits }, id), ...(egress ? { egress } : {}) }
-  }
-
-  /**
-   * Starts the session's sandbox. A start that fails is tried once more on a clean slate: on a
-   * loaded host a boot can miss its deadline once (a relay slow to come up) and make it the next
-   * time; two failures fail the session with both causes.
-   */
-  private async provision(id: string): Promise<void> {
-    const causes: string[] = []
-    const row = this.deps.store.get(id)
-    const base = row ? await this.project.baseImage(row) : null
-    for (let attempt = 1; attempt <= 2; attempt++) {
-      try {
-        // A second start goes without the prebuilt image (it may have been pruned meanwhile): setup runs.
-        if (attempt === 2 && base) this.project.withoutImage(id)
-        const spec = { ...this.spec(id), ...(base && attempt === 1 ? { baseImage: base } : {}) }
-        const handle = await this.deps.starts.run(() => this.deps.driver.create(spec))
-        Object.assign(this.liveOf(id), { handle, parked: false })
-        if (!this.deps.apply(id, { type: 'sandbox.ready' })) await this.destroy(id)
-        return
-      } catch (err) {
-        causes.push((err as Error).message)
-        this.deps.log(`sandbox start ${attempt} of 2 failed: ${(err as Error).message}`, { session: id })
-        if (this.closing || this.deps.store.get(id)?.status !== 'allocating') return
-      }
-    }
-    const why = causes[0] === causes[1] ? `${causes[0]} (twice)` : `${causes[1]} (first attempt: ${causes[0]})`
-    this.deps.apply(id, { type: 'sandbox.failed', error: `sandbox could not start: ${why}` })
-  }
-
-  /** The session's sandbox handle; after a restart, found again on disk by the driver. */
-  private async handleOf(id: string): Promise<SandboxHandle> {
-    const live = this.liveOf(id)
-    if (!live.handle) {
-      const recovered = await this.deps.driver.recover(this.spec(id))
-      if (!recovered) throw new Error('the sandbox of this session is gone')
-      Object.assign(live, { handle: recovered, parked: true })
-    }
-    return live.handle!
-  }
-
-  private async park(id: string, announce: boolean): Promise<void> {
-    const live = this.liveOf(id)
-    try {
-      const handle = await this.handleOf(id)
-      // A turn paused mid-way must come back whole: the driver keeps its processes at any cost.
-      await this.deps.driver.park(handle, { keepProcesses: live.turn !== undefined })
-    } catch (err) {
-      // A sandbox that could not be parked is still there: the next wake picks it up either way.
-      this.deps.log(`park failed, kept as it is: ${(err as Error).message}`, { session: id })
-    }
-    live.parked = true
-    if (announce) this.deps.apply(id, { type: 'sandbox.parked' })
-  }
-
-  private async wake(id: string): Promise<void> {
-    const live = this.liveOf(id)
-    try {
-      const handle = await this.handleOf(id)
-      await this.deps.starts.run(() => this.deps.driver.wake(handle))
-      live.parked = false
-      const row = this.deps.store.get(id)
-      this.deps.apply(id, { type: 'sandbox.woken' }, { sandboxGeneration: (row?.sandboxGeneration ?? 0) + 1 })
-    } catch (err) {
-      this.deps.apply(id, { type: 'sandbox.failed', error: `the sandbox could not be woken: ${(err as Error).message}` })
-    }
+    if ((await Promise.race([turn.process.exited.then(() => 'exited' as const), timer])) === 'timeout')
+      throw new Error('the harness did not stop in time')
   }
 
   /** Starts the session's next turn; its end comes back as `turn.ended`, without holding the queue. */
@@ -197,9 +121,9 @@ export class SessionRuntime {
     const adapter = this.deps.adapters[row.harness as Harness]
     let handle: SandboxHandle
     try {
-      handle = await this.handleOf(id)
+      handle = await this.sandboxes.handleOf(id)
     } catch (err) {
-      this.deps.apply(id, { type: 'sandbox.failed', error: (err as Error).message })
+      this.inbox.apply(id, { type: 'sandbox.failed', error: (err as Error).message })
       return
     }
     // Drivers ask for a wake before every turn: a no-op on a running sandbox, a restart of a
@@ -209,7 +133,7 @@ export class SessionRuntime {
       await this.deps.driver.wake(handle)
       oomBefore = (await this.deps.driver.stats(handle)).oomKills
     } catch (err) {
-      this.deps.apply(id, { type: 'sandbox.failed', error: `the sandbox could not be woken: ${(err as Error).message}` })
+      this.inbox.apply(id, { type: 'sandbox.failed', error: `the sandbox could not be woken: ${(err as Error).message}` })
       return
     }
     // The key serves this turn only, the harness's catalog models only, within the org's plan.
@@ -227,7 +151,7 @@ export class SessionRuntime {
         if ('error' in first) {
           this.deps.gatewaySessions.close(token)
           this.deps.gatewaySessions.settle(token)
-          return void this.deps.apply(id, { type: 'sandbox.failed', error: first.error })
+          return void this.inbox.apply(id, { type: 'sandbox.failed', error: first.error })
         }
         prompt = firstTurnPrompt(row, first.attachments)
       } else prompt = this.deps.store.messageForTurn(id, turn)?.content
@@ -249,7 +173,9 @@ export class SessionRuntime {
    */
   async takeOver(row: SessionRow): Promise<boolean> {
     const adapter = this.deps.adapters[row.harness as Harness]
-    const found = adapter ? await reclaim(this.deps.driver, this.spec(row.id), row.turnsCount + 1, (line) => this.deps.log(line, { session: row.id })) : null
+    const found = adapter
+      ? await reclaim(this.deps.driver, this.sandboxes.spec(row.id), row.turnsCount + 1, (line) => this.deps.log(line, { session: row.id }))
+      : null
     if (!adapter || !found) return false
     const { handover, handle, proc } = found
     const { turn, token, meter } = handover
@@ -265,23 +191,36 @@ export class SessionRuntime {
       this.deps.log(`the turn handed over could not be taken over: ${(err as Error).message}`, { session: row.id })
       return false
     }
-    const live = this.liveOf(row.id)
+    const live = this.live.of(row.id)
     Object.assign(live, { handle, parked: true })
     this.deps.gatewaySessions.open(opening, { token, meter })
     const stored = this.deps.store.events.storedOfTurn(row.id, turn)
     live.logBytes = { ...loggedOf(stored, LOG_CAP_BYTES), setup: 0 }
     const run: TurnRun = { ...handover, handle, oomBefore: (await this.deps.driver.stats(handle).catch(() => null))?.oomKills ?? 0 }
     const summary = { last: null as string | null }
-    this.follow(row.id, run, summary, followTurn(proc, adapter, spec, turnOutput(this.deps.store, (text) => this.log(row.id, turn, text), row.id, turn, summary, new StoredPrefix(stored)), this.turnOptions))
-    if (row.status === 'running') this.serial(row.id, () => this.wake(row.id))
+    this.follow(
+      row.id,
+      run,
+      summary,
+      followTurn(
+        proc,
+        adapter,
+        spec,
+        turnOutput(this.deps.store, (text) => this.log(row.id, turn, text), row.id, turn, summary, new StoredPrefix(stored)),
+        this.turnOptions,
+      ),
+    )
+    if (row.status === 'running') this.live.serial(row.id, () => this.sandboxes.wake(row.id))
     return true
   }
 
-  private get turnOptions() { return { transcriptMaxBytes: this.deps.transcriptMaxBytes } }
+  private get turnOptions() {
+    return { transcriptMaxBytes: this.deps.transcriptMaxBytes }
+  }
 
   /** Watches a started turn: its deadline (its CLI, then the publish after it), and its end, which comes back as `turn.ended`. */
   private follow(id: string, run: TurnRun, summary: TurnSummary, running: RunningTurn): void {
-    const live = this.liveOf(id)
+    const live = this.live.of(id)
     live.turn = { ...running, run, stopped: false, timedOut: false }
     // Shutdown began while the CLI was starting: it must not outlive the server.
     if (this.closing) running.process.kill('SIGKILL')
@@ -292,12 +231,11 @@ export class SessionRuntime {
     })
     const done = this.finish(id, run, summary, running.outcome, deadline.signal).finally(() => deadline.clear())
     if (live.turn?.process === running.process) live.turn.done = done
-    this.pending.add(done)
-    void done.finally(() => this.pending.delete(done))
+    this.live.track(done)
   }
 
   private async finish(id: string, run: TurnRun, summary: TurnSummary, running: Promise<TurnOutcome>, deadline?: AbortSignal) {
-    const live = this.liveOf(id)
+    const live = this.live.of(id)
     let outcome: TurnOutcome
     try {
       outcome = await running
@@ -312,13 +250,13 @@ export class SessionRuntime {
       // A turn killed by shutdown is left as it was; the next start ends it as "restarted". One
       // that ended by itself meanwhile is told as always (a handover of it is void).
       if (current?.abandoned) return
-      if (current?.handedOver) dropHandover(this.spec(id).stateDir)
+      if (current?.handedOver) dropHandover(this.sandboxes.spec(id).stateDir)
       const fresh = this.deps.store.get(id)
       if (!fresh) return
       const deps = { ...this.deps, sessionLog: (turn: number, text: string) => this.log(id, turn, text, 'agentd') }
       const flags = { stopped: current?.stopped === true, timedOut: current?.timedOut === true, ...(deadline ? { deadline } : {}) }
       const ended = await endedTurn(deps, { row: fresh, run, outcome, close, last: summary.last, ...flags })
-      this.deps.apply(id, ended.event, ended.patch)
+      this.inbox.apply(id, ended.event, ended.patch)
     } finally {
       close()
       this.deps.gatewaySessions.settle(run.token)
@@ -327,7 +265,7 @@ export class SessionRuntime {
 
   /** A line for the session's stored log (the CLI's stderr, or agentd's own: the gateway's requests), each within the log cap. */
   log(id: string, turn: number, raw: string, from: LogWriter = 'cli'): void {
-    const bytes = this.liveOf(id).logBytes
+    const bytes = this.live.of(id).logBytes
     if (bytes[from] >= LOG_CAP_BYTES) return
     // Masked here too, not only in the store: the same line goes to Loki.
     const text = this.deps.masks?.of(id)?.mask(raw) ?? raw
@@ -337,33 +275,12 @@ export class SessionRuntime {
     if ('text' in data) this.deps.onLog?.(id, text)
   }
 
-  private async destroy(id: string): Promise<void> {
-    const live = this.live.get(id)
-    live?.turn?.process.kill('SIGKILL')
-    const handle = live?.handle ?? (await this.deps.driver.recover(this.spec(id)).catch(() => null))
-    if (handle) await this.deps.driver.destroy(handle).catch((err) => this.deps.log(`destroy failed: ${err}`, { session: id }))
-    if (live) {
-      live.handle = undefined
-      live.parked = false
-    }
-    // A destroyed sandbox takes its disk with it: workspace, CLI state home, pid file.
-    rmSync(sandboxDir(this.deps.dataDir, id), { recursive: true, force: true })
-    this.project.forget(id)
-    this.deps.store.forget(id)
-  }
-
   /**
    * After a restart: takes the session's sandbox over again. The driver kills what the previous
    * server's turn left running in it and keeps the disk (and, on gVisor, background processes).
    */
-  async adopt(id: string): Promise<void> {
-    const live = this.liveOf(id)
-    if (live.handle) return
-    const handle = await this.deps.driver.recover(this.spec(id)).catch((err) => {
-      this.deps.log(`sandbox not recovered: ${(err as Error).message}`, { session: id })
-      return null
-    })
-    if (handle) Object.assign(live, { handle, parked: true })
+  adopt(id: string): Promise<void> {
+    return this.sandboxes.adopt(id)
   }
 
   /**
@@ -375,15 +292,18 @@ export class SessionRuntime {
   async shutdown(deadline = Date.now() + 30_000): Promise<void> {
     this.closing = true
     // A driver whose sandboxes outlive agentd keeps each turn's processes, frozen, for the next server.
-    if (this.deps.driver.reattach) await Promise.all([...this.live].map(([id, live]) => handOver(this.deps, id, live, this.spec(id).stateDir, deadline)))
+    if (this.deps.driver.reattach)
+      await Promise.all(this.live.all().map(([id, live]) => handOver(this.deps, id, live, this.sandboxes.spec(id).stateDir, deadline)))
     // A frozen process only dies once thawed; a checkpoint holds no process to kill.
     const thaw = !this.deps.driver.canCheckpoint
     // A turn paused in a sandbox that outlives the server (gVisor: checkpointed or frozen) is left as
     // it is: a kill would only be queued for its wake.
-    const kept = new Set([...this.live.values()].flatMap((live) => (live.turn?.done && (live.turn.handedOver || (!thaw && live.parked)) ? [live.turn.done] : [])))
-    const waited = () => [...this.pending].filter((p) => !kept.has(p))
+    const kept = new Set(
+      this.live.all().flatMap(([, live]) => (live.turn?.done && (live.turn.handedOver || (!thaw && live.parked)) ? [live.turn.done] : [])),
+    )
+    const waited = () => [...this.live.pending].filter((p) => !kept.has(p))
     while (waited().length > 0) {
-      for (const live of this.live.values()) {
+      for (const [, live] of this.live.all()) {
         if (!live.turn || (live.turn.done && kept.has(live.turn.done))) continue
         live.turn.abandoned = true
         live.turn.process.kill('SIGKILL')
@@ -392,8 +312,14 @@ export class SessionRuntime {
       await Promise.race([Promise.allSettled(waited()), Bun.sleep(100)])
     }
     // Whatever still runs is parked (gVisor: checkpointed, no process while the server is down), all at once.
-    const running = [...this.live].filter(([, live]) => live.handle && !live.parked && !live.turn?.handedOver)
-    await Promise.all(running.map(([id, live]) => this.deps.driver.park(live.handle!).catch((err) => this.deps.log(`not parked at shutdown: ${(err as Error).message}`, { session: id }))))
+    const running = this.live.all().filter(([, live]) => live.handle && !live.parked && !live.turn?.handedOver)
+    await Promise.all(
+      running.map(([id, live]) =>
+        this.deps.driver
+          .park(live.handle!)
+          .catch((err) => this.deps.log(`not parked at shutdown: ${(err as Error).message}`, { session: id })),
+      ),
+    )
     this.deps.store.events.flush()
   }
 }

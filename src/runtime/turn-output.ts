@@ -1,4 +1,4 @@
-import type { SessionStore } from '../sessions/store'
+import type { SessionStore } from '../session-record/store'
 import type { StoredPrefix } from './handover'
 import type { TurnCallbacks } from './turn-runner'
 

@@ -1,7 +1,7 @@
 import type { TokenUsage, TurnOutcome } from '../harness/harness'
 import type { Catalog } from '../catalog/catalog'
 import { compileOutputSchema } from '../catalog/output-schema'
-import type { SessionPatch, SessionRow } from '../sessions/store'
+import type { SessionPatch, SessionRow } from '../session-record/store'
 
 /**
  * The session fields a finished turn sets: answer, tokens and cost added to the session's totals,

@@ -1,7 +1,7 @@
 import type { Catalog } from '../catalog/catalog'
 import type { TokenUsage, TurnSpec } from '../harness/harness'
 import type { SandboxHandle } from '../../sandbox/driver'
-import type { SessionRow, SessionStore } from '../sessions/store'
+import type { SessionRow, SessionStore } from '../session-record/store'
 import type { HarnessInstaller } from './harness-install'
 
 export interface TurnSpecDeps {

@@ -3,7 +3,7 @@ import type { Db } from '../db/client'
 import { artifacts, projects, sessionEvents, users } from '../db/schema'
 import type { Harness } from '../domain/harness'
 import { EMBEDDED_ARTIFACTS } from '../runtime/artifacts'
-import type { SessionRow } from '../sessions/store'
+import type { SessionRow } from '../session-record/store'
 import type { StartedBy } from '../sessions/view'
 import { iso } from '../domain/values'
 

@@ -9,7 +9,7 @@ import type { OrgAccess } from '../identity/service'
 import { findProject } from '../identity/projects'
 import { SearchRows } from './rows'
 import { docsMatchingAllSql, inOrg, RarestRuns } from './text'
-import type { SessionRow } from '../sessions/store'
+import type { SessionRow } from '../session-record/store'
 
 /** Which sessions to read. Only `orgId` is required; every other field narrows. */
 export interface SessionFilter {

@@ -2,7 +2,7 @@ import type { SessionStatus } from '../domain/status'
 import type { ProjectRow } from '../identity/projects'
 import type { Principal } from '../identity/service'
 import type { SessionPlan } from './create-rules'
-import type { SessionInsert } from './store'
+import type { SessionInsert } from '../session-record/store'
 
 export interface NewSession {
   id: string

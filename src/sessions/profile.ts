@@ -2,7 +2,7 @@ import { badRequest } from '../domain/errors'
 import type { AgentProfile } from '../agents/service'
 import type { SessionPlan } from './create-rules'
 import type { CreateSessionBody } from './model'
-import type { SessionInsert } from './store'
+import type { SessionInsert } from '../session-record/store'
 
 /** The create fields a run of a saved agent may set over the agent's own (spec 2.2 `requested_overrides`). */
 const OVERRIDES = ['model', 'effort', 'speed'] as const

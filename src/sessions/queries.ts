@@ -14,7 +14,7 @@ import type { FileService } from '../files/service'
 import { lokiSessionLogs, sessionLogs } from '../transcript/logs'
 import type { LokiLogs } from '../transcript/loki'
 import type { AdmissionQueue } from './admission'
-import type { SessionStore, SessionRow } from './store'
+import type { SessionStore, SessionRow } from '../session-record/store'
 import { followSession, type StreamRecheck } from './stream'
 import { cloudRunSession, sessionResult } from './view'
 

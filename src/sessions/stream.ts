@@ -1,7 +1,7 @@
 import { statusIn } from '../domain/status'
-import type { StoredEvent } from './event-log'
-import type { SessionRow, SessionStore } from './store'
-import { outputLine, answerOf } from './view'
+import type { StoredEvent } from '../session-record/event-log'
+import type { SessionRow, SessionStore } from '../session-record/store'
+import { answerOf, outputLine } from '../session-record/answer'
 
 export interface StreamOptions {
   /** Resume after this event id (Last-Event-ID or ?cursor). */

@@ -1,22 +1,12 @@
 import type { ArtifactFile } from '../runtime/artifacts'
 import type { AttachmentView } from '../files/service'
-import type { SessionRow } from './store'
+import type { SessionRow } from '../session-record/store'
 import { iso } from '../domain/values'
+import { answerOf, outputLine } from '../session-record/answer'
 
 export interface StartedBy {
   name: string | null
   avatar_url: string | null
-}
-
-
-/** The SessionAnswer of the last finished turn, or null before one finished (spec 2.6). */
-export function answerOf(row: SessionRow) {
-  if (!row.hasResult) return null
-  return {
-    text: row.resultText,
-    structured: row.resultStructured ?? null,
-    schema_valid: row.outputSchema ? (row.schemaValid ?? false) : null,
-  }
 }
 
 /** CloudRunSession (spec 2.2). */
@@ -77,26 +67,6 @@ export function cloudRunSession(row: SessionRow, startedBy: StartedBy | null, ar
     session_capture: row.sessionCapture,
     created_at: iso(row.createdAt)!,
     updated_at: iso(row.updatedAt),
-  }
-}
-
-/** One line saying how the run ended (contract section 5), or where it stands. */
-export function outputLine(row: SessionRow): string | null {
-  if (row.error && (row.status === 'failed' || row.status === 'cancelled' || row.status === 'expired')) {
-    return row.error.split('\n', 1)[0]!.slice(0, 50_000)
-  }
-  const turns = `${row.turnsCount} turn${row.turnsCount === 1 ? '' : 's'}`
-  switch (row.status) {
-    case 'completed':
-    case 'needs_review':
-    case 'input_required':
-    case 'failed':
-      return `${row.status.replace('_', ' ')} in ${turns}`
-    case 'cancelled':
-    case 'expired':
-      return `${row.status} after ${turns}`
-    default:
-      return null
   }
 }
 

@@ -1,7 +1,7 @@
 import { ApiError, notFound } from '../domain/errors'
 import type { AuthService } from '../identity/auth'
 import type { Principal } from '../identity/service'
-import type { SessionStore } from '../sessions/store'
+import type { SessionStore } from '../session-record/store'
 
 import { readChart } from './chart-file'
 

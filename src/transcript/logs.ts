@@ -1,4 +1,4 @@
-import type { SessionRow, SessionStore } from '../sessions/store'
+import type { SessionRow, SessionStore } from '../session-record/store'
 import type { LokiLine } from './loki'
 
 /** Stored log text per session is capped; the oldest lines go first. */

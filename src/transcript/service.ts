@@ -8,7 +8,7 @@ import type { SessionEvent } from '../domain/session-event'
 import { SessionEventSchema, type MessagesQuery } from './model'
 import type { OrgAccess } from '../identity/service'
 import type { SessionQueries } from '../sessions/queries'
-import type { SessionRow, SessionStore } from '../sessions/store'
+import type { SessionRow, SessionStore } from '../session-record/store'
 
 export const ROLES = ['user', 'assistant', 'thinking', 'tools'] as const
 /** Transcript formats: a harness's own raw stream, the service's normalized NDJSON, or unknown. */

@@ -6,7 +6,7 @@ import { statusIn } from '../domain/status'
 import { isObject } from '../domain/values'
 import type { OrgAccess } from '../identity/service'
 import type { SessionQueries } from '../sessions/queries'
-import type { SessionStore } from '../sessions/store'
+import type { SessionStore } from '../session-record/store'
 import { shellPrograms } from './shell-programs'
 import type { ToolCall, ToolCallsQuery } from './model'
 

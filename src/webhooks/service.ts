@@ -7,9 +7,9 @@ import type { Db } from '../db/client'
 import { apiKeys, orgs, sessions, webhookAttempts, webhookDeliveries } from '../db/schema'
 import type { SessionStatus } from '../domain/status'
 import type { LogFields } from '../domain/log'
-import type { StatusChange } from '../sessions/service'
-import type { SessionRow } from '../sessions/store'
-import { answerOf } from '../sessions/view'
+import type { StatusChange, TurnEndedPort } from '../session-record/ports'
+import type { SessionRow } from '../session-record/store'
+import { answerOf } from '../session-record/answer'
 import { AddressRefused, checkedLookup, hostOf, isPublicAddress, resolveHost, type ResolveHost } from '../egress/address-policy'
 import { webhookUrlProblem } from './url-policy'
 import { isLive } from '../api-keys/live'
@@ -98,7 +98,7 @@ interface Answer {
  * the worker that posts it, signed with `standardwebhooks`, retrying on the spec's schedule.
  * Restart-safe: everything it needs is in `webhook_deliveries`; `start()` picks pending rows up.
  */
-export class WebhookService {
+export class WebhookService implements TurnEndedPort {
   private readonly now: () => number
   private readonly resolve: ResolveHost
   /** Resolves and checks a receiver's name as each connection is made. */
@@ -126,12 +126,12 @@ export class WebhookService {
   }
 
   /**
-   * The session service calls this when a turn ends (its `onStatusChange` hook), inside the
+   * The session actor calls this when a turn ends (the TurnEndedPort), inside the
    * transaction that commits the change, so the outbox row exists exactly when the new status
    * does. Writes a delivery when the run was started with a key that has a webhook, unless the key
    * is revoked or expired by then. Synchronous and opens no transaction of its own.
    */
-  onStatusChange({ row: before, to, patch }: StatusChange): void {
+  turnEnded({ row: before, to, patch }: StatusChange): void {
     if (!before.apiKeyId) return
     const now = this.now()
     const key = this.deps.db.select().from(apiKeys).where(eq(apiKeys.id, before.apiKeyId)).get()

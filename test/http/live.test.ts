@@ -190,7 +190,7 @@ describe('POST …/messages (follow-ups)', () => {
     const id = await start('hello')
     await settle(id)
     // The session's sandbox disappears (as after a failed start): nothing can continue the run.
-    t.sessions.apply(id, { type: 'idle.timeout' })
+    t.actor.apply(id, { type: 'idle.timeout' })
     expect((await get(id)).status).toBe('expired')
     expect(await json(await call('POST', path(id, '/messages'), { content: 'hi' }))).toMatchObject({ code: 'TASK_TERMINAL' })
 
@@ -206,8 +206,8 @@ describe('POST …/messages (follow-ups)', () => {
     expect(busy).toBeTruthy()
 
     const failedStart = (await json(await post('/o/acme/p/_/sessions', { agent: 'harness_1', prompt: 'x' }))).execution_id
-    small.sessions.apply(failedStart, { type: 'admit', activeRuns: 0, limit: null })
-    small.sessions.apply(failedStart, { type: 'sandbox.failed', error: 'no disk' })
+    small.actor.apply(failedStart, { type: 'admit', activeRuns: 0, limit: null })
+    small.actor.apply(failedStart, { type: 'sandbox.failed', error: 'no disk' })
     const gone = await post(`/o/acme/p/_/sessions/${failedStart}/messages`, { content: 'hi' })
     expect(gone.status).toBe(409)
     expect(await json(gone)).toMatchObject({ code: 'CONTINUATION_UNSUPPORTED' })

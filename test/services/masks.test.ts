@@ -1,5 +1,5 @@
 import { expect, test } from 'bun:test'
-import { Masker, SecretMasks } from '../../src/sessions/masks'
+import { Masker, SecretMasks } from '../../src/session-record/masks'
 
 /** Secret masking (contract section 10) where text enters storage: strings only, never the JSON's own structure. */
 

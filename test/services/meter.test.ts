@@ -1,6 +1,6 @@
 import { expect, test } from 'bun:test'
 import { meterTransition } from '../../src/plans/meter'
-import type { SessionRow } from '../../src/sessions/store'
+import type { SessionRow } from '../../src/session-record/store'
 
 const row = (over: Partial<SessionRow>) => ({ id: 's1', orgId: 'o1', accountId: null, runningSince: null, totalTokens: 100, totalCostUsd: 1, ...over }) as SessionRow
 

@@ -1,8 +1,8 @@
 import { expect, test } from 'bun:test'
 import { StoredPrefix } from '../../src/runtime/handover'
 import { turnOutput } from '../../src/runtime/turn-output'
-import type { SessionStore } from '../../src/sessions/store'
-import { Masker } from '../../src/sessions/masks'
+import type { SessionStore } from '../../src/session-record/store'
+import { Masker } from '../../src/session-record/masks'
 
 /**
  * The CLI's stderr reaches the session's log in whole lines, so a secret the pipe split between

@@ -9,7 +9,7 @@ import { sessions, webhookDeliveries } from '../../src/db/schema'
 import type { SessionStatus } from '../../src/domain/status'
 import { ApiKeyService } from '../../src/api-keys/service'
 import { IdentityService, type Principal } from '../../src/identity/service'
-import { SessionStore, type SessionPatch, type SessionRow } from '../../src/sessions/store'
+import { SessionStore, type SessionPatch, type SessionRow } from '../../src/session-record/store'
 import { SESSION_MACHINE_VERSION } from '../../machines/session.machine'
 import { webhookUrlProblem } from '../../src/webhooks/url-policy'
 import type { LogFields } from '../../src/domain/log'
@@ -68,7 +68,7 @@ function world(deps: Partial<WebhookDeps> = {}) {
     const full: SessionPatch = to === 'cancelled' ? patch : { completedAt: Date.now(), hasResult: true, resultText: 'done', totalCostUsd: 0.25, turnsCount: 1, ...patch }
     const before = store.get(id)!
     const stored = store.snapshotOf(id)!
-    store.commit(id, stored.version, stored.snapshot, to, full, [], () => webhooks.onStatusChange({ row: before, from, to, patch: full }))
+    store.commit(id, stored.version, stored.snapshot, to, full, [], () => webhooks.turnEnded({ row: before, from, to, patch: full }))
     return full.completedAt ?? store.get(id)!.updatedAt
   }
 
@@ -358,7 +358,7 @@ describe('outbox atomicity and restarts', () => {
     const stored = w.store.snapshotOf(id)!
     expect(() =>
       w.store.commit(id, stored.version, stored.snapshot, 'completed', { completedAt: 1 }, [], () => {
-        w.webhooks.onStatusChange({ row: before, from: 'running', to: 'completed', patch: { completedAt: 1 } })
+        w.webhooks.turnEnded({ row: before, from: 'running', to: 'completed', patch: { completedAt: 1 } })
         throw new Error('a later write failed')
       }),
     ).toThrow('a later write failed')

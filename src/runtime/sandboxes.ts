@@ -1,0 +1,128 @@
+import { rmSync } from 'node:fs'
+import type { SandboxHandle, SandboxSpec } from '../../sandbox/driver'
+import type { SessionInbox } from '../session-record/ports'
+import type { LiveSessions } from './live'
+import type { ProjectSetup } from './project-setup'
+import type { RuntimeDeps } from './runtime-deps'
+import { sandboxDir, sandboxSpec } from './sandbox-spec'
+
+export type SandboxesDeps = Pick<
+  RuntimeDeps,
+  'driver' | 'starts' | 'store' | 'dataDir' | 'installer' | 'gateway' | 'limits' | 'egress' | 'log'
+>
+
+/**
+ * Sessions' sandboxes: started (from a Project's prebuilt image when it has one), parked, woken,
+ * destroyed, and taken over again after a restart. What happened goes to the session's actor.
+ */
+export class SessionSandboxes {
+  constructor(
+    private readonly deps: SandboxesDeps,
+    private readonly live: LiveSessions,
+    private readonly project: ProjectSetup,
+    private readonly inbox: () => SessionInbox,
+    /** Shutting down: a failed start is not tried again. */
+    private readonly closing: () => boolean,
+  ) {}
+
+  spec(id: string): SandboxSpec {
+    const { dataDir, installer, gateway, limits } = this.deps
+    const egress = this.deps.egress?.(id)
+    return { ...sandboxSpec({ dataDir, installerRoot: installer.root, gateway, limits }, id), ...(egress ? { egress } : {}) }
+  }
+
+  /**
+   * Starts the session's sandbox. A start that fails is tried once more on a clean slate: on a
+   * loaded host a boot can miss its deadline once (a relay slow to come up) and make it the next
+   * time; two failures fail the session with both causes.
+   */
+  async provision(id: string): Promise<void> {
+    const causes: string[] = []
+    const row = this.deps.store.get(id)
+    const base = row ? await this.project.baseImage(row) : null
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      try {
+        // A second start goes without the prebuilt image (it may have been pruned meanwhile): setup runs.
+        if (attempt === 2 && base) this.project.withoutImage(id)
+        const spec = { ...this.spec(id), ...(base && attempt === 1 ? { baseImage: base } : {}) }
+        const handle = await this.deps.starts.run(() => this.deps.driver.create(spec))
+        Object.assign(this.live.of(id), { handle, parked: false })
+        if (!this.inbox().apply(id, { type: 'sandbox.ready' })) await this.destroy(id)
+        return
+      } catch (err) {
+        causes.push((err as Error).message)
+        this.deps.log(`sandbox start ${attempt} of 2 failed: ${(err as Error).message}`, { session: id })
+        if (this.closing() || this.deps.store.get(id)?.status !== 'allocating') return
+      }
+    }
+    const why = causes[0] === causes[1] ? `${causes[0]} (twice)` : `${causes[1]} (first attempt: ${causes[0]})`
+    this.inbox().apply(id, { type: 'sandbox.failed', error: `sandbox could not start: ${why}` })
+  }
+
+  /** The session's sandbox handle; after a restart, found again on disk by the driver. */
+  async handleOf(id: string): Promise<SandboxHandle> {
+    const live = this.live.of(id)
+    if (!live.handle) {
+      const recovered = await this.deps.driver.recover(this.spec(id))
+      if (!recovered) throw new Error('the sandbox of this session is gone')
+      Object.assign(live, { handle: recovered, parked: true })
+    }
+    return live.handle!
+  }
+
+  async park(id: string, announce: boolean): Promise<void> {
+    const live = this.live.of(id)
+    try {
+      const handle = await this.handleOf(id)
+      // A turn paused mid-way must come back whole: the driver keeps its processes at any cost.
+      await this.deps.driver.park(handle, { keepProcesses: live.turn !== undefined })
+    } catch (err) {
+      // A sandbox that could not be parked is still there: the next wake picks it up either way.
+      this.deps.log(`park failed, kept as it is: ${(err as Error).message}`, { session: id })
+    }
+    live.parked = true
+    if (announce) this.inbox().apply(id, { type: 'sandbox.parked' })
+  }
+
+  async wake(id: string): Promise<void> {
+    const live = this.live.of(id)
+    try {
+      const handle = await this.handleOf(id)
+      await this.deps.starts.run(() => this.deps.driver.wake(handle))
+      live.parked = false
+      const row = this.deps.store.get(id)
+      this.inbox().apply(id, { type: 'sandbox.woken' }, { sandboxGeneration: (row?.sandboxGeneration ?? 0) + 1 })
+    } catch (err) {
+      this.inbox().apply(id, { type: 'sandbox.failed', error: `the sandbox could not be woken: ${(err as Error).message}` })
+    }
+  }
+
+  async destroy(id: string): Promise<void> {
+    const live = this.live.get(id)
+    live?.turn?.process.kill('SIGKILL')
+    const handle = live?.handle ?? (await this.deps.driver.recover(this.spec(id)).catch(() => null))
+    if (handle) await this.deps.driver.destroy(handle).catch((err) => this.deps.log(`destroy failed: ${err}`, { session: id }))
+    if (live) {
+      live.handle = undefined
+      live.parked = false
+    }
+    // A destroyed sandbox takes its disk with it: workspace, CLI state home, pid file.
+    rmSync(sandboxDir(this.deps.dataDir, id), { recursive: true, force: true })
+    this.project.forget(id)
+    this.deps.store.forget(id)
+  }
+
+  /**
+   * After a restart: takes the session's sandbox over again. The driver kills what the previous
+   * server's turn left running in it and keeps the disk (and, on gVisor, background processes).
+   */
+  async adopt(id: string): Promise<void> {
+    const live = this.live.of(id)
+    if (live.handle) return
+    const handle = await this.deps.driver.recover(this.spec(id)).catch((err) => {
+      this.deps.log(`sandbox not recovered: ${(err as Error).message}`, { session: id })
+      return null
+    })
+    if (handle) Object.assign(live, { handle, parked: true })
+  }
+}
