@@ -831,6 +831,109 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
+        SavedAgent: {
+            /** @description Form agent_<id> */
+            id: string;
+            name: string;
+            revision: string | number;
+            /** @description SHA-256 of the revision’s configuration; a run reports it as profile_digest. */
+            digest: string;
+            /** @description The catalog this revision was reviewed against. */
+            catalog_revision: string;
+            /** @description false when the catalog changed since review: runs are 409 CATALOG_REFRESH_REQUIRED until a PATCH with review: true. */
+            catalog_current: boolean;
+            /** @enum {string} */
+            harness: "harness_1" | "harness_2" | "harness_3";
+            model: string | null;
+            /** @enum {string|null} */
+            effort: "none" | "minimal" | "low" | "medium" | "high" | "xhigh" | "max" | "auto" | null;
+            /** @enum {string|null} */
+            speed: "standard" | "fast" | null;
+            /** @description Put before the first prompt of every run of this agent. */
+            instructions: string | null;
+            /** @description Skill URLs (spec 4.1 `skills`), fetched and pinned when a run starts. */
+            skills: string[];
+            /** @description Ids or names of the running caller's connections, resolved when each run starts. */
+            connections: string[];
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        Project: {
+            id: string;
+            name: string;
+            /** @description owner/name */
+            repository: string | null;
+            /** @description The installation (`GET /o/{org}/github` id) its runs alone go through */
+            github_installation: string | null;
+            /** Format: date-time */
+            created_at: string;
+        };
+        ProviderAccount: {
+            /** @description Form acct_<id> */
+            id: string;
+            /** @enum {string} */
+            provider: "anthropic" | "openai";
+            name: string;
+            /** @description The last four characters of the key */
+            key_hint: string;
+            /** Format: date-time */
+            created_at: string;
+        };
+        Connection: {
+            /** @description Form conn_<id> */
+            id: string;
+            name: string;
+            url: string;
+            /** @description null: user-level (every run of the caller may name it) */
+            project_id: string | null;
+            /** @enum {string} */
+            auth_mode: "bearer" | "none";
+            /** @enum {string} */
+            status: "ready" | "connecting" | "reconnect";
+            /** Format: date-time */
+            created_at: string;
+        };
+        UploadedFile: {
+            /** @description `file_<id>` */
+            id: string;
+            name: string;
+            mime: string;
+            size: string | number;
+            /**
+             * Format: date-time
+             * @description When an upload no session uses is removed.
+             */
+            expired_at: string | null;
+        };
+        Usage: {
+            /** @description null after `plan clear`: creates and follow-ups are 402 PLAN_REQUIRED */
+            plan: {
+                /** @enum {string} */
+                source: "default" | "org";
+                max_concurrent: (string | number) | null;
+                /** @enum {string} */
+                payment_method: "none" | "card";
+            } | null;
+            usage: {
+                /** @description Tokens this calendar month (UTC) */
+                tokens: string | number;
+                /** @description Sandbox running minutes this calendar month (UTC); parked and paused time is free */
+                compute_minutes: number;
+                /** @description Sandbox running minutes this ISO week (UTC) */
+                weekly_compute_minutes: number;
+                /** @description Spend at catalog prices this calendar month (UTC) */
+                spend_usd: number;
+            };
+            /** @description null when the org has no plan */
+            limits: {
+                tokens: (string | number) | null;
+                compute_minutes: (string | number) | null;
+                weekly_compute_minutes: (string | number) | null;
+                spend_usd: number | null;
+            } | null;
+        };
         Error: {
             error: string;
             code?: string;
@@ -2525,16 +2628,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        data: {
-                            id: string;
-                            name: string;
-                            /** @description owner/name */
-                            repository: string | null;
-                            /** @description The installation (`GET /o/{org}/github` id) its runs alone go through */
-                            github_installation: string | null;
-                            /** Format: date-time */
-                            created_at: string;
-                        }[];
+                        data: components["schemas"]["Project"][];
                     };
                 };
             };
@@ -2595,16 +2689,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        id: string;
-                        name: string;
-                        /** @description owner/name */
-                        repository: string | null;
-                        /** @description The installation (`GET /o/{org}/github` id) its runs alone go through */
-                        github_installation: string | null;
-                        /** Format: date-time */
-                        created_at: string;
-                    };
+                    "application/json": components["schemas"]["Project"];
                 };
             };
             /** @description Response for status 400 */
@@ -3270,33 +3355,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @description null after `plan clear`: creates and follow-ups are 402 PLAN_REQUIRED */
-                        plan: {
-                            /** @enum {string} */
-                            source: "default" | "org";
-                            max_concurrent: (string | number) | null;
-                            /** @enum {string} */
-                            payment_method: "none" | "card";
-                        } | null;
-                        usage: {
-                            /** @description Tokens this calendar month (UTC) */
-                            tokens: string | number;
-                            /** @description Sandbox running minutes this calendar month (UTC); parked and paused time is free */
-                            compute_minutes: number;
-                            /** @description Sandbox running minutes this ISO week (UTC) */
-                            weekly_compute_minutes: number;
-                            /** @description Spend at catalog prices this calendar month (UTC) */
-                            spend_usd: number;
-                        };
-                        /** @description null when the org has no plan */
-                        limits: {
-                            tokens: (string | number) | null;
-                            compute_minutes: (string | number) | null;
-                            weekly_compute_minutes: (string | number) | null;
-                            spend_usd: number | null;
-                        } | null;
-                    };
+                    "application/json": components["schemas"]["Usage"];
                 };
             };
             /** @description Response for status 401 */
@@ -3346,17 +3405,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        data: {
-                            /** @description Form acct_<id> */
-                            id: string;
-                            /** @enum {string} */
-                            provider: "anthropic" | "openai";
-                            name: string;
-                            /** @description The last four characters of the key */
-                            key_hint: string;
-                            /** Format: date-time */
-                            created_at: string;
-                        }[];
+                        data: components["schemas"]["ProviderAccount"][];
                     };
                 };
             };
@@ -3416,17 +3465,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @description Form acct_<id> */
-                        id: string;
-                        /** @enum {string} */
-                        provider: "anthropic" | "openai";
-                        name: string;
-                        /** @description The last four characters of the key */
-                        key_hint: string;
-                        /** Format: date-time */
-                        created_at: string;
-                    };
+                    "application/json": components["schemas"]["ProviderAccount"];
                 };
             };
             /** @description Response for status 400 */
@@ -3579,18 +3618,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @description `file_<id>` */
-                        id: string;
-                        name: string;
-                        mime: string;
-                        size: string | number;
-                        /**
-                         * Format: date-time
-                         * @description When an upload no session uses is removed.
-                         */
-                        expired_at: string | null;
-                    };
+                    "application/json": components["schemas"]["UploadedFile"];
                 };
             };
             /** @description Response for status 400 */
@@ -3667,35 +3695,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        data: {
-                            /** @description Form agent_<id> */
-                            id: string;
-                            name: string;
-                            revision: string | number;
-                            /** @description SHA-256 of the revision’s configuration; a run reports it as profile_digest. */
-                            digest: string;
-                            /** @description The catalog this revision was reviewed against. */
-                            catalog_revision: string;
-                            /** @description false when the catalog changed since review: runs are 409 CATALOG_REFRESH_REQUIRED until a PATCH with review: true. */
-                            catalog_current: boolean;
-                            /** @enum {string} */
-                            harness: "harness_1" | "harness_2" | "harness_3";
-                            model: string | null;
-                            /** @enum {string|null} */
-                            effort: "none" | "minimal" | "low" | "medium" | "high" | "xhigh" | "max" | "auto" | null;
-                            /** @enum {string|null} */
-                            speed: "standard" | "fast" | null;
-                            /** @description Put before the first prompt of every run of this agent. */
-                            instructions: string | null;
-                            /** @description Skill URLs (spec 4.1 `skills`), fetched and pinned when a run starts. */
-                            skills: string[];
-                            /** @description Ids or names of the running caller's connections, resolved when each run starts. */
-                            connections: string[];
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            updated_at: string;
-                        }[];
+                        data: components["schemas"]["SavedAgent"][];
                     };
                 };
             };
@@ -3764,35 +3764,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @description Form agent_<id> */
-                        id: string;
-                        name: string;
-                        revision: string | number;
-                        /** @description SHA-256 of the revision’s configuration; a run reports it as profile_digest. */
-                        digest: string;
-                        /** @description The catalog this revision was reviewed against. */
-                        catalog_revision: string;
-                        /** @description false when the catalog changed since review: runs are 409 CATALOG_REFRESH_REQUIRED until a PATCH with review: true. */
-                        catalog_current: boolean;
-                        /** @enum {string} */
-                        harness: "harness_1" | "harness_2" | "harness_3";
-                        model: string | null;
-                        /** @enum {string|null} */
-                        effort: "none" | "minimal" | "low" | "medium" | "high" | "xhigh" | "max" | "auto" | null;
-                        /** @enum {string|null} */
-                        speed: "standard" | "fast" | null;
-                        /** @description Put before the first prompt of every run of this agent. */
-                        instructions: string | null;
-                        /** @description Skill URLs (spec 4.1 `skills`), fetched and pinned when a run starts. */
-                        skills: string[];
-                        /** @description Ids or names of the running caller's connections, resolved when each run starts. */
-                        connections: string[];
-                        /** Format: date-time */
-                        created_at: string;
-                        /** Format: date-time */
-                        updated_at: string;
-                    };
+                    "application/json": components["schemas"]["SavedAgent"];
                 };
             };
             /** @description Response for status 400 */
@@ -3869,35 +3841,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @description Form agent_<id> */
-                        id: string;
-                        name: string;
-                        revision: string | number;
-                        /** @description SHA-256 of the revision’s configuration; a run reports it as profile_digest. */
-                        digest: string;
-                        /** @description The catalog this revision was reviewed against. */
-                        catalog_revision: string;
-                        /** @description false when the catalog changed since review: runs are 409 CATALOG_REFRESH_REQUIRED until a PATCH with review: true. */
-                        catalog_current: boolean;
-                        /** @enum {string} */
-                        harness: "harness_1" | "harness_2" | "harness_3";
-                        model: string | null;
-                        /** @enum {string|null} */
-                        effort: "none" | "minimal" | "low" | "medium" | "high" | "xhigh" | "max" | "auto" | null;
-                        /** @enum {string|null} */
-                        speed: "standard" | "fast" | null;
-                        /** @description Put before the first prompt of every run of this agent. */
-                        instructions: string | null;
-                        /** @description Skill URLs (spec 4.1 `skills`), fetched and pinned when a run starts. */
-                        skills: string[];
-                        /** @description Ids or names of the running caller's connections, resolved when each run starts. */
-                        connections: string[];
-                        /** Format: date-time */
-                        created_at: string;
-                        /** Format: date-time */
-                        updated_at: string;
-                    };
+                    "application/json": components["schemas"]["SavedAgent"];
                 };
             };
             /** @description Response for status 401 */
@@ -4034,35 +3978,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @description Form agent_<id> */
-                        id: string;
-                        name: string;
-                        revision: string | number;
-                        /** @description SHA-256 of the revision’s configuration; a run reports it as profile_digest. */
-                        digest: string;
-                        /** @description The catalog this revision was reviewed against. */
-                        catalog_revision: string;
-                        /** @description false when the catalog changed since review: runs are 409 CATALOG_REFRESH_REQUIRED until a PATCH with review: true. */
-                        catalog_current: boolean;
-                        /** @enum {string} */
-                        harness: "harness_1" | "harness_2" | "harness_3";
-                        model: string | null;
-                        /** @enum {string|null} */
-                        effort: "none" | "minimal" | "low" | "medium" | "high" | "xhigh" | "max" | "auto" | null;
-                        /** @enum {string|null} */
-                        speed: "standard" | "fast" | null;
-                        /** @description Put before the first prompt of every run of this agent. */
-                        instructions: string | null;
-                        /** @description Skill URLs (spec 4.1 `skills`), fetched and pinned when a run starts. */
-                        skills: string[];
-                        /** @description Ids or names of the running caller's connections, resolved when each run starts. */
-                        connections: string[];
-                        /** Format: date-time */
-                        created_at: string;
-                        /** Format: date-time */
-                        updated_at: string;
-                    };
+                    "application/json": components["schemas"]["SavedAgent"];
                 };
             };
             /** @description Response for status 400 */
@@ -4212,20 +4128,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        data: {
-                            /** @description Form conn_<id> */
-                            id: string;
-                            name: string;
-                            url: string;
-                            /** @description null: user-level (every run of the caller may name it) */
-                            project_id: string | null;
-                            /** @enum {string} */
-                            auth_mode: "bearer" | "none";
-                            /** @enum {string} */
-                            status: "ready" | "connecting" | "reconnect";
-                            /** Format: date-time */
-                            created_at: string;
-                        }[];
+                        data: components["schemas"]["Connection"][];
                     };
                 };
             };
@@ -4294,20 +4197,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @description Form conn_<id> */
-                        id: string;
-                        name: string;
-                        url: string;
-                        /** @description null: user-level (every run of the caller may name it) */
-                        project_id: string | null;
-                        /** @enum {string} */
-                        auth_mode: "bearer" | "none";
-                        /** @enum {string} */
-                        status: "ready" | "connecting" | "reconnect";
-                        /** Format: date-time */
-                        created_at: string;
-                    };
+                    "application/json": components["schemas"]["Connection"];
                 };
             };
             /** @description Response for status 400 */

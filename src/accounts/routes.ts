@@ -3,6 +3,7 @@ import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import { models } from '../http/models'
+import { modelRef } from '../domain/schema-util'
 import { OrgParams } from '../api-keys/model'
 import { AccountParams, CreateAccountBody, ProviderAccount } from './model'
 import type { AccountService } from './service'
@@ -16,8 +17,12 @@ export const accountRoutes = (auth: AuthService, accounts: AccountService) =>
     .use(orgScope(auth))
     .get('/o/:org/accounts', ({ access, principal }) => accounts.list(principal, access), {
       params: OrgParams,
-      response: { 200: t.Object({ data: t.Array(ProviderAccount) }), ...errorResponses(401, 403, 404) },
-      detail: { operationId: 'accounts.list', tags, summary: "The caller's own provider accounts in this org, newest first (never their keys)" },
+      response: { 200: t.Object({ data: t.Array(modelRef('ProviderAccount', ProviderAccount)) }), ...errorResponses(401, 403, 404) },
+      detail: {
+        operationId: 'accounts.list',
+        tags,
+        summary: "The caller's own provider accounts in this org, newest first (never their keys)",
+      },
     })
     .post(
       '/o/:org/accounts',
@@ -29,8 +34,12 @@ export const accountRoutes = (auth: AuthService, accounts: AccountService) =>
       {
         params: OrgParams,
         body: CreateAccountBody,
-        response: { 201: ProviderAccount, ...errorResponses(400, 401, 403, 404, 413, 422) },
-        detail: { operationId: 'accounts.create', tags, summary: 'Store a provider API key (sealed at rest, never returned); runs name it as account_id' },
+        response: { 201: 'ProviderAccount', ...errorResponses(400, 401, 403, 404, 413, 422) },
+        detail: {
+          operationId: 'accounts.create',
+          tags,
+          summary: 'Store a provider API key (sealed at rest, never returned); runs name it as account_id',
+        },
       },
     )
     .delete(
@@ -42,6 +51,10 @@ export const accountRoutes = (auth: AuthService, accounts: AccountService) =>
       {
         params: AccountParams,
         response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 413) },
-        detail: { operationId: 'accounts.remove', tags, summary: "Remove one of the caller's provider accounts; runs on it can take no further turn" },
+        detail: {
+          operationId: 'accounts.remove',
+          tags,
+          summary: "Remove one of the caller's provider accounts; runs on it can take no further turn",
+        },
       },
     )

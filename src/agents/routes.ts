@@ -3,6 +3,7 @@ import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import { models } from '../http/models'
+import { modelRef } from '../domain/schema-util'
 import { OrgParams } from '../api-keys/model'
 import { AgentParams, AgentRevision, CreateAgentBody, PatchAgentBody, SavedAgent } from './model'
 import type { AgentService } from './service'
@@ -27,24 +28,24 @@ export const agentProfileRoutes = (auth: AuthService, agents: AgentService) =>
       {
         params: OrgParams,
         body: CreateAgentBody,
-        response: { 201: SavedAgent, ...errorResponses(400, 401, 403, 404, 413, 422) },
+        response: { 201: 'SavedAgent', ...errorResponses(400, 401, 403, 404, 413, 422) },
         detail: { operationId: 'agents.create', tags, summary: 'Save an agent setup (revision 1, reviewed against the current catalog)' },
       },
     )
     .get('/o/:org/agents', ({ access }) => agents.list(access), {
       params: OrgParams,
-      response: { 200: t.Object({ data: t.Array(SavedAgent) }), ...errorResponses(401, 403, 404) },
+      response: { 200: t.Object({ data: t.Array(modelRef('SavedAgent', SavedAgent)) }), ...errorResponses(401, 403, 404) },
       detail: { operationId: 'agents.list', tags, summary: "The org's saved agents, newest first" },
     })
     .get('/o/:org/agents/:agent', ({ access, params }) => agents.get(access, params.agent), {
       params: AgentParams,
-      response: { 200: SavedAgent, ...errorResponses(401, 403, 404) },
+      response: { 200: 'SavedAgent', ...errorResponses(401, 403, 404) },
       detail: { operationId: 'agents.get', tags, summary: 'One saved agent at its current revision' },
     })
     .patch('/o/:org/agents/:agent', ({ access, principal, params, body }) => agents.update(principal, access, params.agent, body), {
       params: AgentParams,
       body: PatchAgentBody,
-      response: { 200: SavedAgent, ...errorResponses(400, 401, 403, 404, 413, 422) },
+      response: { 200: 'SavedAgent', ...errorResponses(400, 401, 403, 404, 413, 422) },
       detail: {
         operationId: 'agents.update',
         tags,

@@ -3,6 +3,7 @@ import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import { models } from '../http/models'
+import { modelRef } from '../domain/schema-util'
 import { OrgParams } from '../api-keys/model'
 import { Connection, ConnectionParams, CreateConnectionBody } from './model'
 import type { ConnectionService } from './service'
@@ -16,7 +17,7 @@ export const connectionRoutes = (auth: AuthService, connections: ConnectionServi
     .use(orgScope(auth))
     .get('/o/:org/connections', ({ access, principal }) => connections.list(principal, access), {
       params: OrgParams,
-      response: { 200: t.Object({ data: t.Array(Connection) }), ...errorResponses(401, 403, 404) },
+      response: { 200: t.Object({ data: t.Array(modelRef('Connection', Connection)) }), ...errorResponses(401, 403, 404) },
       detail: { operationId: 'connections.list', tags, summary: "The caller's own tool servers in this org (never their tokens)" },
     })
     .post(
@@ -29,8 +30,12 @@ export const connectionRoutes = (auth: AuthService, connections: ConnectionServi
       {
         params: OrgParams,
         body: CreateConnectionBody,
-        response: { 201: Connection, ...errorResponses(400, 401, 403, 404, 413, 422) },
-        detail: { operationId: 'connections.create', tags, summary: 'Store a tool server (its token sealed at rest, never returned); runs name it by id or name' },
+        response: { 201: 'Connection', ...errorResponses(400, 401, 403, 404, 413, 422) },
+        detail: {
+          operationId: 'connections.create',
+          tags,
+          summary: 'Store a tool server (its token sealed at rest, never returned); runs name it by id or name',
+        },
       },
     )
     .delete(
@@ -42,6 +47,10 @@ export const connectionRoutes = (auth: AuthService, connections: ConnectionServi
       {
         params: ConnectionParams,
         response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 413) },
-        detail: { operationId: 'connections.remove', tags, summary: "Remove one of the caller's tool servers; sessions started with it keep their copy" },
+        detail: {
+          operationId: 'connections.remove',
+          tags,
+          summary: "Remove one of the caller's tool servers; sessions started with it keep their copy",
+        },
       },
     )

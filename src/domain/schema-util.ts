@@ -1,4 +1,4 @@
-import { type TLiteral, type TNull, type TOptional, type TSchema, type TUnion, Type } from '@sinclair/typebox'
+import { type Static, type TLiteral, type TNull, type TOptional, type TSchema, type TUnion, type TUnsafe, Type } from '@sinclair/typebox'
 
 type Literals<T extends readonly string[]> = T extends readonly [infer H extends string, ...infer R extends string[]]
   ? [TLiteral<H>, ...Literals<R>]
@@ -17,4 +17,14 @@ export function nullable<T extends TSchema>(schema: T): TUnion<[T, TNull]> {
 /** Optional fields of one type, for objects with many (`...optionalFields(Type.String, ['a', 'b'])`). */
 export function optionalFields<const K extends string, T extends TSchema>(schema: () => T, keys: readonly K[]): { [P in K]: TOptional<T> } {
   return Object.fromEntries(keys.map((key) => [key, Type.Optional(schema())])) as never
+}
+
+/**
+ * A `$ref` to the model registered as `name` (a component of the OpenAPI document, see
+ * src/http/models.ts), typed as `schema`, the model it names: for a resource inside a wrapper
+ * (`{ data: [modelRef('Project', Project)] }`), where the `response: { 200: 'Project' }` form cannot
+ * reach. Elysia validates it against the registered model, found by its `$id`.
+ */
+export function modelRef<T extends TSchema>(name: string, _schema: T): TUnsafe<Static<T>> {
+  return Type.Unsafe<Static<T>>(Type.Ref(`#/components/schemas/${name}`))
 }

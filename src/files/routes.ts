@@ -5,7 +5,7 @@ import { UPLOAD_FILE_LIMIT } from '../http/body'
 import { errorResponses } from '../http/errors'
 import { models } from '../http/models'
 import { OrgParams } from '../api-keys/model'
-import { UploadBody, UploadedFile } from './model'
+import { UploadBody } from './model'
 import { fileTooLarge, type FileService } from './service'
 
 /** Uploads for shape B file blocks (contract section 8). Signed-in callers only: a key run sends text blocks alone. */
@@ -25,7 +25,12 @@ export const fileRoutes = (auth: AuthService, files: FileService) =>
       {
         params: OrgParams,
         body: UploadBody,
-        response: { 201: UploadedFile, ...errorResponses(400, 401, 403, 404, 413, 429) },
-        detail: { operationId: 'files.upload', tags: ['files'], summary: 'Upload a file for a shape B file block (multipart, one `file` part, at most 32 MiB); unused uploads expire after 7 days' },
+        response: { 201: 'UploadedFile', ...errorResponses(400, 401, 403, 404, 413, 429) },
+        detail: {
+          operationId: 'files.upload',
+          tags: ['files'],
+          summary:
+            'Upload a file for a shape B file block (multipart, one `file` part, at most 32 MiB); unused uploads expire after 7 days',
+        },
       },
     )

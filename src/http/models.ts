@@ -1,6 +1,12 @@
 import { Elysia } from 'elysia'
+import { ProviderAccount } from '../accounts/model'
+import { SavedAgent } from '../agents/model'
 import { ApiKey } from '../api-keys/model'
+import { Connection } from '../connections/model'
 import { ProjectEnvironment, ProjectSecret } from '../environments/model'
+import { UploadedFile } from '../files/model'
+import { UsageView } from '../plans/model'
+import { Project } from '../projects/model'
 import { Session } from '../search/model'
 import { CloudRunSession } from '../sessions/model'
 import { SessionEventSchema, ToolCallSchema } from '../transcript/model'
@@ -19,5 +25,11 @@ export const models = new Elysia({ name: 'agentd/models' }).model({
   ToolCall: ToolCallSchema,
   ProjectEnvironment,
   ProjectSecret,
+  SavedAgent,
+  Project,
+  ProviderAccount,
+  Connection,
+  UploadedFile,
+  Usage: UsageView,
   Error: ErrorBody,
 })

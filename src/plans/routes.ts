@@ -4,7 +4,6 @@ import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import { models } from '../http/models'
 import { OrgParams } from '../api-keys/model'
-import { UsageView } from './model'
 import type { PlanService } from './service'
 
 /** Contract section 9: the org's plan, its usage in the current periods and its limits (admins). */
@@ -14,7 +13,7 @@ export const planRoutes = (auth: AuthService, plans: PlanService) =>
     .use(orgScope(auth))
     .get('/o/:org/usage', ({ access }) => plans.view(access), {
       params: OrgParams,
-      response: { 200: UsageView, ...errorResponses(401, 403, 404) },
+      response: { 200: 'Usage', ...errorResponses(401, 403, 404) },
       detail: {
         operationId: 'usage.get',
         tags: ['plans'],

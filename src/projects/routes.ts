@@ -3,6 +3,7 @@ import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import { models } from '../http/models'
+import { modelRef } from '../domain/schema-util'
 import { CreateProjectBody, Project } from './model'
 import type { ProjectService } from './service'
 
@@ -16,7 +17,7 @@ export const projectRoutes = (auth: AuthService, service: ProjectService) =>
     .use(orgScope(auth))
     .get('/o/:org/projects', ({ access }) => service.list(access), {
       params: OrgParams,
-      response: { 200: t.Object({ data: t.Array(Project) }), ...errorResponses(401, 403, 404) },
+      response: { 200: t.Object({ data: t.Array(modelRef('Project', Project)) }), ...errorResponses(401, 403, 404) },
       detail: { operationId: 'projects.list', tags, summary: 'The org’s Projects, by name' },
     })
     .post(
@@ -29,7 +30,7 @@ export const projectRoutes = (auth: AuthService, service: ProjectService) =>
       {
         params: OrgParams,
         body: CreateProjectBody,
-        response: { 201: Project, ...errorResponses(400, 401, 403, 404, 409, 413, 422) },
+        response: { 201: 'Project', ...errorResponses(400, 401, 403, 404, 409, 413, 422) },
         detail: {
           operationId: 'projects.create',
           tags,
