@@ -24,7 +24,7 @@ import { DOCS_SCRIPT, DOCS_STYLE, docsAssets } from './http/docs'
 import { ApiError } from './domain/errors'
 import { errorPlugin } from './http/errors'
 import { requestIdOf } from './http/request-id'
-import { models } from './http/models'
+import { errorModel } from './http/errors'
 import { metricsRoutes } from './metrics/routes'
 import { planRoutes } from './plans/routes'
 import { searchRoutes } from './search/routes'
@@ -164,7 +164,7 @@ export function createApp(deps: AppDeps) {
   return (
     logged
       .use(errorPlugin)
-      .use(models)
+      .use(errorModel)
       .use(
         // Only the document's own route gets this hook (see openapi-document.ts), not every request.
         new Elysia({ name: 'agentd/openapi' })

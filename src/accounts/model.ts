@@ -1,4 +1,4 @@
-import { t, type Static } from 'elysia'
+import { Elysia, t, type Static } from 'elysia'
 import { ACCOUNT_PROVIDERS } from '../db/schema/accounts'
 import { literals } from '../domain/schema-util'
 
@@ -15,7 +15,12 @@ export type ProviderAccount = Static<typeof ProviderAccount>
 export const CreateAccountBody = t.Object(
   {
     provider: literals(ACCOUNT_PROVIDERS),
-    api_key: t.String({ minLength: 8, maxLength: 512, pattern: '^[\\x21-\\x7e]+$', description: "The provider's API key; stored sealed, never returned" }),
+    api_key: t.String({
+      minLength: 8,
+      maxLength: 512,
+      pattern: '^[\\x21-\\x7e]+$',
+      description: "The provider's API key; stored sealed, never returned",
+    }),
     name: t.Optional(t.String({ minLength: 1, maxLength: 100 })),
   },
   { additionalProperties: false },
@@ -23,3 +28,6 @@ export const CreateAccountBody = t.Object(
 export type CreateAccountBody = Static<typeof CreateAccountBody>
 
 export const AccountParams = t.Object({ org: t.String(), account: t.String() })
+
+/** This feature's named models: each one component of the OpenAPI document, referenced by name from its routes. */
+export const accountModels = new Elysia({ name: 'agentd/models/accounts' }).model({ ProviderAccount })

@@ -2,7 +2,8 @@ import { Elysia, t } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
-import { models } from '../http/models'
+import { errorModel } from '../http/errors'
+import { accountModels } from './model'
 import { modelRef } from '../domain/schema-util'
 import { OrgParams } from '../api-keys/model'
 import { AccountParams, CreateAccountBody, ProviderAccount } from './model'
@@ -13,7 +14,8 @@ const tags = ['accounts']
 /** A user's own provider API keys (spec 4.1 `account_id`). Signed-in callers only: an API key gets 401. */
 export const accountRoutes = (auth: AuthService, accounts: AccountService) =>
   new Elysia({ name: 'agentd/accounts' })
-    .use(models)
+    .use(errorModel)
+    .use(accountModels)
     .use(orgScope(auth))
     .get('/o/:org/accounts', ({ access, principal }) => accounts.list(principal, access), {
       params: OrgParams,

@@ -1,4 +1,4 @@
-import { t, type Static } from 'elysia'
+import { Elysia, t, type Static } from 'elysia'
 import { literals, nullable } from '../domain/schema-util'
 import { EFFORTS, SPEEDS } from '../domain/harness'
 import { HarnessSchema } from '../sessions/model'
@@ -12,8 +12,14 @@ const configFields = {
   effort: nullable(literals(EFFORTS)),
   speed: nullable(literals(SPEEDS)),
   instructions: nullable(t.String({ maxLength: 65536, description: 'Put before the first prompt of every run of this agent.' })),
-  skills: t.Array(t.String({ maxLength: 2048 }), { maxItems: 20, description: 'Skill URLs (spec 4.1 `skills`), fetched and pinned when a run starts.' }),
-  connections: t.Array(t.String({ minLength: 1, maxLength: 200 }), { maxItems: 20, description: "Ids or names of the running caller's connections, resolved when each run starts." }),
+  skills: t.Array(t.String({ maxLength: 2048 }), {
+    maxItems: 20,
+    description: 'Skill URLs (spec 4.1 `skills`), fetched and pinned when a run starts.',
+  }),
+  connections: t.Array(t.String({ minLength: 1, maxLength: 200 }), {
+    maxItems: 20,
+    description: "Ids or names of the running caller's connections, resolved when each run starts.",
+  }),
 }
 
 export const AgentConfig = t.Object(configFields)
@@ -25,7 +31,9 @@ export const SavedAgent = t.Object({
   revision: t.Integer({ minimum: 1 }),
   digest: t.String({ description: 'SHA-256 of the revision’s configuration; a run reports it as profile_digest.' }),
   catalog_revision: t.String({ description: 'The catalog this revision was reviewed against.' }),
-  catalog_current: t.Boolean({ description: 'false when the catalog changed since review: runs are 409 CATALOG_REFRESH_REQUIRED until a PATCH with review: true.' }),
+  catalog_current: t.Boolean({
+    description: 'false when the catalog changed since review: runs are 409 CATALOG_REFRESH_REQUIRED until a PATCH with review: true.',
+  }),
   ...configFields,
   created_at: DateTime,
   updated_at: DateTime,
@@ -56,7 +64,12 @@ export const CreateAgentBody = t.Object(
 
 /** A change of name or configuration; `review: true` reviews the configuration again against today's catalog. */
 export const PatchAgentBody = t.Object(
-  { name: t.Optional(t.String({ minLength: 1, maxLength: 100 })), harness: t.Optional(HarnessSchema), ...optionalSettings, review: t.Optional(t.Literal(true)) },
+  {
+    name: t.Optional(t.String({ minLength: 1, maxLength: 100 })),
+    harness: t.Optional(HarnessSchema),
+    ...optionalSettings,
+    review: t.Optional(t.Literal(true)),
+  },
   { additionalProperties: false },
 )
 
@@ -64,3 +77,6 @@ export const AgentParams = t.Object({ org: t.String(), agent: t.String() })
 
 export type CreateAgentBody = Static<typeof CreateAgentBody>
 export type PatchAgentBody = Static<typeof PatchAgentBody>
+
+/** This feature's named models: each one component of the OpenAPI document, referenced by name from its routes. */
+export const agentModels = new Elysia({ name: 'agentd/models/agents' }).model({ SavedAgent })

@@ -2,7 +2,8 @@ import { Elysia, t } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
-import { models } from '../http/models'
+import { errorModel } from '../http/errors'
+import { agentModels } from './model'
 import { modelRef } from '../domain/schema-util'
 import { OrgParams } from '../api-keys/model'
 import { AgentParams, AgentRevision, CreateAgentBody, PatchAgentBody, SavedAgent } from './model'
@@ -16,7 +17,8 @@ const tags = ['agents']
  */
 export const agentProfileRoutes = (auth: AuthService, agents: AgentService) =>
   new Elysia({ name: 'agentd/saved-agents' })
-    .use(models)
+    .use(errorModel)
+    .use(agentModels)
     .use(orgScope(auth))
     .post(
       '/o/:org/agents',

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox'
-import { t, type Static } from 'elysia'
+import { Elysia, t, type Static } from 'elysia'
 import { literals, nullable } from '../domain/schema-util'
 import { API_KEY_SCOPES } from './service'
 import { MAX_WEBHOOK_URL_LENGTH } from '../webhooks/url-policy'
@@ -71,3 +71,6 @@ export const KeyParams = t.Object({ org: t.String(), key: t.String() })
 export const DeliveriesQuery = t.Object({ limit: t.Optional(t.Integer({ minimum: 1, maximum: 100 })) })
 
 export type CreateApiKeyBody = Static<typeof CreateApiKeyBody>
+
+/** This feature's named models: each one component of the OpenAPI document, referenced by name from its routes. */
+export const apiKeyModels = new Elysia({ name: 'agentd/models/api-keys' }).model({ ApiKey })

@@ -3,14 +3,26 @@ import type { ApiKeyService } from './service'
 import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
-import { ApiKey, ApiKeyWithSecret, CreateApiKeyBody, DeliveriesQuery, KeyParams, OrgParams, UpdateApiKeyBody, WebhookDelivery } from './model'
-import { models } from '../http/models'
+import {
+  ApiKey,
+  ApiKeyWithSecret,
+  CreateApiKeyBody,
+  DeliveriesQuery,
+  KeyParams,
+  OrgParams,
+  UpdateApiKeyBody,
+  WebhookDelivery,
+} from './model'
+import { errorModel } from '../http/errors'
+import { apiKeyModels } from './model'
 
 const tags = ['api-keys']
 
 /** Spec 4.5. Signed-in callers only: an API key gets 401 here (the auth plugin's default). */
 export const apiKeyRoutes = (auth: AuthService, keys: ApiKeyService) =>
-  new Elysia({ name: 'agentd/api-keys' }).use(models)
+  new Elysia({ name: 'agentd/api-keys' })
+    .use(errorModel)
+    .use(apiKeyModels)
     .use(orgScope(auth))
     .get('/o/:org/api-keys', ({ access }) => keys.list(access), {
       params: OrgParams,
@@ -35,7 +47,11 @@ export const apiKeyRoutes = (auth: AuthService, keys: ApiKeyService) =>
       params: KeyParams,
       body: UpdateApiKeyBody,
       response: { 200: 'ApiKey', ...errorResponses(400, 401, 403, 404, 413) },
-      detail: { operationId: 'apiKeys.update', tags, summary: 'Set, change or clear the webhook URL, or rotate its secret (the key’s creator)' },
+      detail: {
+        operationId: 'apiKeys.update',
+        tags,
+        summary: 'Set, change or clear the webhook URL, or rotate its secret (the key’s creator)',
+      },
     })
     .delete(
       '/o/:org/api-keys/:key',
@@ -54,17 +70,13 @@ export const apiKeyRoutes = (auth: AuthService, keys: ApiKeyService) =>
       response: { 200: ApiKeyWithSecret, ...errorResponses(400, 401, 403, 404, 413) },
       detail: { operationId: 'apiKeys.rotate', tags, summary: 'A new secret; the old one stops working at once (the key’s creator)' },
     })
-    .get(
-      '/o/:org/api-keys/:key/deliveries',
-      ({ access, params, query }) => keys.deliveries(access, params.key, query.limit ?? 50),
-      {
-        params: KeyParams,
-        query: DeliveriesQuery,
-        response: { 200: t.Object({ data: t.Array(WebhookDelivery) }), ...errorResponses(400, 401, 403, 404) },
-        detail: {
-          operationId: 'apiKeys.deliveries',
-          tags,
-          summary: 'The key’s runFinished webhook deliveries, newest first, with every attempt (admins; an agentd addition)',
-        },
+    .get('/o/:org/api-keys/:key/deliveries', ({ access, params, query }) => keys.deliveries(access, params.key, query.limit ?? 50), {
+      params: KeyParams,
+      query: DeliveriesQuery,
+      response: { 200: t.Object({ data: t.Array(WebhookDelivery) }), ...errorResponses(400, 401, 403, 404) },
+      detail: {
+        operationId: 'apiKeys.deliveries',
+        tags,
+        summary: 'The key’s runFinished webhook deliveries, newest first, with every attempt (admins; an agentd addition)',
       },
-    )
+    })

@@ -6,17 +6,24 @@ import type { HarnessVersions } from '../sessions/create-rules'
 import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import { HarnessSchema } from '../sessions/model'
-import { models } from '../http/models'
+import { errorModel } from '../http/errors'
 
 export const agentRoutes = (auth: AuthService, catalog: Catalog, runnable: HarnessVersions, now: () => number) =>
-  new Elysia({ name: 'agentd/agents' }).use(models).use(orgScope(auth)).get(
-    '/o/:org/agents/available',
-    // orgScope has checked the caller's standing in the org; the catalog is the same for every org.
-    ({ query }) => agentsAvailable(catalog, runnable, new Date(now()), query.harness),
-    {
-      params: t.Object({ org: t.String() }),
-      query: t.Object({ harness: t.Optional(HarnessSchema) }),
-      response: { 200: t.Record(t.String(), t.Unknown()), ...errorResponses(400, 401, 404) },
-      detail: { operationId: 'agents.available', tags: ['discovery'], summary: 'Harnesses, models, connectors and plugins the org can run' },
-    },
-  )
+  new Elysia({ name: 'agentd/agents' })
+    .use(errorModel)
+    .use(orgScope(auth))
+    .get(
+      '/o/:org/agents/available',
+      // orgScope has checked the caller's standing in the org; the catalog is the same for every org.
+      ({ query }) => agentsAvailable(catalog, runnable, new Date(now()), query.harness),
+      {
+        params: t.Object({ org: t.String() }),
+        query: t.Object({ harness: t.Optional(HarnessSchema) }),
+        response: { 200: t.Record(t.String(), t.Unknown()), ...errorResponses(400, 401, 404) },
+        detail: {
+          operationId: 'agents.available',
+          tags: ['discovery'],
+          summary: 'Harnesses, models, connectors and plugins the org can run',
+        },
+      },
+    )

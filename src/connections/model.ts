@@ -1,4 +1,4 @@
-import { t, type Static } from 'elysia'
+import { Elysia, t, type Static } from 'elysia'
 import { literals, nullable } from '../domain/schema-util'
 import { CONNECTION_STATUSES } from '../db/schema'
 
@@ -24,7 +24,11 @@ export const Connection = t.Object({
 export const CreateConnectionBody = t.Object(
   {
     name: t.String({ pattern: CONNECTION_NAME, description: 'Lower-case letters, digits, - and _; at most 63' }),
-    url: t.String({ minLength: 1, maxLength: 2048, description: 'A streamable HTTP MCP endpoint on https whose host resolves to public addresses only' }),
+    url: t.String({
+      minLength: 1,
+      maxLength: 2048,
+      description: 'A streamable HTTP MCP endpoint on https whose host resolves to public addresses only',
+    }),
     auth: t.Optional(ConnectionAuth),
     project: t.Optional(t.String({ description: 'A Project handle or id: the connection is for runs of that Project only' })),
   },
@@ -34,3 +38,6 @@ export const CreateConnectionBody = t.Object(
 export const ConnectionParams = t.Object({ org: t.String(), connection: t.String() })
 
 export type CreateConnectionBody = Static<typeof CreateConnectionBody>
+
+/** This feature's named models: each one component of the OpenAPI document, referenced by name from its routes. */
+export const connectionModels = new Elysia({ name: 'agentd/models/connections' }).model({ Connection })

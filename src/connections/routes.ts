@@ -2,7 +2,8 @@ import { Elysia, t } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
-import { models } from '../http/models'
+import { errorModel } from '../http/errors'
+import { connectionModels } from './model'
 import { modelRef } from '../domain/schema-util'
 import { OrgParams } from '../api-keys/model'
 import { Connection, ConnectionParams, CreateConnectionBody } from './model'
@@ -13,7 +14,8 @@ const tags = ['connections']
 /** A user's own tool servers (spec 4.1 connections). Signed-in callers only: a key run may not send connections. */
 export const connectionRoutes = (auth: AuthService, connections: ConnectionService) =>
   new Elysia({ name: 'agentd/connections' })
-    .use(models)
+    .use(errorModel)
+    .use(connectionModels)
     .use(orgScope(auth))
     .get('/o/:org/connections', ({ access, principal }) => connections.list(principal, access), {
       params: OrgParams,

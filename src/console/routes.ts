@@ -21,7 +21,13 @@ const csp = (oidc: ConsoleOidc | null, inlineScript: string) =>
 const page = async (bundle: ConsoleBundle, oidc: ConsoleOidc | null) => {
   const { html, inlineScript } = await bundle.assets()
   return new Response(html, {
-    headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-cache', 'content-security-policy': csp(oidc, inlineScript), 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' },
+    headers: {
+      'content-type': 'text/html; charset=utf-8',
+      'cache-control': 'no-cache',
+      'content-security-policy': csp(oidc, inlineScript),
+      'x-content-type-options': 'nosniff',
+      'referrer-policy': 'no-referrer',
+    },
   })
 }
 
@@ -40,7 +46,13 @@ export const consoleRoutes = (bundle: ConsoleBundle, oidc: ConsoleOidc | null) =
       async ({ params }) => {
         const file = (await bundle.assets()).files.get(params.file)
         if (!file) throw notFound('No such console file')
-        return new Response(file.body, { headers: { 'content-type': file.type, 'cache-control': 'public, max-age=31536000, immutable', 'x-content-type-options': 'nosniff' } })
+        return new Response(file.body, {
+          headers: {
+            'content-type': file.type,
+            'cache-control': 'public, max-age=31536000, immutable',
+            'x-content-type-options': 'nosniff',
+          },
+        })
       },
       { params: t.Object({ file: t.String() }), detail: { hide: true } },
     )

@@ -21,7 +21,7 @@ export function optionalFields<const K extends string, T extends TSchema>(schema
 
 /**
  * A `$ref` to the model registered as `name` (a component of the OpenAPI document, see
- * src/http/models.ts), typed as `schema`, the model it names: for a resource inside a wrapper
+ * the feature model files), typed as `schema`, the model it names: for a resource inside a wrapper
  * (`{ data: [modelRef('Project', Project)] }`), where the `response: { 200: 'Project' }` form cannot
  * reach. Elysia validates it against the registered model, found by its `$id`.
  */

@@ -1,4 +1,4 @@
-import { t, type Static } from 'elysia'
+import { Elysia, t, type Static } from 'elysia'
 import { nullable } from '../domain/schema-util'
 import { DEFAULT_SETUP_TIMEOUT_S, MAX_SETUP_TIMEOUT_S } from './environment'
 import { MAX_ALLOW_ENTRIES } from './environment'
@@ -57,3 +57,6 @@ export const EnvironmentModel = {
 } as const
 
 export type EnvironmentModel = { [K in keyof typeof EnvironmentModel]: Static<(typeof EnvironmentModel)[K]> }
+
+/** This feature's named models: each one component of the OpenAPI document, referenced by name from its routes. */
+export const environmentModels = new Elysia({ name: 'agentd/models/environments' }).model({ ProjectEnvironment, ProjectSecret })

@@ -2,7 +2,8 @@ import { Elysia, t } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
-import { models } from '../http/models'
+import { errorModel } from '../http/errors'
+import { environmentModels } from './model'
 import type { EnvironmentService } from './environment'
 import { EnvironmentModel } from './model'
 import type { SecretService } from './secrets'
@@ -15,7 +16,8 @@ const tags = ['environments']
  */
 export const environmentRoutes = (auth: AuthService, environments: EnvironmentService, secrets: SecretService) =>
   new Elysia({ name: 'agentd/environments' })
-    .use(models)
+    .use(errorModel)
+    .use(environmentModels)
     .use(orgScope(auth))
     .get(
       '/o/:org/projects/:project/secrets',

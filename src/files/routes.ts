@@ -3,7 +3,8 @@ import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
 import { UPLOAD_FILE_LIMIT } from '../http/body'
 import { errorResponses } from '../http/errors'
-import { models } from '../http/models'
+import { errorModel } from '../http/errors'
+import { fileModels } from './model'
 import { OrgParams } from '../api-keys/model'
 import { UploadBody } from './model'
 import { fileTooLarge, type FileService } from './service'
@@ -11,7 +12,8 @@ import { fileTooLarge, type FileService } from './service'
 /** Uploads for shape B file blocks (contract section 8). Signed-in callers only: a key run sends text blocks alone. */
 export const fileRoutes = (auth: AuthService, files: FileService) =>
   new Elysia({ name: 'agentd/files' })
-    .use(models)
+    .use(errorModel)
+    .use(fileModels)
     .use(orgScope(auth, { media: 'formdata' }))
     .post(
       '/o/:org/files',

@@ -1,8 +1,17 @@
 import { Elysia } from 'elysia'
-import type { AuthService } from '../identity/auth'
-import type { Principal } from '../identity/service'
 import type { ApiKeyScope } from '../api-keys/service'
 import { bodyLimit, parseBody } from './body'
+
+/**
+ * What the routes' authentication asks of identity (its AuthService): who the bearer is, whether
+ * an API key may call the route, and the caller's standing in an org. `P` is the principal and `A`
+ * the access the routes' handlers receive.
+ */
+export interface Authenticator<P, A> {
+  authenticate(authorization: string | undefined): Promise<P>
+  authorizeKey(principal: P, scope: ApiKeyScope | null): void
+  access(principal: P, org: string): A
+}
 
 export interface AuthOptions {
   /** The media type the OpenAPI document gives the routes' bodies: JSON, or multipart for uploads. */
@@ -29,7 +38,7 @@ export function keyScopeFor(method: string, route: string): ApiKeyScope | null {
 }
 
 /** Principals found while parsing a request's body, for its resolve to take instead of a second check. */
-const parsedBy = new WeakMap<Request, Principal>()
+const parsedBy = new WeakMap<Request, unknown>()
 
 /**
  * Resolves `principal` from the bearer token on every route registered after it.
@@ -39,20 +48,20 @@ const parsedBy = new WeakMap<Request, Principal>()
  * nesting depth (see body.ts): an unauthenticated caller cannot make the server hold or parse
  * anything. Routes without a body authenticate in `resolve`.
  */
-export const authPlugin = (auth: AuthService, options: AuthOptions = {}) => authenticating(auth, options, 'agentd/auth')
+export const authPlugin = <P, A>(auth: Authenticator<P, A>, options: AuthOptions = {}) => authenticating(auth, options, 'agentd/auth')
 
 /**
  * `authPlugin` plus `access`: the caller's standing in the route's org (`:org`), resolved once per
  * request (403 when not a member, 404 when there is no such org) for every route registered after
  * it. Every `/o/:org/…` route group mounts this instead of asking in each handler.
  */
-export const orgScope = (auth: AuthService, options: AuthOptions = {}) =>
+export const orgScope = <P, A>(auth: Authenticator<P, A>, options: AuthOptions = {}) =>
   authenticating(auth, options, 'agentd/org-scope').resolve({ as: 'scoped' }, ({ principal, params }) => ({
     access: auth.access(principal, (params as { org: string }).org),
   }))
 
-function authenticating(auth: AuthService, options: AuthOptions, name: string) {
-  const principalOf = async (request: Request, route: string): Promise<Principal> => {
+function authenticating<P, A>(auth: Authenticator<P, A>, options: AuthOptions, name: string) {
+  const principalOf = async (request: Request, route: string): Promise<P> => {
     // One header read from the request, not `headers`: naming that would copy them all on each request.
     const principal = await auth.authenticate(request.headers.get('authorization') ?? undefined)
     auth.authorizeKey(principal, keyScopeFor(request.method, route))
@@ -71,7 +80,7 @@ function authenticating(auth: AuthService, options: AuthOptions, name: string) {
       // takes a named parser only in Elysia's `{fn}` form (a bare string throws), which its types lack.
       .onParse({ as: 'scoped' }, { fn: media } as never)
       .resolve({ as: 'scoped' }, async ({ request, route }) => ({
-        principal: parsedBy.get(request) ?? (await principalOf(request, route)),
+        principal: (parsedBy.get(request) as P | undefined) ?? (await principalOf(request, route)),
       }))
   )
 }
@@ -81,9 +90,11 @@ function authenticating(auth: AuthService, options: AuthOptions, name: string) {
  * request would be (through the same caches): false once a key is revoked or rotated, a token
  * expires, or its user leaves the org.
  */
-export const stillAllowed = (auth: AuthService, authorization: string | undefined, org: string) => async () => {
-  const principal = await auth.authenticate(authorization)
-  auth.authorizeKey(principal, 'runs:read')
-  auth.access(principal, org)
-  return true
-}
+export const stillAllowed =
+  <P, A>(auth: Authenticator<P, A>, authorization: string | undefined, org: string) =>
+  async () => {
+    const principal = await auth.authenticate(authorization)
+    auth.authorizeKey(principal, 'runs:read')
+    auth.access(principal, org)
+    return true
+  }

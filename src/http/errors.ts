@@ -15,7 +15,10 @@ export const ErrorBody = t.Object(
   { additionalProperties: true },
 )
 
-/** The envelope for each status, by its model name (`Error`, see models.ts): one component. */
+/** The envelope as the named model `Error`: one component, which every route's error answers refer to. */
+export const errorModel = new Elysia({ name: 'agentd/models/error' }).model({ Error: ErrorBody })
+
+/** The envelope for each status, by its model name (`Error`, errorModel): one component. */
 export function errorResponses(...statuses: number[]) {
   return Object.fromEntries(statuses.map((s) => [s, 'Error'])) as Record<number, 'Error'>
 }

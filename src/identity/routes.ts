@@ -1,7 +1,7 @@
 import { Elysia, t } from 'elysia'
 import { authPlugin } from '../http/auth'
 import { errorResponses } from '../http/errors'
-import { models } from '../http/models'
+import { errorModel } from '../http/errors'
 import type { AuthService } from './auth'
 import type { IdentityService } from './service'
 
@@ -13,7 +13,8 @@ const Me = t.Object({
 
 /** Who the caller is and which orgs it may open: what the console asks first (signed-in callers; API keys get 401). */
 export const identityRoutes = (auth: AuthService, identity: IdentityService) =>
-  new Elysia({ name: 'agentd/identity' }).use(models)
+  new Elysia({ name: 'agentd/identity' })
+    .use(errorModel)
     .use(authPlugin(auth))
     .get(
       '/me',
@@ -24,6 +25,10 @@ export const identityRoutes = (auth: AuthService, identity: IdentityService) =>
       }),
       {
         response: { 200: Me, ...errorResponses(401) },
-        detail: { operationId: 'me.get', tags: ['identity'], summary: 'The signed-in caller: email, name, and the orgs it belongs to with its role' },
+        detail: {
+          operationId: 'me.get',
+          tags: ['identity'],
+          summary: 'The signed-in caller: email, name, and the orgs it belongs to with its role',
+        },
       },
     )

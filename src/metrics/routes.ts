@@ -25,7 +25,11 @@ export const metricsRoutes = (metrics: Metrics, token: string | null) =>
     },
     {
       response: { 200: t.String({ description: 'Prometheus text exposition format 0.0.4' }), ...errorResponses(401, 404) },
-      detail: { operationId: 'metrics', tags: ['operations'], summary: 'Prometheus metrics of the whole server (bearer: AGENTD_METRICS_TOKEN)', security: [{ metricsToken: [] }] },
+      detail: {
+        operationId: 'metrics',
+        tags: ['operations'],
+        summary: 'Prometheus metrics of the whole server (bearer: AGENTD_METRICS_TOKEN)',
+        security: [{ metricsToken: [] }],
+      },
     },
   )
-

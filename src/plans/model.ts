@@ -1,4 +1,4 @@
-import { t, type Static } from 'elysia'
+import { Elysia, t, type Static } from 'elysia'
 import { literals, nullable } from '../domain/schema-util'
 
 export const PAYMENT_METHODS = ['none', 'card'] as const
@@ -59,7 +59,9 @@ export const UsageView = t.Object({
   plan: t.Union(
     [
       t.Object({
-        source: t.Union([t.Literal('default'), t.Literal('org')], { description: "`default`: the config file's default plan; `org`: set with `plan set`" }),
+        source: t.Union([t.Literal('default'), t.Literal('org')], {
+          description: "`default`: the config file's default plan; `org`: set with `plan set`",
+        }),
         max_concurrent: nullable(t.Integer({ description: "Runs at once; null: the server's default" })),
         payment_method: literals(PAYMENT_METHODS),
       }),
@@ -71,3 +73,6 @@ export const UsageView = t.Object({
   limits: t.Union([PlanLimits, t.Null()], { description: 'null when the org has no plan' }),
 })
 export type UsageView = Static<typeof UsageView>
+
+/** This feature's named models: each one component of the OpenAPI document, referenced by name from its routes. */
+export const planModels = new Elysia({ name: 'agentd/models/plans' }).model({ Usage: UsageView })

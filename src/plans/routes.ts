@@ -2,14 +2,16 @@ import { Elysia } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
-import { models } from '../http/models'
+import { errorModel } from '../http/errors'
+import { planModels } from './model'
 import { OrgParams } from '../api-keys/model'
 import type { PlanService } from './service'
 
 /** Contract section 9: the org's plan, its usage in the current periods and its limits (admins). */
 export const planRoutes = (auth: AuthService, plans: PlanService) =>
   new Elysia({ name: 'agentd/plans' })
-    .use(models)
+    .use(errorModel)
+    .use(planModels)
     .use(orgScope(auth))
     .get('/o/:org/usage', ({ access }) => plans.view(access), {
       params: OrgParams,

@@ -2,7 +2,8 @@ import { Elysia, t } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
-import { models } from '../http/models'
+import { errorModel } from '../http/errors'
+import { projectModels } from './model'
 import { modelRef } from '../domain/schema-util'
 import { CreateProjectBody, Project } from './model'
 import type { ProjectService } from './service'
@@ -13,7 +14,8 @@ const OrgParams = t.Object({ org: t.String() })
 /** The org's Projects: what `{project}` in a session path names. */
 export const projectRoutes = (auth: AuthService, service: ProjectService) =>
   new Elysia({ name: 'agentd/projects' })
-    .use(models)
+    .use(errorModel)
+    .use(projectModels)
     .use(orgScope(auth))
     .get('/o/:org/projects', ({ access }) => service.list(access), {
       params: OrgParams,

@@ -2,7 +2,7 @@ import { Elysia, t } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
-import { models } from '../http/models'
+import { errorModel } from '../http/errors'
 import { SessionParams } from '../sessions/model'
 import type { ChangesService } from './changes'
 import { installationView, type InstallationService } from './installations'
@@ -13,7 +13,7 @@ const tags = ['sessions']
 /** What a session changed in its repository (spec 4.4), and the org's code host installations (spec 4.1). */
 export const repositoryRoutes = (auth: AuthService, changes: ChangesService, installations: InstallationService) =>
   new Elysia({ name: 'agentd/repositories' })
-    .use(models)
+    .use(errorModel)
     .use(orgScope(auth))
     .get('/o/:org/p/:project/sessions/:session/changes', ({ access, params }) => changes.of(access, params.project, params.session), {
       params: SessionParams,

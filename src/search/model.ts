@@ -1,4 +1,4 @@
-import { t, type Static } from 'elysia'
+import { Elysia, t, type Static } from 'elysia'
 import { literals, nullable } from '../domain/schema-util'
 import { CAPTURE_STATES, RUN_MODES, SESSION_STATUSES } from '../domain/status'
 import { HARNESSES } from '../domain/harness'
@@ -63,7 +63,9 @@ const TIME = 'Relative to now (30s, 15m, 2h, 7d, 2w) or ISO 8601 (a date or a da
 
 /** Query of `GET /o/{org}/sessions` (spec 4.1). Times and the cursor are checked by `parseTime` / `decodeCursor`. */
 export const SearchQuery = t.Object({
-  selector: t.Optional(t.String({ minLength: 1, maxLength: 500, description: 'Full id, unique id prefix or title; switches to resolution' })),
+  selector: t.Optional(
+    t.String({ minLength: 1, maxLength: 500, description: 'Full id, unique id prefix or title; switches to resolution' }),
+  ),
   q: t.Optional(t.Array(t.String({ maxLength: 1000 }), { maxItems: 32, description: 'Each value is a phrase; every one must match' })),
   project: t.Optional(t.String({ minLength: 1, description: 'Handle or id' })),
   agent: t.Optional(t.String({ minLength: 1, description: 'Harness as dispatched, e.g. harness_1@2.1.197' })),
@@ -81,8 +83,10 @@ export const SearchQuery = t.Object({
   cursor: t.Optional(t.String({ minLength: 1, maxLength: 1000 })),
 })
 
-
 export const OrgParams = t.Object({ org: t.String() })
 
 export type Session = Static<typeof Session>
 export type SearchQuery = Static<typeof SearchQuery>
+
+/** This feature's named models: each one component of the OpenAPI document, referenced by name from its routes. */
+export const searchModels = new Elysia({ name: 'agentd/models/search' }).model({ Session })

@@ -4,12 +4,14 @@ import type { SessionSearch } from './service'
 import { orgScope } from '../http/auth'
 import { messageEnvelope, messageErrorResponses } from '../http/errors'
 import { AmbiguousSelector, OrgParams, SearchQuery, Session, SessionList } from './model'
-import { models } from '../http/models'
+import { errorModel } from '../http/errors'
+import { searchModels } from './model'
 
 /** `GET /o/{org}/sessions` (spec 4.1): the org-wide search. Its errors use `{code, message}`. */
 export const searchRoutes = (auth: AuthService, search: SessionSearch) =>
   new Elysia({ name: 'agentd/search' })
-    .use(models)
+    .use(errorModel)
+    .use(searchModels)
     .use(messageEnvelope())
     .use(orgScope(auth))
     .get('/o/:org/sessions', ({ access, query }) => search.search(access, query), {

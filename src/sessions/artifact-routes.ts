@@ -6,14 +6,16 @@ import { errorResponses } from '../http/errors'
 import { decodePathParam } from '../http/path-params'
 import { artifactHeaders } from './artifact-headers'
 import { ArtifactFile, SessionParams } from './model'
-import { models } from '../http/models'
+import { errorModel } from '../http/errors'
+import { sessionModels } from './model'
 
 const tags = ['artifacts']
 
 /** The files a session produced (spec 4.4). */
 export const artifactRoutes = (auth: AuthService, queries: SessionQueries) =>
   new Elysia({ name: 'agentd/artifacts' })
-    .use(models)
+    .use(errorModel)
+    .use(sessionModels)
     .use(orgScope(auth))
     .get(
       '/o/:org/p/:project/sessions/:session/artifacts',

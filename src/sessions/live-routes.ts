@@ -4,10 +4,11 @@ import type { AuthService } from '../identity/auth'
 import type { SessionQueries } from './queries'
 import type { SessionService } from './service'
 import { orgScope, stillAllowed } from '../http/auth'
-import { sseStream } from '../http/sse'
+import { sseStream } from './sse'
 import { errorResponses } from '../http/errors'
 import { EventsQuery, MessageQueued, MessageSent, PostMessageBody, SessionLogs, SessionParams } from './model'
-import { models } from '../http/models'
+import { errorModel } from '../http/errors'
+import { sessionModels } from './model'
 
 const tags = ['sessions']
 
@@ -17,7 +18,8 @@ const CREDENTIAL_RECHECK_MS = 1_000
 /** Following and steering a run: the event stream, follow-up messages, the runtime log. */
 export const liveRoutes = (auth: AuthService, sessions: SessionService, queries: SessionQueries, keepaliveMs = 15_000) =>
   new Elysia({ name: 'agentd/sessions-live' })
-    .use(models)
+    .use(errorModel)
+    .use(sessionModels)
     .use(orgScope(auth))
     .get(
       '/o/:org/p/:project/sessions/:session/events',

@@ -1,4 +1,4 @@
-import { t, type Static } from 'elysia'
+import { Elysia, t, type Static } from 'elysia'
 import { literals, nullable } from '../domain/schema-util'
 import { EFFORTS, HARNESSES, SPEEDS } from '../domain/harness'
 import { CAPTURE_STATES, PERSISTENCE_MODES, RUN_MODES, SESSION_STATUSES } from '../domain/status'
@@ -21,7 +21,11 @@ export const CloudRunSession = t.Object({
   persistence_mode: nullable(literals(PERSISTENCE_MODES)),
   machine_state: NString,
   queue_position: nullable(
-    t.Integer({ minimum: 1, description: 'While `queued`: its place in the order sessions are started in (1 starts next), fair across orgs; null otherwise. agentd’s own field.' }),
+    t.Integer({
+      minimum: 1,
+      description:
+        'While `queued`: its place in the order sessions are started in (1 starts next), fair across orgs; null otherwise. agentd’s own field.',
+    }),
   ),
   sandbox_generation: NInt,
   prompt: NString,
@@ -81,7 +85,12 @@ export const SessionResult = t.Object({
 /** `Idempotency-Key` (contract section 8): 1 to 255 printable ASCII characters, space to tilde. */
 export const IdempotencyHeaders = t.Object({
   'idempotency-key': t.Optional(
-    t.String({ minLength: 1, maxLength: 255, pattern: '^[\\x20-\\x7e]+$', description: 'Retry-safe create (contract section 8): the same key and body answer with the session first made, for 24 hours.' }),
+    t.String({
+      minLength: 1,
+      maxLength: 255,
+      pattern: '^[\\x20-\\x7e]+$',
+      description: 'Retry-safe create (contract section 8): the same key and body answer with the session first made, for 24 hours.',
+    }),
   ),
 })
 
@@ -105,7 +114,11 @@ export type InputBlock = Static<typeof InputBlock>
 export const CreateSessionBody = t.Object({
   agent: t.Optional(t.String({ minLength: 1 })),
   prompt: t.Optional(t.String()),
-  input: t.Optional(t.Union([t.String(), t.Array(InputBlock, { maxItems: 100 }), InputBlock], { description: 'Shape B: the task as a string or content blocks.' })),
+  input: t.Optional(
+    t.Union([t.String(), t.Array(InputBlock, { maxItems: 100 }), InputBlock], {
+      description: 'Shape B: the task as a string or content blocks.',
+    }),
+  ),
   harness: t.Optional(HarnessSchema),
   strategy: t.Optional(t.Literal('platform', { description: "Shape B: run on agentd's models, metered on the plan (the default)." })),
   skills: t.Optional(t.Array(t.Union([t.String({ maxLength: 2048 }), t.Object({ url: t.String({ maxLength: 2048 }) })]), { maxItems: 20 })),
@@ -113,7 +126,12 @@ export const CreateSessionBody = t.Object({
     t.Array(
       t.Union([
         t.String({ minLength: 1, maxLength: 200 }),
-        t.Object({ url: t.String({ maxLength: 2048 }), name: t.Optional(t.String({ maxLength: 63 })), auth: t.Optional(t.Unknown()), token: t.Optional(t.Unknown()) }),
+        t.Object({
+          url: t.String({ maxLength: 2048 }),
+          name: t.Optional(t.String({ maxLength: 63 })),
+          auth: t.Optional(t.Unknown()),
+          token: t.Optional(t.Unknown()),
+        }),
       ]),
       { maxItems: 20 },
     ),
@@ -169,3 +187,6 @@ export const SessionLogs = t.Object({
 })
 
 export const EventsQuery = t.Object({ cursor: t.Optional(t.String()) })
+
+/** This feature's named models: each one component of the OpenAPI document, referenced by name from its routes. */
+export const sessionModels = new Elysia({ name: 'agentd/models/sessions' }).model({ CloudRunSession })

@@ -97,7 +97,7 @@ export class SessionQueries {
     return { executions: rows.map((row) => this.view(row, positions)) }
   }
 
-  /** Follows a session's events live (spec 6.1); the route frames them (src/http/sse.ts). */
+  /** Follows a session's events live (spec 6.1); the route frames them (sse.ts). */
   /**
    * The session's event stream after `afterSeq`, or null when a resumed stream (a cursor given) is
    * already past its end: the session rests and no event follows the cursor. A standard

@@ -3,7 +3,8 @@ import type { AuthService } from '../identity/auth'
 import type { SessionQueries } from './queries'
 import type { SessionService } from './service'
 import { orgScope } from '../http/auth'
-import { models } from '../http/models'
+import { errorModel } from '../http/errors'
+import { sessionModels } from './model'
 import { errorResponses } from '../http/errors'
 import {
   CloudRunSession,
@@ -23,7 +24,8 @@ const tags = ['sessions']
 
 export const sessionRoutes = (auth: AuthService, sessions: SessionService, queries: SessionQueries) =>
   new Elysia({ name: 'agentd/sessions' })
-    .use(models)
+    .use(errorModel)
+    .use(sessionModels)
     .use(orgScope(auth))
     .post(
       '/o/:org/p/:project/sessions',

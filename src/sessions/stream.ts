@@ -23,7 +23,7 @@ const REVOKED = 'The credential this stream was opened with was revoked, rotated
 
 const endsTurnish = (event: StoredEvent) => event.kind === 'status' && statusIn('resting', String(event.data.status))
 
-/** Where a followed session's stream goes: src/http/sse.ts frames it as server-sent events. */
+/** Where a followed session's stream goes: sse.ts frames it as server-sent events. */
 export interface EventSink {
   event(event: StoredEvent): void
   /** A live batch all new to this reader: one chunk every reader shares. */

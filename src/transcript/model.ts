@@ -1,4 +1,4 @@
-import { t, type Static } from 'elysia'
+import { Elysia, t, type Static } from 'elysia'
 import { literals, nullable, optionalFields } from '../domain/schema-util'
 import type { SessionEvent } from '../domain/session-event'
 
@@ -17,7 +17,6 @@ export const SessionEventSchema = t.Object({
 // The schema and the domain's type say the same thing: the build fails when one changes alone.
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false
 export const EVENT_SCHEMA_MATCHES_TYPE: Same<Static<typeof SessionEventSchema>, SessionEvent> = true
-
 
 /** Spec 4.3: roles are checked by the service, so an unknown one is a 400 with a sentence naming it. */
 export const MessagesQuery = t.Object({
@@ -76,3 +75,9 @@ export const ToolCallsResponse = t.Object({ tool_calls: t.Array(ToolCallSchema) 
 export type MessagesQuery = Static<typeof MessagesQuery>
 export type ToolCallsQuery = Static<typeof ToolCallsQuery>
 export type ToolCall = Static<typeof ToolCallSchema>
+
+/** This feature's named models: each one component of the OpenAPI document, referenced by name from its routes. */
+export const transcriptModels = new Elysia({ name: 'agentd/models/transcript' }).model({
+  SessionEvent: SessionEventSchema,
+  ToolCall: ToolCallSchema,
+})

@@ -6,7 +6,8 @@ import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import { SessionParams } from '../sessions/model'
 import { MessagesQuery, MessagesResponse, ToolCallsQuery, ToolCallsResponse, TrajectoryResponse } from './model'
-import { models } from '../http/models'
+import { errorModel } from '../http/errors'
+import { transcriptModels } from './model'
 
 const tags = ['transcript']
 const NDJSON = 'application/x-ndjson'
@@ -14,7 +15,8 @@ const NDJSON = 'application/x-ndjson'
 /** Transcript reads of one session (spec 4.3 messages and tool-calls, 4.4 trajectory). */
 export const transcriptRoutes = (auth: AuthService, transcripts: TranscriptService, toolCalls: ToolCallService) => {
   return new Elysia({ name: 'agentd/transcript' })
-    .use(models)
+    .use(errorModel)
+    .use(transcriptModels)
     .use(orgScope(auth))
     .get(
       '/o/:org/p/:project/sessions/:session/messages',

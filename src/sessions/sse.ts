@@ -1,5 +1,5 @@
 import type { StoredEvent } from '../session-record/event-log'
-import type { EventSink, FollowSession } from '../sessions/stream'
+import type { EventSink, FollowSession } from './stream'
 
 /**
  * Server-sent events framing (spec 6.1) of a session's event stream: `id:` is the event's seq,
