@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, watch, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { buildSandboxEtc, detectHostRoot, findSocat } from './bwrap'
+import { buildSandboxEtc, detectHostRoot } from './host-root'
 import { cgroupName, delegateControllers, type SandboxCgroup } from './cgroup'
 import {
   fullLimits,
@@ -15,7 +15,7 @@ import {
 } from './driver'
 import { gvisorSpec, READY_FILE, sandboxNameOf, type GvisorLayout } from './gvisor-spec'
 import type { HostDriverOptions } from './host-driver'
-import { defaultRunRoot } from './relay'
+import { defaultRunRoot, findSocat } from './relay'
 import { alive, firstLine, Runsc, runscBinary } from './runsc'
 import { GvisorExecs } from './gvisor-exec'
 import { newGsandbox, nextGeneration, savedSandbox, type Gsandbox } from './gvisor-sandbox'

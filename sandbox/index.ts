@@ -1,8 +1,9 @@
-import { BwrapDriver, findSocat } from './bwrap'
+import { BwrapDriver } from './bwrap'
 import { cgroupsAvailable, cgroupVersion } from './cgroup'
 import type { SandboxDriver, SandboxKind } from './driver'
 import { GvisorDriver, gvisorWorks, type GvisorOptions } from './gvisor'
 import { ProcessDriver } from './process'
+import { findSocat } from './relay'
 import { runscBinary } from './runsc-binary'
 
 export { DEFAULT_SANDBOX_LIMITS } from './driver'
