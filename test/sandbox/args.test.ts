@@ -6,9 +6,9 @@ import { bwrapArgs } from '../../sandbox/bwrap'
 import { canPlaceThread, nsenterArgs, placedArgs, spawnPlaced } from '../../sandbox/spawn-in'
 import { netHolderArgs } from '../../sandbox/netns'
 import { cgroupName, cgroupWrapArgs } from '../../sandbox/cgroup'
-import { containerId, EXEC_WRAPPER, gvisorExecArgs, gvisorExecProcess, gvisorInit, gvisorKillArgs, gvisorSpec, hostTaskLimit, sandboxNameOf, unsavableSockets } from '../../sandbox/gvisor-spec'
+import { containerId, EXEC_WRAPPER, gvisorExecArgs, gvisorExecProcess, gvisorInit, gvisorKillArgs, gvisorSpec, hostTaskLimit, sandboxNameOf, unsavableSockets } from '../../sandbox/gvisor/spec'
 import { innerRelayArgs, listenPattern, relayDir } from '../../sandbox/relay'
-import { runscPath } from '../../sandbox/runsc-binary'
+import { runscPath } from '../../sandbox/gvisor/runsc-binary'
 
 /** The argv builders are pure: exact command lines, no shell strings. */
 

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, test } from 'bun:test'
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { SandboxHandle, SandboxProcess } from '../../sandbox/driver'
-import { GvisorDriver, gvisorWorks } from '../../sandbox/gvisor'
+import { GvisorDriver, gvisorWorks } from '../../sandbox/gvisor/driver'
 import type { TailedProcess } from '../../sandbox/tail'
 import { alive, fakeGateway, hostSandboxSkipReason, skipAllowed, readNumber, removeScope, specFor, tempRoot, testScope, text, waitFor } from './helpers'
 

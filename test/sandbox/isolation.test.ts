@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { BwrapDriver } from '../../sandbox/bwrap'
 import type { SandboxDriver, SandboxHandle } from '../../sandbox/driver'
-import { GvisorDriver, gvisorWorks } from '../../sandbox/gvisor'
+import { GvisorDriver, gvisorWorks } from '../../sandbox/gvisor/driver'
 import { fakeGateway, hostSandboxSkipReason, skipAllowed, removeScope, specFor, tempRoot, testScope, text } from './helpers'
 
 /**

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { BwrapDriver } from '../../sandbox/bwrap'
 import { CGROUP_ROOT } from '../../sandbox/cgroup'
 import type { SandboxDriver } from '../../sandbox/driver'
-import { GvisorDriver } from '../../sandbox/gvisor'
+import { GvisorDriver } from '../../sandbox/gvisor/driver'
 import { SANDBOX_NICE } from '../../sandbox/priority'
 import { fakeGateway, readNumber, removeScope, specFor, tempRoot, testScope, waitFor } from './helpers'
 

@@ -3,15 +3,15 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, realpathSync, rmSync,
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { defaultRunRoot } from '../../sandbox/relay'
-import { binaryIdentity } from '../../sandbox/runsc'
-import { BUILT_RUNSC } from '../../sandbox/runsc-binary'
+import { binaryIdentity } from '../../sandbox/gvisor/runsc'
+import { BUILT_RUNSC } from '../../sandbox/gvisor/runsc-binary'
 import { hostSandboxSkipReason } from './helpers'
 
 const remembered = join(defaultRunRoot(), 'runsc-works')
 
 /** gvisorWorks() in a fresh process told to run `bin/runsc` (AGENTD_RUNSC). */
 async function worksWith(bin: string): Promise<string> {
-  const code = `import { gvisorWorks } from ${JSON.stringify(join(import.meta.dir, '../../sandbox/runsc'))}; console.log(gvisorWorks())`
+  const code = `import { gvisorWorks } from ${JSON.stringify(join(import.meta.dir, '../../sandbox/gvisor/runsc'))}; console.log(gvisorWorks())`
   const child = Bun.spawn([process.execPath, '-e', code], { env: { ...process.env, AGENTD_RUNSC: join(bin, 'runsc') }, stdout: 'pipe' })
   return (await new Response(child.stdout).text()).trim()
 }
@@ -47,7 +47,7 @@ test.skipIf(hostSandboxSkipReason() !== null)('a passed runsc probe is remembere
 
 /** runscBinary() in a fresh process (it is decided once per process) with `env` added. */
 async function binaryWith(env: Record<string, string>): Promise<{ path: string; version: string; source: string; platform: string } | null> {
-  const code = `import { runscBinary } from ${JSON.stringify(join(import.meta.dir, '../../sandbox/runsc-binary'))}; console.log(JSON.stringify(runscBinary()))`
+  const code = `import { runscBinary } from ${JSON.stringify(join(import.meta.dir, '../../sandbox/gvisor/runsc-binary'))}; console.log(JSON.stringify(runscBinary()))`
   const child = Bun.spawn([process.execPath, '-e', code], { env: { ...process.env, ...env }, stdout: 'pipe' })
   return JSON.parse((await new Response(child.stdout).text()).trim())
 }

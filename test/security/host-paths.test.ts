@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import type { TestApp } from '../helpers/app'
-import { SANDBOX_IO_DIR } from '../../sandbox/gvisor-spec'
+import { SANDBOX_IO_DIR } from '../../sandbox/gvisor/spec'
 import { caller, followUp, hostCanary, ISOLATING, runSession, script, securityApp, turnEnded } from './helpers'
 
 const SCHEMA = { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'], additionalProperties: false }

@@ -22,7 +22,7 @@ import { poll } from '../helpers/poll'
 import { adminWith } from '../helpers/server'
 import { settled } from '../helpers/sessions'
 import { expectResponsive, processTable, watchServer } from './helpers'
-import { runscPath } from '../../sandbox/runsc-binary'
+import { runscPath } from '../../sandbox/gvisor/runsc-binary'
 
 const MiB = 1024 * 1024
 /** Names the test makes up; its resolver says they are the host's loopback. */

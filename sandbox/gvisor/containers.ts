@@ -1,9 +1,9 @@
 import { existsSync, rmSync } from 'node:fs'
-import { cgroupName, listSandboxCgroups, SandboxCgroup } from './cgroup'
-import { sandboxNameOf } from './gvisor-spec'
-import { relayDir } from './relay'
+import { cgroupName, listSandboxCgroups, SandboxCgroup } from '../cgroup'
+import { sandboxNameOf } from './spec'
+import { relayDir } from '../relay'
 import type { Runsc } from './runsc'
-import type { VolumeRegistry } from './volume'
+import type { VolumeRegistry } from '../volume'
 
 /**
  * The host's side of the gVisor driver's containers: each one's cgroups, and their removal: one

@@ -1,14 +1,14 @@
 import { rmSync } from 'node:fs'
 import { constants } from 'node:os'
 import { join } from 'node:path'
-import type { ExecOptions, SandboxProcess } from './driver'
-import type { Gsandbox } from './gvisor-sandbox'
-import { gvisorExecArgs, gvisorExecProcess, gvisorKillArgs, READY_FILE } from './gvisor-spec'
-import { HostDir } from './host-fs'
-import { writePrivateFile } from './private-file'
+import type { ExecOptions, SandboxProcess } from '../driver'
+import type { Gsandbox } from './sandbox'
+import { gvisorExecArgs, gvisorExecProcess, gvisorKillArgs, READY_FILE } from './spec'
+import { HostDir } from '../host-fs'
+import { writePrivateFile } from '../private-file'
 import { alive, firstLine, type Runsc } from './runsc'
-import { runHelper, spawnHelper } from './spawn'
-import { TailedProcess } from './tail'
+import { runHelper, spawnHelper } from '../spawn'
+import { TailedProcess } from '../tail'
 
 /**
  * The gVisor driver's processes: one `runsc exec` each, through EXEC_WRAPPER, its output tailed

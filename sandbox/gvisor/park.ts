@@ -1,10 +1,10 @@
 import { mkdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
-import { delegateControllers, type SandboxCgroup } from './cgroup'
-import { ParkError } from './driver'
-import { nextGeneration, type Gsandbox } from './gvisor-sandbox'
-import { unsavableSockets } from './gvisor-spec'
-import { containerCgroup, retireContainer } from './gvisor-sweep'
+import { delegateControllers, type SandboxCgroup } from '../cgroup'
+import { ParkError } from '../driver'
+import { nextGeneration, type Gsandbox } from './sandbox'
+import { unsavableSockets } from './spec'
+import { containerCgroup, retireContainer } from './containers'
 import { alive, firstLine, type Runsc } from './runsc'
 
 /**

@@ -1,13 +1,13 @@
 import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { cgroupsAvailable } from './cgroup'
-import { BOOT_FLAGS, runscArgs } from './gvisor-spec'
-import { niced } from './priority'
-import { defaultRunRoot, findSocat } from './relay'
+import { cgroupsAvailable } from '../cgroup'
+import { BOOT_FLAGS, runscArgs } from './spec'
+import { niced } from '../priority'
+import { defaultRunRoot, findSocat } from '../relay'
 import { runscBinary } from './runsc-binary'
 
 export { runscBinary }
-import { runHelper } from './spawn'
+import { runHelper } from '../spawn'
 
 /** The runsc command line of one state root, as the gVisor driver uses it. */
 export class Runsc {

@@ -1,11 +1,11 @@
 import { readFileSync, writeFileSync, type FSWatcher } from 'node:fs'
 import { join } from 'node:path'
-import { cgroupName } from './cgroup'
-import type { SandboxHandle, SandboxSpec } from './driver'
-import { containerId, GVISOR_HOME, GVISOR_WORKSPACE } from './gvisor-spec'
-import { GatewayRelay, relayDir } from './relay'
-import type { TailedProcess } from './tail'
-import { volumeMountDir } from './volume'
+import { cgroupName } from '../cgroup'
+import type { SandboxHandle, SandboxSpec } from '../driver'
+import { containerId, GVISOR_HOME, GVISOR_WORKSPACE } from './spec'
+import { GatewayRelay, relayDir } from '../relay'
+import type { TailedProcess } from '../tail'
+import { volumeMountDir } from '../volume'
 
 export type Status = 'running' | 'parked' | 'paused' | 'stopped' | 'destroyed'
 

@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, watch, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { buildSandboxEtc, detectHostRoot } from './host-root'
-import { cgroupName, delegateControllers, type SandboxCgroup } from './cgroup'
+import { buildSandboxEtc, detectHostRoot } from '../host-root'
+import { cgroupName, delegateControllers, type SandboxCgroup } from '../cgroup'
 import {
   fullLimits,
   type ExecOptions,
@@ -12,16 +12,16 @@ import {
   type SandboxProcess,
   type SandboxSpec,
   type SandboxStats,
-} from './driver'
-import { gvisorSpec, READY_FILE, sandboxNameOf, type GvisorLayout } from './gvisor-spec'
-import type { HostDriverOptions } from './host-driver'
-import { defaultRunRoot, findSocat } from './relay'
+} from '../driver'
+import { gvisorSpec, READY_FILE, sandboxNameOf, type GvisorLayout } from './spec'
+import type { HostDriverOptions } from '../host-driver'
+import { defaultRunRoot, findSocat } from '../relay'
 import { alive, firstLine, Runsc, runscBinary } from './runsc'
-import { GvisorExecs } from './gvisor-exec'
-import { newGsandbox, nextGeneration, savedSandbox, type Gsandbox } from './gvisor-sandbox'
-import { GvisorParking } from './gvisor-park'
-import { SandboxVolume, volumeDiskUsage, VolumeRegistry } from './volume'
-import { containerCgroup, killSandboxCgroups, retireContainer, sweepGvisor } from './gvisor-sweep'
+import { GvisorExecs } from './exec'
+import { newGsandbox, nextGeneration, savedSandbox, type Gsandbox } from './sandbox'
+import { GvisorParking } from './park'
+import { SandboxVolume, volumeDiskUsage, VolumeRegistry } from '../volume'
+import { containerCgroup, killSandboxCgroups, retireContainer, sweepGvisor } from './containers'
 
 export { gvisorWorks } from './runsc'
 
@@ -41,7 +41,7 @@ export interface GvisorOptions extends HostDriverOptions {
  * loopback with the gateway relay, read-only system, writable workspace and home), one
  * `runsc exec` per process, output through files so it survives a checkpoint. Park checkpoints to
  * `<stateDir>/image` and deletes the container (no RAM held), or freezes its cgroups when a turn
- * runs or something open cannot be saved (gvisor-park.ts); wake restores or thaws it. */
+ * runs or something open cannot be saved (park.ts); wake restores or thaws it. */
 export class GvisorDriver implements SandboxDriver {
   readonly kind = 'gvisor' as const
   readonly canCheckpoint = true
@@ -57,7 +57,7 @@ export class GvisorDriver implements SandboxDriver {
   private readonly sandboxes = new Map<string, Gsandbox>()
   private readonly execs: GvisorExecs
   private readonly volumes: VolumeRegistry
-  /** Park and wake: checkpoint or freeze, restore or thaw (gvisor-park.ts). */
+  /** Park and wake: checkpoint or freeze, restore or thaw (park.ts). */
   private readonly parking: GvisorParking
 
   constructor(options: GvisorOptions = {}) {
