@@ -12,7 +12,7 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync, rmdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { BwrapDriver } from '../sandbox/bwrap'
+import { BwrapDriver } from '../sandbox/bwrap/driver'
 import { diskUsage } from '../sandbox/disk'
 import type { SandboxDriver, SandboxKind, SandboxSpec } from '../sandbox/driver'
 import { GvisorDriver, gvisorWorks } from '../sandbox/gvisor/driver'

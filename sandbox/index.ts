@@ -1,4 +1,4 @@
-import { BwrapDriver } from './bwrap'
+import { BwrapDriver } from './bwrap/driver'
 import { cgroupsAvailable, cgroupVersion } from './cgroup'
 import type { SandboxDriver, SandboxKind } from './driver'
 import { GvisorDriver, gvisorWorks, type GvisorOptions } from './gvisor/driver'

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import { createServer, type AddressInfo } from 'node:net'
-import { BwrapDriver } from '../../sandbox/bwrap'
+import { BwrapDriver } from '../../sandbox/bwrap/driver'
 import type { SandboxDriver, SandboxHandle } from '../../sandbox/driver'
 import { GvisorDriver, gvisorWorks } from '../../sandbox/gvisor/driver'
 import { AllowList } from '../../src/egress/allowlist'

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { BwrapDriver } from '../../sandbox/bwrap'
+import { BwrapDriver } from '../../sandbox/bwrap/driver'
 import type { SandboxDriver, SandboxHandle } from '../../sandbox/driver'
 import { GvisorDriver, gvisorWorks } from '../../sandbox/gvisor/driver'
 import { fakeGateway, hostSandboxSkipReason, skipAllowed, removeScope, specFor, tempRoot, testScope, text } from './helpers'

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 import { join } from 'node:path'
-import { BwrapDriver } from '../../sandbox/bwrap'
+import { BwrapDriver } from '../../sandbox/bwrap/driver'
 import { CGROUP_ROOT } from '../../sandbox/cgroup'
 import type { SandboxDriver } from '../../sandbox/driver'
 import { GvisorDriver } from '../../sandbox/gvisor/driver'
