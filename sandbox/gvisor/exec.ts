@@ -93,7 +93,8 @@ export class GvisorExecs {
       if (proc.finished || !duringRun || sandbox.status !== 'running') return
       if (sandbox.sandboxPid && !alive(sandbox.sandboxPid)) return void this.driver.died(sandbox)
       // Never started (a bad cwd, a missing binary of runsc's own): no pid file, a failing client.
-      if (proc.groupId() === null && proc.exitCode() === null && code !== 0) proc.finish(code || 126, `agentd: runsc exec failed: ${firstLine(await clientErr)}`)
+      if (proc.groupId() === null && proc.exitCode() === null && code !== 0)
+        proc.finish(code || 126, `agentd: runsc exec failed: ${firstLine(await clientErr)}`)
     })
   }
 
@@ -142,4 +143,3 @@ export class GvisorExecs {
     }
   }
 }
-

@@ -53,7 +53,10 @@ for (const kind of ['bwrap', 'gvisor'] as const) {
         () => readdirSync(parent, { withFileTypes: true }).find((e) => e.isDirectory() && e.name.startsWith(`prio-${kind}`))?.name,
         30_000,
       )
-      const pids = readFileSync(join(parent, name, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number)
+      const pids = readFileSync(join(parent, name, 'cgroup.procs'), 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map(Number)
       expect(pids.length).toBeGreaterThan(0)
       const nices = pids.map(niceOf).filter((n) => n !== null)
       expect(nices.length).toBeGreaterThan(0)
