@@ -12,10 +12,10 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync, rmdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { BwrapDriver } from '../sandbox/bwrap'
+import { BwrapDriver } from '../sandbox/bwrap/driver'
 import { diskUsage } from '../sandbox/disk'
 import type { SandboxDriver, SandboxKind, SandboxSpec } from '../sandbox/driver'
-import { GvisorDriver, gvisorWorks } from '../sandbox/gvisor'
+import { GvisorDriver, gvisorWorks } from '../sandbox/gvisor/driver'
 import { bwrapWorks } from '../sandbox/index'
 import { ProcessDriver } from '../sandbox/process'
 import { specFor } from '../test/sandbox/helpers'
@@ -123,14 +123,17 @@ async function measure(driver: SandboxDriver): Promise<Figures> {
   // RAM and disk of a parked sandbox whose agent left a process holding 64 MB.
   const s = spec()
   const handle = await driver.create(s)
-  const holder = driver.exec(handle, ['/bin/sh', '-c', '(head -c 67108864 /dev/urandom | tr -d "\\n"; exec sleep 100000) | tail -n 1'], { env: { PATH: '/usr/bin:/bin' } })
+  const holder = driver.exec(handle, ['/bin/sh', '-c', '(head -c 67108864 /dev/urandom | tr -d "\\n"; exec sleep 100000) | tail -n 1'], {
+    env: { PATH: '/usr/bin:/bin' },
+  })
   for (let tries = 0; tries < 200 && (await driver.stats(handle)).memoryBytes < 64 * 1024 * 1024; tries++) await Bun.sleep(50)
   const heldPark = await timed(() => driver.park(handle))
   const parkedRam = (await driver.stats(handle)).memoryBytes
   const checkpointDisk = diskUsage([join(s.stateDir, 'image')])
   // A parked sandbox's runsc client processes exit just after the checkpoint; count what stays.
   for (let tries = 0; driver.kind === 'gvisor' && tries < 30 && runscProcessesOf(s.stateDir) > 0; tries++) await Bun.sleep(100)
-  const parkedRamNote = driver.kind === 'gvisor' ? `${runscProcessesOf(s.stateDir)} runsc processes left` : 'frozen processes keep their memory'
+  const parkedRamNote =
+    driver.kind === 'gvisor' ? `${runscProcessesOf(s.stateDir)} runsc processes left` : 'frozen processes keep their memory'
   const heldWake = await timed(() => driver.wake(handle))
   holder.kill()
   await driver.destroy(handle)
@@ -141,7 +144,12 @@ function runscProcessesOf(stateDir: string): number {
   let found = 0
   for (const entry of readdirSync('/proc')) {
     try {
-      if (/^\d+$/.test(entry) && readFileSync(`/proc/${entry}/cmdline`, 'utf8').startsWith('runsc') && readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(stateDir)) found++
+      if (
+        /^\d+$/.test(entry) &&
+        readFileSync(`/proc/${entry}/cmdline`, 'utf8').startsWith('runsc') &&
+        readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(stateDir)
+      )
+        found++
     } catch {
       // gone
     }
@@ -157,11 +165,37 @@ function table(rows: [string, string, string][]): void {
 
 const goal = (met: boolean, text: string) => `goal ${text}: ${met ? 'met' : 'MISSED'}`
 
-console.log(`sandbox bench: ${RUNS} runs per figure, scope ${scope}, load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')} on ${navigator.hardwareConcurrency} CPUs`)
+console.log(
+  `sandbox bench: ${RUNS} runs per figure, scope ${scope}, load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')} on ${navigator.hardwareConcurrency} CPUs`,
+)
 const bareTrue = await baseline(['/bin/true'])
-const bareRunsc = Bun.which('runsc') ? await baseline(['runsc', `--root=${join(root, 'runsc-do')}`, '--network=none', 'do', '/bin/true']) : null
+const bareRunsc = Bun.which('runsc')
+  ? await baseline(['runsc', `--root=${join(root, 'runsc-do')}`, '--network=none', 'do', '/bin/true'])
+  : null
 const bareBwrap = Bun.which('bwrap')
-  ? await baseline(['bwrap', '--unshare-all', '--die-with-parent', '--ro-bind', '/usr', '/usr', '--symlink', 'usr/bin', '/bin', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--proc', '/proc', '--dev', '/dev', '--', '/bin/true'])
+  ? await baseline([
+      'bwrap',
+      '--unshare-all',
+      '--die-with-parent',
+      '--ro-bind',
+      '/usr',
+      '/usr',
+      '--symlink',
+      'usr/bin',
+      '/bin',
+      '--symlink',
+      'usr/lib',
+      '/lib',
+      '--symlink',
+      'usr/lib64',
+      '/lib64',
+      '--proc',
+      '/proc',
+      '--dev',
+      '/dev',
+      '--',
+      '/bin/true',
+    ])
   : null
 console.log('\nbaselines (spawn to exit)')
 table([
@@ -184,17 +218,30 @@ for (const kind of WANTED) {
   }
   const f = await measure(driver)
   const ce50 = quantile(f.createExec, 0.5)
-  const reference = kind === 'gvisor' ? { name: 'runsc do true', p50: bareRunsc?.p50 } : kind === 'bwrap' ? { name: 'bwrap … true', p50: bareBwrap?.p50 } : { name: '/bin/true', p50: bareTrue?.p50 }
+  const reference =
+    kind === 'gvisor'
+      ? { name: 'runsc do true', p50: bareRunsc?.p50 }
+      : kind === 'bwrap'
+        ? { name: 'bwrap … true', p50: bareBwrap?.p50 }
+        : { name: '/bin/true', p50: bareTrue?.p50 }
   console.log(`\n${kind}`)
   table([
     ['create → first exec', `p50 ${ms(ce50)}`, `p95 ${ms(quantile(f.createExec, 0.95))}`],
-    [`  ratio to bare ${reference.name}`, reference.p50 ? `${(ce50 / reference.p50).toFixed(2)}x` : 'n/a', reference.p50 ? `(bare p50 ${ms(reference.p50)})` : ''],
+    [
+      `  ratio to bare ${reference.name}`,
+      reference.p50 ? `${(ce50 / reference.p50).toFixed(2)}x` : 'n/a',
+      reference.p50 ? `(bare p50 ${ms(reference.p50)})` : '',
+    ],
     ['  back to back (no pause between)', `p50 ${ms(quantile(f.burst, 0.5))}`, `p95 ${ms(quantile(f.burst, 0.95))}`],
     ['park (idle sandbox)', `p50 ${ms(quantile(f.park, 0.5))}`, `p95 ${ms(quantile(f.park, 0.95))}`],
     ['wake (idle sandbox)', `p50 ${ms(quantile(f.wake, 0.5))}`, `p95 ${ms(quantile(f.wake, 0.95))}`],
     ['park / wake, 64 MB process inside', `${ms(f.heldPark)} / ${ms(f.heldWake)}`, '(one run)'],
     ['RAM held while parked', mb(f.parkedRam), `(64 MB process inside; ${f.parkedRamNote})`],
-    ['disk per checkpoint', kind === 'gvisor' ? mb(f.checkpointDisk) : 'none', kind === 'gvisor' ? '(the image; workspace not counted)' : '(no checkpoint: frozen in place)'],
+    [
+      'disk per checkpoint',
+      kind === 'gvisor' ? mb(f.checkpointDisk) : 'none',
+      kind === 'gvisor' ? '(the image; workspace not counted)' : '(no checkpoint: frozen in place)',
+    ],
   ])
   if (kind === 'gvisor') {
     // The open-connection check before each checkpoint is one `runsc exec`; what park costs without it.

@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net'
-import type { RunscBinary } from './runsc-binary'
+import type { RunscBinary } from './gvisor/runsc-binary'
 
 /**
  * The sandbox layer: one interface, one driver per isolation technology. A driver knows nothing of

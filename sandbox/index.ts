@@ -1,9 +1,10 @@
-import { BwrapDriver, findSocat } from './bwrap'
+import { BwrapDriver } from './bwrap/driver'
 import { cgroupsAvailable, cgroupVersion } from './cgroup'
 import type { SandboxDriver, SandboxKind } from './driver'
-import { GvisorDriver, gvisorWorks, type GvisorOptions } from './gvisor'
+import { GvisorDriver, gvisorWorks, type GvisorOptions } from './gvisor/driver'
 import { ProcessDriver } from './process'
-import { runscBinary } from './runsc-binary'
+import { findSocat } from './relay'
+import { runscBinary } from './gvisor/runsc-binary'
 
 export { DEFAULT_SANDBOX_LIMITS } from './driver'
 export type {

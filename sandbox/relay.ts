@@ -101,6 +101,11 @@ export interface RelayOptions {
   idleMs?: number
 }
 
+/** socat's path on this host (the sandbox-side half of the relay runs it), or null. */
+export function findSocat(): string | null {
+  return Bun.which('socat', { PATH: '/usr/bin:/usr/local/bin:/bin' })
+}
+
 /**
  * The sandbox-side half: socat on the sandbox's loopback, forking one child per connection (at most
  * RELAY_MAX_CONNECTIONS), each opening its own connection to the relay socket at `socketPath` and

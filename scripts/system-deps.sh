@@ -24,9 +24,9 @@ if [ "${1:-}" = "--test" ]; then
 fi
 # A current runsc, built from gVisor's Go module (its buildable `go` branch) at a recorded
 # pseudo-version, with AGENTD_BUILD_RUNSC=1 where a Go toolchain is here and we are root. agentd
-# then prefers it to Debian's (of 2022, ptrace only): see sandbox/runsc-binary.ts. Opt-in for now:
-# the whole suite passed on it once, but a background process checkpointed with its sandbox does
-# not always go on after the restore (docs/sandbox.md). Built once per version into
+# then prefers it to Debian's (of 2022, ptrace only): see sandbox/gvisor/runsc-binary.ts. Opt-in
+# for now: the whole suite passed on it once, but a background process checkpointed with its
+# sandbox does not always go on after the restore (docs/sandbox.md). Built once per version into
 # /usr/local/lib/agentd/runsc-<version>/, linked as /usr/local/lib/agentd/runsc (about a minute the
 # first time, seconds with Go's module cache). A failed build leaves Debian's runsc in use.
 RUNSC_MODULE_VERSION=v0.0.0-20260905035102-160fafc42237

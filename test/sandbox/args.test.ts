@@ -2,13 +2,24 @@ import { expect, test } from 'bun:test'
 import { mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { bwrapArgs } from '../../sandbox/bwrap'
+import { bwrapArgs } from '../../sandbox/bwrap/driver'
 import { canPlaceThread, nsenterArgs, placedArgs, spawnPlaced } from '../../sandbox/spawn-in'
-import { netHolderArgs } from '../../sandbox/netns'
+import { netHolderArgs } from '../../sandbox/bwrap/netns'
 import { cgroupName, cgroupWrapArgs } from '../../sandbox/cgroup'
-import { containerId, EXEC_WRAPPER, gvisorExecArgs, gvisorExecProcess, gvisorInit, gvisorKillArgs, gvisorSpec, hostTaskLimit, sandboxNameOf, unsavableSockets } from '../../sandbox/gvisor-spec'
+import {
+  containerId,
+  EXEC_WRAPPER,
+  gvisorExecArgs,
+  gvisorExecProcess,
+  gvisorInit,
+  gvisorKillArgs,
+  gvisorSpec,
+  hostTaskLimit,
+  sandboxNameOf,
+  unsavableSockets,
+} from '../../sandbox/gvisor/spec'
 import { innerRelayArgs, listenPattern, relayDir } from '../../sandbox/relay'
-import { runscPath } from '../../sandbox/runsc-binary'
+import { runscPath } from '../../sandbox/gvisor/runsc-binary'
 
 /** The argv builders are pure: exact command lines, no shell strings. */
 
@@ -18,23 +29,68 @@ test('bwrapArgs: all namespaces but the network, no capabilities, read-only syst
     hostHome: '/data/s1/home',
     readOnlyPaths: ['/app/node_modules'],
     etcDir: '/run/agentd/default/etc',
-    root: { links: [{ path: '/bin', target: 'usr/bin' }, { path: '/lib64', target: 'usr/lib64' }], dirs: ['/lib32'] },
+    root: {
+      links: [
+        { path: '/bin', target: 'usr/bin' },
+        { path: '/lib64', target: 'usr/lib64' },
+      ],
+      dirs: ['/lib32'],
+    },
   }
   expect(bwrapArgs(layout, ['claude', '-p', '--', 'hello world'], { env: { HOME: '/home/agent', A: 'b c' } })).toEqual([
-    'bwrap', '--unshare-all', '--share-net', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--hostname', 'sandbox',
-    '--ro-bind', '/usr', '/usr',
-    '--symlink', 'usr/bin', '/bin',
-    '--symlink', 'usr/lib64', '/lib64',
-    '--ro-bind', '/lib32', '/lib32',
-    '--ro-bind', '/run/agentd/default/etc', '/etc',
-    '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp',
-    '--ro-bind', '/app/node_modules', '/app/node_modules',
-    '--bind', '/data/s1/home', '/home/agent',
-    '--bind', '/data/s1/workspace', '/workspace',
-    '--chdir', '/workspace', '--clearenv',
-    '--setenv', 'HOME', '/home/agent',
-    '--setenv', 'A', 'b c',
-    '--', 'claude', '-p', '--', 'hello world',
+    'bwrap',
+    '--unshare-all',
+    '--share-net',
+    '--die-with-parent',
+    '--new-session',
+    '--cap-drop',
+    'ALL',
+    '--hostname',
+    'sandbox',
+    '--ro-bind',
+    '/usr',
+    '/usr',
+    '--symlink',
+    'usr/bin',
+    '/bin',
+    '--symlink',
+    'usr/lib64',
+    '/lib64',
+    '--ro-bind',
+    '/lib32',
+    '/lib32',
+    '--ro-bind',
+    '/run/agentd/default/etc',
+    '/etc',
+    '--proc',
+    '/proc',
+    '--dev',
+    '/dev',
+    '--tmpfs',
+    '/tmp',
+    '--ro-bind',
+    '/app/node_modules',
+    '/app/node_modules',
+    '--bind',
+    '/data/s1/home',
+    '/home/agent',
+    '--bind',
+    '/data/s1/workspace',
+    '/workspace',
+    '--chdir',
+    '/workspace',
+    '--clearenv',
+    '--setenv',
+    'HOME',
+    '/home/agent',
+    '--setenv',
+    'A',
+    'b c',
+    '--',
+    'claude',
+    '-p',
+    '--',
+    'hello world',
   ])
   expect(bwrapArgs(layout, ['pwd'], { env: {}, cwd: '/workspace/sub' })).toContain('/workspace/sub')
 })
@@ -42,19 +98,42 @@ test('bwrapArgs: all namespaces but the network, no capabilities, read-only syst
 test('nsenterArgs enters only the network namespace of the holder', () => {
   expect(nsenterArgs(4242, ['bwrap', 'x'])).toEqual(['nsenter', '--net=/proc/4242/ns/net', '--', 'bwrap', 'x'])
   // What runs where agentd's thread cannot take the namespace and niceness itself (not root).
-  expect(placedArgs(['bwrap', 'x'], { netPid: 4242, niced: true })).toEqual(['nice', '-n', '10', 'nsenter', '--net=/proc/4242/ns/net', '--', 'bwrap', 'x'])
+  expect(placedArgs(['bwrap', 'x'], { netPid: 4242, niced: true })).toEqual([
+    'nice',
+    '-n',
+    '10',
+    'nsenter',
+    '--net=/proc/4242/ns/net',
+    '--',
+    'bwrap',
+    'x',
+  ])
 })
 
 test('netHolderArgs: bwrap unsharing only the network, running the relay', () => {
   expect(netHolderArgs('/usr/bin/socat', 8787, '/run/agentd/default/relay/abc/gateway.sock')).toEqual([
-    'bwrap', '--unshare-net', '--dev-bind', '/', '/', '--die-with-parent', '--',
-    '/usr/bin/socat', '-t', '0.1', 'TCP-LISTEN:8787,bind=127.0.0.1,reuseaddr,fork,max-children=64', 'UNIX-CONNECT:/run/agentd/default/relay/abc/gateway.sock',
+    'bwrap',
+    '--unshare-net',
+    '--dev-bind',
+    '/',
+    '/',
+    '--die-with-parent',
+    '--',
+    '/usr/bin/socat',
+    '-t',
+    '0.1',
+    'TCP-LISTEN:8787,bind=127.0.0.1,reuseaddr,fork,max-children=64',
+    'UNIX-CONNECT:/run/agentd/default/relay/abc/gateway.sock',
   ])
 })
 
 test('innerRelayArgs: socat on loopback, one relay-socket connection per request', () => {
   expect(innerRelayArgs('socat', 80, '/run/agentd/relay/gateway.sock')).toEqual([
-    'socat', '-t', '0.1', 'TCP-LISTEN:80,bind=127.0.0.1,reuseaddr,fork,max-children=64', 'UNIX-CONNECT:/run/agentd/relay/gateway.sock',
+    'socat',
+    '-t',
+    '0.1',
+    'TCP-LISTEN:80,bind=127.0.0.1,reuseaddr,fork,max-children=64',
+    'UNIX-CONNECT:/run/agentd/relay/gateway.sock',
   ])
 })
 
@@ -66,8 +145,16 @@ test('listenPattern matches /proc/net/tcp for a listener on 127.0.0.1', () => {
 test('cgroupWrapArgs: a sh that joins each cgroup in order, then execs', () => {
   const argv = cgroupWrapArgs({ files: ['/cg/pids/a/tasks', '/cg/freezer/a/tasks'], writes: 'own thread' }, ['bwrap', '--', 'x y'])
   expect(argv).toEqual([
-    '/bin/sh', '-c', 'n=$1; shift; while [ "$n" -gt 0 ]; do echo 0 > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"',
-    'agentd-cgroup', '2', '/cg/pids/a/tasks', '/cg/freezer/a/tasks', 'bwrap', '--', 'x y',
+    '/bin/sh',
+    '-c',
+    'n=$1; shift; while [ "$n" -gt 0 ]; do echo 0 > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"',
+    'agentd-cgroup',
+    '2',
+    '/cg/pids/a/tasks',
+    '/cg/freezer/a/tasks',
+    'bwrap',
+    '--',
+    'x y',
   ])
   expect(cgroupWrapArgs({ files: ['/cg/a/cgroup.procs'], writes: 'own pid' }, ['true'])[2]).toContain('echo $$ > "$1"')
 })
@@ -78,7 +165,10 @@ test('cgroupWrapArgs really joins and execs (files stand in for tasks and cgroup
   await Bun.write(`${dir}/a`, '')
   await Bun.write(`${dir}/b`, '')
   await Bun.write(`${dir}/c`, '')
-  const child = Bun.spawn(cgroupWrapArgs({ files: [`${dir}/a`, `${dir}/b`], writes: 'own thread' }, ['/bin/sh', '-c', 'echo "$0 $$"', 'args ok']), { stdout: 'pipe' })
+  const child = Bun.spawn(
+    cgroupWrapArgs({ files: [`${dir}/a`, `${dir}/b`], writes: 'own thread' }, ['/bin/sh', '-c', 'echo "$0 $$"', 'args ok']),
+    { stdout: 'pipe' },
+  )
   const out = await new Response(child.stdout).text()
   expect(out).toBe(`args ok ${child.pid}\n`)
   // 0: the writing thread itself (to the kernel); the file only records what was written.
@@ -153,7 +243,14 @@ test('gvisorInit: the relay, a ready marker once it listens, then a reaping shel
 })
 
 test('gvisorExecArgs: runsc exec of a process file (environment and argv never on the command line)', () => {
-  expect(gvisorExecArgs('/run/agentd/x/runsc', 's.000002', '/state/exec/k1.json')).toEqual([runscPath(), '--root=/run/agentd/x/runsc', 'exec', '--process', '/state/exec/k1.json', 's.000002'])
+  expect(gvisorExecArgs('/run/agentd/x/runsc', 's.000002', '/state/exec/k1.json')).toEqual([
+    runscPath(),
+    '--root=/run/agentd/x/runsc',
+    'exec',
+    '--process',
+    '/state/exec/k1.json',
+    's.000002',
+  ])
   expect(gvisorExecProcess('k1', ['claude', '-p'], { env: { HOME: '/home/agent', PATH: '/x' }, cwd: '/workspace/a' })).toEqual({
     terminal: false,
     user: { uid: 0, gid: 0 },
@@ -162,7 +259,18 @@ test('gvisorExecArgs: runsc exec of a process file (environment and argv never o
     cwd: '/workspace/a',
   })
   expect(gvisorExecProcess('k2', ['true'], { env: {} }).env).toEqual(['PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin'])
-  expect(gvisorKillArgs('/r', 's.000002', 12, 'SIGTERM')).toEqual([runscPath(), '--root=/r', 'exec', 's.000002', '/bin/sh', '-c', 'kill -s "$1" -- "-$2"', 'agentd-kill', 'TERM', '12'])
+  expect(gvisorKillArgs('/r', 's.000002', 12, 'SIGTERM')).toEqual([
+    runscPath(),
+    '--root=/r',
+    'exec',
+    's.000002',
+    '/bin/sh',
+    '-c',
+    'kill -s "$1" -- "-$2"',
+    'agentd-kill',
+    'TERM',
+    '12',
+  ])
 })
 
 test('EXEC_WRAPPER writes output, pid and exit code files (run here with sh)', async () => {
@@ -209,7 +317,9 @@ test('spawnPlaced never enters a network namespace that is not the one named (a 
     spawned = true
   }
   // The pid is this process's own, whose namespace is not the one the sandbox was made with.
-  expect(() => spawnPlaced(['true'], { netPid: process.pid, netns: 'net:[1]', niced: true }, start)).toThrow(/no longer in the sandbox's network namespace/)
+  expect(() => spawnPlaced(['true'], { netPid: process.pid, netns: 'net:[1]', niced: true }, start)).toThrow(
+    /no longer in the sandbox's network namespace/,
+  )
   expect(spawned).toBe(false)
   expect(readlinkSync(`/proc/${process.pid}/task/${process.pid}/ns/net`)).toBe(own)
   expect(readFileSync(`/proc/${process.pid}/task/${process.pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[16]).toBe('0') // niceness

@@ -1,8 +1,8 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import { createServer, type AddressInfo } from 'node:net'
-import { BwrapDriver } from '../../sandbox/bwrap'
+import { BwrapDriver } from '../../sandbox/bwrap/driver'
 import type { SandboxDriver, SandboxHandle } from '../../sandbox/driver'
-import { GvisorDriver, gvisorWorks } from '../../sandbox/gvisor'
+import { GvisorDriver, gvisorWorks } from '../../sandbox/gvisor/driver'
 import { AllowList } from '../../src/egress/allowlist'
 import { EgressProxy } from '../../src/egress/proxy'
 import { fakeGateway, hostSandboxSkipReason, removeScope, skipAllowed, specFor, tempRoot, testScope, text } from './helpers'
@@ -22,7 +22,11 @@ const root = tempRoot()
 const gateway = fakeGateway()
 const origin = createServer((socket) => {
   socket.on('error', () => {})
-  socket.once('data', (chunk: Buffer) => socket.end(`HTTP/1.1 200 OK\r\nContent-Length: 18\r\nConnection: close\r\n\r\norigin saw ${chunk.toString('latin1').split(' ')[1]!.padEnd(7)}`))
+  socket.once('data', (chunk: Buffer) =>
+    socket.end(
+      `HTTP/1.1 200 OK\r\nContent-Length: 18\r\nConnection: close\r\n\r\norigin saw ${chunk.toString('latin1').split(' ')[1]!.padEnd(7)}`,
+    ),
+  )
 })
 await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve))
 const originPort = (origin.address() as AddressInfo).port
@@ -59,7 +63,11 @@ for (const [kind, reason, make] of drivers) {
 
     test('a sandbox with the hook and one without start', async () => {
       driver = make()
-      open = await driver.create(specFor(root.path, `${kind}-open`, gateway.port, { egress: (inner, head) => proxy.handle(inner, head, { allow, log: (line) => lines.push(line) }) }))
+      open = await driver.create(
+        specFor(root.path, `${kind}-open`, gateway.port, {
+          egress: (inner, head) => proxy.handle(inner, head, { allow, log: (line) => lines.push(line) }),
+        }),
+      )
       closed = await driver.create(specFor(root.path, `${kind}-closed`, gateway.port))
     })
 
@@ -67,7 +75,9 @@ for (const [kind, reason, make] of drivers) {
       expect(await curl(open, `http://allowed.test:${originPort}/x`)).toBe('origin saw /x      200')
       expect(await curl(open, 'http://example.com/')).toEndWith(' 403')
       expect(lines).toEqual(['egress denied: example.com:80'])
-      const proc = driver.exec(open, ['/usr/bin/curl', '-sS', `${open.gatewayUrl}/v1/messages`], { env: { PATH: '/usr/bin:/bin', HOME: open.home } })
+      const proc = driver.exec(open, ['/usr/bin/curl', '-sS', `${open.gatewayUrl}/v1/messages`], {
+        env: { PATH: '/usr/bin:/bin', HOME: open.home },
+      })
       expect(await text(proc.stdout)).toBe('gateway /v1/messages')
     })
 

@@ -2,9 +2,21 @@ import { afterAll, describe, expect, test } from 'bun:test'
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { SandboxHandle, SandboxProcess } from '../../sandbox/driver'
-import { GvisorDriver, gvisorWorks } from '../../sandbox/gvisor'
+import { GvisorDriver, gvisorWorks } from '../../sandbox/gvisor/driver'
 import type { TailedProcess } from '../../sandbox/tail'
-import { alive, fakeGateway, hostSandboxSkipReason, skipAllowed, readNumber, removeScope, specFor, tempRoot, testScope, text, waitFor } from './helpers'
+import {
+  alive,
+  fakeGateway,
+  hostSandboxSkipReason,
+  skipAllowed,
+  readNumber,
+  removeScope,
+  specFor,
+  tempRoot,
+  testScope,
+  text,
+  waitFor,
+} from './helpers'
 
 /**
  * The gvisor driver on the real runsc: a park is a checkpoint with nothing left running, a wake a
@@ -44,7 +56,8 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
   const driver = make()
   let n = 0
   const spec = (overrides = {}) => specFor(root.path, `gv-${++n}`, gateway.port, overrides)
-  const sh = (handle: SandboxHandle, script: string) => driver.exec(handle, ['/bin/sh', '-c', script], { env: { PATH: '/usr/bin:/bin', HOME: handle.home } })
+  const sh = (handle: SandboxHandle, script: string) =>
+    driver.exec(handle, ['/bin/sh', '-c', script], { env: { PATH: '/usr/bin:/bin', HOME: handle.home } })
   const lines = (proc: SandboxProcess) => {
     const seen: string[] = []
     const done = (async () => {
@@ -81,7 +94,12 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
     const handle = await driver.create(s)
     const counter = join(handle.hostWorkspace, 'count')
     // Started by one exec that ends at once: the loop lives on in the sandbox, as an agent's would.
-    expect(await sh(handle, 'setsid sh -c \'i=0; while :; do i=$((i+1)); echo $i > /workspace/count.new; mv /workspace/count.new /workspace/count; sleep 0.05; done\' </dev/null >/dev/null 2>&1 &').exited).toBe(0)
+    expect(
+      await sh(
+        handle,
+        "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > /workspace/count.new; mv /workspace/count.new /workspace/count; sleep 0.05; done' </dev/null >/dev/null 2>&1 &",
+      ).exited,
+    ).toBe(0)
     await waitFor('the counter to count', () => readNumber(counter) >= 5)
     await driver.park(handle)
     const parked = readNumber(counter)
@@ -154,7 +172,11 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
     const handle = await driver.create(spec())
     const server = driver.exec(
       handle,
-      ['/usr/bin/node', '-e', "const net = require('net'); net.createServer(c => c.on('data', d => c.write(d))).listen(7000, () => { const s = net.connect(7000); s.on('data', d => console.log(String(d))); setInterval(() => s.write('ping'), 100) })"],
+      [
+        '/usr/bin/node',
+        '-e',
+        "const net = require('net'); net.createServer(c => c.on('data', d => c.write(d))).listen(7000, () => { const s = net.connect(7000); s.on('data', d => console.log(String(d))); setInterval(() => s.write('ping'), 100) })",
+      ],
       { env: { PATH: '/usr/bin:/bin' } },
     )
     const out = lines(server)
@@ -202,7 +224,10 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
     const s = spec()
     const handle = await driver.create(s)
     const counter = join(handle.hostWorkspace, 'count')
-    await sh(handle, 'setsid sh -c \'i=0; while :; do i=$((i+1)); echo $i > /workspace/count.new; mv /workspace/count.new /workspace/count; sleep 0.05; done\' </dev/null >/dev/null 2>&1 &').exited
+    await sh(
+      handle,
+      "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > /workspace/count.new; mv /workspace/count.new /workspace/count; sleep 0.05; done' </dev/null >/dev/null 2>&1 &",
+    ).exited
     await waitFor('the counter', () => readNumber(counter) >= 3)
     await driver.park(handle)
     const parked = readNumber(counter)
@@ -214,7 +239,9 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
     expect(readNumber(counter)).toBeLessThan(parked + 100)
     // And a running one is taken over as it is.
     const again = await make().recover(s)
-    expect(await make().recover({ ...s, id: 'gone', hostWorkspace: join(root.path, 'nothing'), stateDir: join(root.path, 'gone-state') })).toBeNull()
+    expect(
+      await make().recover({ ...s, id: 'gone', hostWorkspace: join(root.path, 'nothing'), stateDir: join(root.path, 'gone-state') }),
+    ).toBeNull()
     const proc = next.exec(again!, ['/bin/cat', '/workspace/count'], { env: {} })
     expect(Number(await text(proc.stdout))).toBeGreaterThan(parked)
     await next.destroy(recovered!)
@@ -225,7 +252,10 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
     const s = spec()
     const handle = await driver.create(s)
     const counter = join(handle.hostWorkspace, 'count')
-    await sh(handle, 'setsid sh -c \'i=0; while :; do i=$((i+1)); echo $i > /workspace/count.new; mv /workspace/count.new /workspace/count; sleep 0.05; done\' </dev/null >/dev/null 2>&1 &').exited
+    await sh(
+      handle,
+      "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > /workspace/count.new; mv /workspace/count.new /workspace/count; sleep 0.05; done' </dev/null >/dev/null 2>&1 &",
+    ).exited
     const turn = sh(handle, 'exec sleep 600') as TailedProcess // the turn in flight when the server died
     await waitFor('the counter', () => readNumber(counter) >= 3)
     await waitFor('the turn to run', () => turn.groupId())

@@ -1,11 +1,11 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { BwrapDriver } from '../../sandbox/bwrap'
+import { BwrapDriver } from '../../sandbox/bwrap/driver'
 import { CGROUP_ROOT } from '../../sandbox/cgroup'
 import type { SandboxHandle } from '../../sandbox/driver'
 import type { HostDriver } from '../../sandbox/host-driver'
-import { NetPool } from '../../sandbox/netns'
+import { NetPool } from '../../sandbox/bwrap/netns'
 import { ProcessDriver } from '../../sandbox/process'
 import { settleSpares } from '../../sandbox/spare-refill'
 import { alive, fakeGateway, hostSandboxSkipReason, readNumber, removeScope, specFor, tempRoot, testScope, text, waitFor } from './helpers'
@@ -103,7 +103,11 @@ for (const [kind, make] of makers) {
       const handle = await driver.create(spec())
       const proc = sh(handle, 'sleep 600 & sleep 600')
       const hierarchies = ['pids', 'memory', 'freezer', ...(existsSync(join(CGROUP_ROOT, 'cpu', 'cgroup.procs')) ? ['cpu'] : [])]
-      const members = (controller: string) => readFileSync(join(CGROUP_ROOT, controller, 'agentd', scope, handle.id, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number)
+      const members = (controller: string) =>
+        readFileSync(join(CGROUP_ROOT, controller, 'agentd', scope, handle.id, 'cgroup.procs'), 'utf8')
+          .split('\n')
+          .filter(Boolean)
+          .map(Number)
       await waitFor('the exec and both sleeps', () => members('freezer').length >= 3)
       for (const controller of hierarchies) {
         expect(members(controller)).toContain(proc.pid)
@@ -140,11 +144,15 @@ for (const [kind, make] of makers) {
       // setsid: the daemon leaves the exec's process group and session; the cgroups still have it.
       sh(handle, 'setsid sleep 600 </dev/null >/dev/null 2>&1 & sleep 600')
       await waitFor('two sleeps', async () => (await driver.stats(handle)).processes >= 3)
-      const pids = readFileSync(join(CGROUP_ROOT, 'freezer', 'agentd', scope, handle.id, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number)
+      const pids = readFileSync(join(CGROUP_ROOT, 'freezer', 'agentd', scope, handle.id, 'cgroup.procs'), 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map(Number)
       await driver.park(handle) // even frozen ones
       await driver.destroy(handle)
       expect(pids.filter(alive)).toEqual([])
-      for (const controller of ['freezer', 'memory', 'pids']) expect(existsSync(join(CGROUP_ROOT, controller, 'agentd', scope, handle.id))).toBe(false)
+      for (const controller of ['freezer', 'memory', 'pids'])
+        expect(existsSync(join(CGROUP_ROOT, controller, 'agentd', scope, handle.id))).toBe(false)
       expect(existsSync(specFor(root.path, handle.id, 0).stateDir)).toBe(false)
       expect(existsSync(handle.hostWorkspace)).toBe(true) // the caller's
     })
@@ -200,27 +208,28 @@ for (const [kind, make] of makers) {
     })
 
     // Only bwrap holds a network namespace per sandbox; the test exists for it alone.
-    if (kind === 'bwrap') test("destroy ends the sandbox's network holder; the spares stay ready", async () => {
-      const ownScope = testScope()
-      const own = make(ownScope)
-      const holders = () =>
-        readdirSync('/proc')
-          .filter((pid) => /^\d+$/.test(pid))
-          .filter((pid) => {
-            try {
-              const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8')
-              return cmdline.startsWith('bwrap\0--unshare-net') && cmdline.includes(`/agentd/${ownScope}/`) && alive(Number(pid))
-            } catch {
-              return false
-            }
-          }).length
-      const handles = [await own.create(spec()), await own.create(spec()), await own.create(spec())]
-      await settleSpares() // the pool refilled, whenever it chose to
-      await waitFor('three holders and the spares', () => holders() === 3 + NetPool.KEEP)
-      for (const handle of handles) await own.destroy(handle)
-      await waitFor('only the spares', () => holders() === NetPool.KEEP)
-      removeScope(ownScope)
-    })
+    if (kind === 'bwrap')
+      test("destroy ends the sandbox's network holder; the spares stay ready", async () => {
+        const ownScope = testScope()
+        const own = make(ownScope)
+        const holders = () =>
+          readdirSync('/proc')
+            .filter((pid) => /^\d+$/.test(pid))
+            .filter((pid) => {
+              try {
+                const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8')
+                return cmdline.startsWith('bwrap\0--unshare-net') && cmdline.includes(`/agentd/${ownScope}/`) && alive(Number(pid))
+              } catch {
+                return false
+              }
+            }).length
+        const handles = [await own.create(spec()), await own.create(spec()), await own.create(spec())]
+        await settleSpares() // the pool refilled, whenever it chose to
+        await waitFor('three holders and the spares', () => holders() === 3 + NetPool.KEEP)
+        for (const handle of handles) await own.destroy(handle)
+        await waitFor('only the spares', () => holders() === NetPool.KEEP)
+        removeScope(ownScope)
+      })
 
     test('exec on a destroyed sandbox throws', async () => {
       const handle = await driver.create(spec())
@@ -231,7 +240,9 @@ for (const [kind, make] of makers) {
     test('the workspace is where the handle says, and the gateway answers at gatewayUrl', async () => {
       const handle = await driver.create(spec())
       const script = `pwd; echo "$HOME"; exec ${kind === 'process' ? 'node' : '/usr/bin/node'} -e "fetch('${'${URL}'}/v1/ping').then(r => r.text()).then(console.log)"`
-      const proc = driver.exec(handle, ['/bin/sh', '-c', script], { env: { PATH: '/usr/bin:/bin', HOME: handle.home, URL: handle.gatewayUrl } })
+      const proc = driver.exec(handle, ['/bin/sh', '-c', script], {
+        env: { PATH: '/usr/bin:/bin', HOME: handle.home, URL: handle.gatewayUrl },
+      })
       expect((await text(proc.stdout)).split('\n')).toEqual([handle.workspace, handle.home, 'gateway /v1/ping', ''])
       expect(statSync(handle.hostWorkspace).isDirectory()).toBe(true)
       await driver.destroy(handle)

@@ -1,9 +1,9 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { BwrapDriver } from '../../sandbox/bwrap'
+import { BwrapDriver } from '../../sandbox/bwrap/driver'
 import type { SandboxDriver, SandboxHandle } from '../../sandbox/driver'
-import { GvisorDriver, gvisorWorks } from '../../sandbox/gvisor'
+import { GvisorDriver, gvisorWorks } from '../../sandbox/gvisor/driver'
 import { fakeGateway, hostSandboxSkipReason, skipAllowed, removeScope, specFor, tempRoot, testScope, text } from './helpers'
 
 /**
@@ -41,7 +41,8 @@ for (const [kind, reason, make] of drivers) {
     let theirs: SandboxHandle
     const node = (handle: SandboxHandle, code: string) =>
       driver.exec(handle, ['/usr/bin/node', '-e', code], { env: { PATH: '/usr/bin:/bin', HOME: handle.home, GW: handle.gatewayUrl } })
-    const sh = (handle: SandboxHandle, script: string) => driver.exec(handle, ['/bin/sh', '-c', script], { env: { PATH: '/usr/bin:/bin', HOME: handle.home } })
+    const sh = (handle: SandboxHandle, script: string) =>
+      driver.exec(handle, ['/bin/sh', '-c', script], { env: { PATH: '/usr/bin:/bin', HOME: handle.home } })
     const run = async (proc: ReturnType<typeof sh>) => {
       const [out, err, code] = await Promise.all([text(proc.stdout), text(proc.stderr), proc.exited])
       return { out, err, code }
@@ -65,20 +66,41 @@ for (const [kind, reason, make] of drivers) {
       const { out } = await run(node(mine, code))
       expect(out).toBe('ECONNREFUSED\n')
       // Not through another address either.
-      const { out: outside } = await run(node(mine, `require('net').connect(53, '1.1.1.1').on('connect', () => console.log('CONNECTED')).on('error', e => console.log('blocked'))`))
+      const { out: outside } = await run(
+        node(
+          mine,
+          `require('net').connect(53, '1.1.1.1').on('connect', () => console.log('CONNECTED')).on('error', e => console.log('blocked'))`,
+        ),
+      )
       expect(outside).toBe('blocked\n')
     })
 
     test("another sandbox's workspace and home are not there", async () => {
       const paths = [join(theirs.hostWorkspace, 'planted.txt'), join(theirs.hostHome, '.credentials'), theirs.hostWorkspace, root.path]
-      const { out } = await run(sh(mine, paths.map((p) => `test -e '${p}' && echo "visible ${p}"`).join('; ') + '; cat /workspace/planted.txt 2>&1 >/dev/null | head -c 0; echo done'))
+      const { out } = await run(
+        sh(
+          mine,
+          paths.map((p) => `test -e '${p}' && echo "visible ${p}"`).join('; ') +
+            '; cat /workspace/planted.txt 2>&1 >/dev/null | head -c 0; echo done',
+        ),
+      )
       expect(out).toBe('done\n')
-      const { out: found } = await run(sh(mine, 'find / -path /proc -prune -o -path /usr -prune -o \\( -name planted.txt -o -name .credentials \\) -print 2>/dev/null; echo end'))
+      const { out: found } = await run(
+        sh(
+          mine,
+          'find / -path /proc -prune -o -path /usr -prune -o \\( -name planted.txt -o -name .credentials \\) -print 2>/dev/null; echo end',
+        ),
+      )
       expect(found).toBe('end\n')
     }, 30_000)
 
     test("host secrets and the server's environment are not visible", async () => {
-      const { out } = await run(sh(mine, 'for f in /etc/shadow /etc/ssl/private /root /sys/fs/cgroup/freezer/agentd; do test -e $f && echo "visible $f"; done; env | sort | cut -d= -f1 | tr "\\n" " "'))
+      const { out } = await run(
+        sh(
+          mine,
+          'for f in /etc/shadow /etc/ssl/private /root /sys/fs/cgroup/freezer/agentd; do test -e $f && echo "visible $f"; done; env | sort | cut -d= -f1 | tr "\\n" " "',
+        ),
+      )
       expect(out).toBe('HOME PATH PWD ')
     })
 
@@ -88,7 +110,12 @@ for (const [kind, reason, make] of drivers) {
     })
 
     test('the workspace is writable, the system is not', async () => {
-      const { out } = await run(sh(mine, 'echo hi > /workspace/w && echo ws-ok; echo x > /usr/x 2>/dev/null || echo usr-ro; echo x > /etc/x 2>/dev/null || echo etc-ro'))
+      const { out } = await run(
+        sh(
+          mine,
+          'echo hi > /workspace/w && echo ws-ok; echo x > /usr/x 2>/dev/null || echo usr-ro; echo x > /etc/x 2>/dev/null || echo etc-ro',
+        ),
+      )
       expect(out).toBe('ws-ok\nusr-ro\netc-ro\n')
     })
 

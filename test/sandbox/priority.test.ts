@@ -1,10 +1,10 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 import { join } from 'node:path'
-import { BwrapDriver } from '../../sandbox/bwrap'
+import { BwrapDriver } from '../../sandbox/bwrap/driver'
 import { CGROUP_ROOT } from '../../sandbox/cgroup'
 import type { SandboxDriver } from '../../sandbox/driver'
-import { GvisorDriver } from '../../sandbox/gvisor'
+import { GvisorDriver } from '../../sandbox/gvisor/driver'
 import { SANDBOX_NICE } from '../../sandbox/priority'
 import { fakeGateway, readNumber, removeScope, specFor, tempRoot, testScope, waitFor } from './helpers'
 
@@ -53,7 +53,10 @@ for (const kind of ['bwrap', 'gvisor'] as const) {
         () => readdirSync(parent, { withFileTypes: true }).find((e) => e.isDirectory() && e.name.startsWith(`prio-${kind}`))?.name,
         30_000,
       )
-      const pids = readFileSync(join(parent, name, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number)
+      const pids = readFileSync(join(parent, name, 'cgroup.procs'), 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map(Number)
       expect(pids.length).toBeGreaterThan(0)
       const nices = pids.map(niceOf).filter((n) => n !== null)
       expect(nices.length).toBeGreaterThan(0)

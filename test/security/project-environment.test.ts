@@ -22,7 +22,7 @@ import { poll } from '../helpers/poll'
 import { adminWith } from '../helpers/server'
 import { settled } from '../helpers/sessions'
 import { expectResponsive, processTable, watchServer } from './helpers'
-import { runscPath } from '../../sandbox/runsc-binary'
+import { runscPath } from '../../sandbox/gvisor/runsc-binary'
 
 const MiB = 1024 * 1024
 /** Names the test makes up; its resolver says they are the host's loopback. */
@@ -32,7 +32,8 @@ const resolve = async (name: string) => (name === ALLOWED_HOST || name === OTHER
 
 /** The host's first non-loopback IPv4 address: what a sandbox must not reach directly. */
 function hostAddress(): string {
-  for (const list of Object.values(networkInterfaces())) for (const entry of list ?? []) if (entry.family === 'IPv4' && !entry.internal) return entry.address
+  for (const list of Object.values(networkInterfaces()))
+    for (const entry of list ?? []) if (entry.family === 'IPv4' && !entry.internal) return entry.address
   throw new Error('the host has no non-loopback IPv4 address')
 }
 
@@ -101,8 +102,16 @@ function projectOf(t: TestApp, name: string, repo: string | null = null) {
     },
     /** Every answer of the session routes and the Project routes about this session, as text. */
     async answers(id: string): Promise<string[]> {
-      const paths = ['', '/messages', '/logs', '/trajectory', '/tool-calls', '/result', '/artifacts', '/changes'].map((rest) => session(id, rest))
-      paths.push(`/o/acme/p/${name}/sessions`, '/o/acme/sessions', '/o/acme/projects', `/o/acme/projects/${name}/secrets`, `/o/acme/projects/${name}/environment`)
+      const paths = ['', '/messages', '/logs', '/trajectory', '/tool-calls', '/result', '/artifacts', '/changes'].map((rest) =>
+        session(id, rest),
+      )
+      paths.push(
+        `/o/acme/p/${name}/sessions`,
+        '/o/acme/sessions',
+        '/o/acme/projects',
+        `/o/acme/projects/${name}/secrets`,
+        `/o/acme/projects/${name}/environment`,
+      )
       const texts = await Promise.all(
         paths.map(async (path) => {
           const res = await call('GET', path)
@@ -133,7 +142,11 @@ function projectOf(t: TestApp, name: string, repo: string | null = null) {
 function prebuilds(t: TestApp): { rows: { id: string; project_id: string; revision: number }[]; files: string[] } {
   const db = new Database(t.config.dbPath, { readonly: true })
   try {
-    const rows = db.query('SELECT id, project_id, revision FROM project_prebuilds ORDER BY created_at').all() as { id: string; project_id: string; revision: number }[]
+    const rows = db.query('SELECT id, project_id, revision FROM project_prebuilds ORDER BY created_at').all() as {
+      id: string
+      project_id: string
+      revision: number
+    }[]
     const dir = join(t.dir, 'prebuilds')
     const files = existsSync(dir) ? readdirSync(dir).sort() : []
     return { rows, files }
@@ -141,7 +154,6 @@ function prebuilds(t: TestApp): { rows: { id: string; project_id: string; revisi
     db.close()
   }
 }
-
 
 /** Host processes whose argv contains `text` (not this test's own). */
 function processesWith(text: string): string[] {
@@ -151,7 +163,9 @@ function processesWith(text: string): string[] {
 }
 
 /** A bash step that runs a node script (base64, so no quoting can break it). */
-const nodeStep = (code: string) => ({ bash: `echo ${Buffer.from(code).toString('base64')} | base64 -d > /tmp/probe.js && node /tmp/probe.js` })
+const nodeStep = (code: string) => ({
+  bash: `echo ${Buffer.from(code).toString('base64')} | base64 -d > /tmp/probe.js && node /tmp/probe.js`,
+})
 
 for (const driver of ['bwrap', 'gvisor'] as const) {
   describe(`Project environment attacks on ${driver}`, () => {
@@ -218,10 +232,19 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
         // The container is gone: no runsc process (its sentry, gofer, or the driver's own `delete`
         // finishing) names it any more, and runsc lists none of the sandbox's.
         const runsc = processTable().filter((proc) => /^(\S*\/)?runsc/.test(proc.cmdline) && proc.cmdline.includes(id))
-        await poll('runsc to be done with the sandbox', () => processTable().every((proc) => !(/^(\S*\/)?runsc/.test(proc.cmdline) && proc.cmdline.includes(id))), { timeoutMs: 30_000 })
+        await poll(
+          'runsc to be done with the sandbox',
+          () => processTable().every((proc) => !(/^(\S*\/)?runsc/.test(proc.cmdline) && proc.cmdline.includes(id))),
+          { timeoutMs: 30_000 },
+        )
         const listed = Bun.spawnSync([runscPath(), `--root=/run/agentd/${sandboxScope(t.dir)}/runsc`, 'list', '-quiet'])
         expect(listed.exitCode, listed.stderr.toString()).toBe(0)
-        expect(listed.stdout.toString().split('\n').filter((cid) => cid.startsWith(id))).toEqual([])
+        expect(
+          listed.stdout
+            .toString()
+            .split('\n')
+            .filter((cid) => cid.startsWith(id)),
+        ).toEqual([])
         // When its folder went, its sentry and gofer were dead already: what named it was at most the driver's `delete`, left to finish in the background.
         expect(runsc.map((proc) => proc.cmdline.split('\0')[2])).toEqual(runsc.map(() => 'delete'))
       }
@@ -286,7 +309,10 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
         expect(table.some((proc) => proc.cmdline.includes(driver === 'bwrap' ? 'bwrap' : 'runsc'))).toBe(true)
         for (const { pid, cmdline, environ } of table) {
           expect(cmdline.includes(secret), `secret in argv of ${pid}: ${cmdline.replaceAll('\0', ' ').slice(0, 300)}`).toBe(false)
-          expect(environ.includes(secret), `secret in the environment of host process ${pid}: ${cmdline.replaceAll('\0', ' ').slice(0, 200)}`).toBe(false)
+          expect(
+            environ.includes(secret),
+            `secret in the environment of host process ${pid}: ${cmdline.replaceAll('\0', ' ').slice(0, 200)}`,
+          ).toBe(false)
         }
         await Bun.sleep(500)
       }
@@ -361,7 +387,9 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       await p.environment({ network: { allow: [`${ALLOWED_HOST}:${listener.port}`] } })
       const before = listener.requests.length
       const id = await p.start([
-        { bash: `curl -sS --max-time 10 -o /dev/null -w 'connect=%{http_connect}\\n' https://${OTHER_HOST}/; curl -sS --max-time 10 -o /dev/null -w 'plain=%{http_code}\\n' http://${OTHER_HOST}:${listener.port}/denied; true` },
+        {
+          bash: `curl -sS --max-time 10 -o /dev/null -w 'connect=%{http_connect}\\n' https://${OTHER_HOST}/; curl -sS --max-time 10 -o /dev/null -w 'plain=%{http_code}\\n' http://${OTHER_HOST}:${listener.port}/denied; true`,
+        },
         { answer: 'tried' },
       ])
       const view = await p.settled(id)
@@ -385,7 +413,10 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       expect(one.status, await p.logs(id)).toBe('completed')
       await p.secret('APP_TOKEN', second)
       const sent = await p.call('POST', `/o/acme/p/rotate/sessions/${id}/messages`, {
-        content: script([{ bash: 'echo "second turn: $APP_TOKEN was $(cat /workspace/old) sha $(printf %s "$APP_TOKEN" | sha256sum | head -c 16)"' }, { answer: 'two' }]),
+        content: script([
+          { bash: 'echo "second turn: $APP_TOKEN was $(cat /workspace/old) sha $(printf %s "$APP_TOKEN" | sha256sum | head -c 16)"' },
+          { answer: 'two' },
+        ]),
       })
       expect(sent.status, sent.text).toBe(200)
       const two = await p.settled(id, 2)
@@ -436,7 +467,12 @@ describe('Project environment on bwrap without AGENTD_EGRESS_ALLOW_PRIVATE, one 
     const p = projectOf(t, 'private')
     await p.environment({ network: { allow: [`${ALLOWED_HOST}:${listener.port}`] } })
     const before = listener.requests.length
-    const id = await p.start([{ bash: `curl -sS --max-time 10 -o /dev/null -w 'plain=%{http_code}\\n' http://${ALLOWED_HOST}:${listener.port}/private; curl -sS --max-time 10 -o /dev/null -w 'connect=%{http_connect}\\n' https://${ALLOWED_HOST}:${listener.port}/; true` }, { answer: 'tried' }])
+    const id = await p.start([
+      {
+        bash: `curl -sS --max-time 10 -o /dev/null -w 'plain=%{http_code}\\n' http://${ALLOWED_HOST}:${listener.port}/private; curl -sS --max-time 10 -o /dev/null -w 'connect=%{http_connect}\\n' https://${ALLOWED_HOST}:${listener.port}/; true`,
+      },
+      { answer: 'tried' },
+    ])
     const view = await p.settled(id)
     const logs = await p.logs(id)
     expect(view.status, logs).toBe('completed')

@@ -1,14 +1,14 @@
 import { rmSync } from 'node:fs'
 import { constants } from 'node:os'
 import { join } from 'node:path'
-import type { ExecOptions, SandboxProcess } from './driver'
-import type { Gsandbox } from './gvisor-sandbox'
-import { gvisorExecArgs, gvisorExecProcess, gvisorKillArgs, READY_FILE } from './gvisor-spec'
-import { HostDir } from './host-fs'
-import { writePrivateFile } from './private-file'
+import type { ExecOptions, SandboxProcess } from '../driver'
+import type { Gsandbox } from './sandbox'
+import { gvisorExecArgs, gvisorExecProcess, gvisorKillArgs, READY_FILE } from './spec'
+import { HostDir } from '../host-fs'
+import { writePrivateFile } from '../private-file'
 import { alive, firstLine, type Runsc } from './runsc'
-import { runHelper, spawnHelper } from './spawn'
-import { TailedProcess } from './tail'
+import { runHelper, spawnHelper } from '../spawn'
+import { TailedProcess } from '../tail'
 
 /**
  * The gVisor driver's processes: one `runsc exec` each, through EXEC_WRAPPER, its output tailed
@@ -93,7 +93,8 @@ export class GvisorExecs {
       if (proc.finished || !duringRun || sandbox.status !== 'running') return
       if (sandbox.sandboxPid && !alive(sandbox.sandboxPid)) return void this.driver.died(sandbox)
       // Never started (a bad cwd, a missing binary of runsc's own): no pid file, a failing client.
-      if (proc.groupId() === null && proc.exitCode() === null && code !== 0) proc.finish(code || 126, `agentd: runsc exec failed: ${firstLine(await clientErr)}`)
+      if (proc.groupId() === null && proc.exitCode() === null && code !== 0)
+        proc.finish(code || 126, `agentd: runsc exec failed: ${firstLine(await clientErr)}`)
     })
   }
 
@@ -142,4 +143,3 @@ export class GvisorExecs {
     }
   }
 }
-

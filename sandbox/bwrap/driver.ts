@@ -1,85 +1,15 @@
-import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
-import { fullLimits, type ExecOptions, type SandboxHandle, type SandboxSpec } from './driver'
-import { HostDriver, type HostCommand, type HostDriverOptions, type HostSandbox } from './host-driver'
+import { fullLimits, type ExecOptions, type SandboxHandle, type SandboxSpec } from '../driver'
+import { HostDriver, type HostCommand, type HostDriverOptions, type HostSandbox } from '../host-driver'
+import { buildSandboxEtc, detectHostRoot, type HostRoot } from '../host-root'
 import { holds, makeNetHolder, NetPool, type NetHolder } from './netns'
-import { bwrapOptionsOnFd } from './private-file'
-import { GatewayRelay, listening, RELAY_SOCKET, relayDir } from './relay'
-import { SandboxVolume } from './volume'
+import { bwrapOptionsOnFd } from '../private-file'
+import { findSocat, GatewayRelay, listening, RELAY_SOCKET, relayDir } from '../relay'
+import { SandboxVolume } from '../volume'
 
 export const BWRAP_WORKSPACE = '/workspace'
 export const BWRAP_HOME = '/home/agent'
-
-/**
- * The /etc entries a sandbox sees (when the host has them): user and group names, host names,
- * the dynamic linker's cache, time zone, `alternatives` links, public CA certificates, shell
- * defaults. Not /etc as a whole: it holds host secrets (shadow, private keys, service configs).
- * They are copied once into a folder of the driver, bound as the sandbox's /etc (one mount).
- */
-export const SANDBOX_ETC = [
-  'passwd',
-  'group',
-  'hosts',
-  'nsswitch.conf',
-  'host.conf',
-  'ld.so.cache',
-  'ld.so.conf',
-  'ld.so.conf.d',
-  'localtime',
-  'timezone',
-  'alternatives',
-  'ssl/certs',
-  'ca-certificates',
-  'ca-certificates.conf',
-  'os-release',
-  'debian_version',
-  'profile',
-  'bash.bashrc',
-  'inputrc',
-  'mime.types',
-  'magic',
-]
-
-/**
- * Copies the SANDBOX_ETC entries the host has into `dir` (symlinks kept as they are), once: an
- * existing `dir` is kept, since running sandboxes have it bound. Built aside and renamed into
- * place, so a sandbox never sees half of it.
- */
-export function buildSandboxEtc(dir: string): void {
-  if (existsSync(dir)) return
-  const building = `${dir}.${process.pid}-${Date.now()}`
-  mkdirSync(building, { recursive: true })
-  for (const entry of SANDBOX_ETC) {
-    const source = `/etc/${entry}`
-    if (!existsSync(source)) continue
-    mkdirSync(join(building, entry, '..'), { recursive: true })
-    cpSync(source, join(building, entry), { recursive: true, verbatimSymlinks: true })
-  }
-  // The sandbox has a hostname of its own.
-  writeFileSync(join(building, 'hostname'), 'sandbox\n')
-  try {
-    renameSync(building, dir)
-  } catch {
-    rmSync(building, { recursive: true, force: true }) // another agentd process made it first
-  }
-}
-
-/** How the top of the host's root looks: `bin`, `lib`… are symlinks into /usr on merged-/usr systems. */
-export interface HostRoot {
-  links: { path: string; target: string }[]
-  dirs: string[]
-}
-
-export function detectHostRoot(): HostRoot {
-  const root: HostRoot = { links: [], dirs: [] }
-  for (const name of ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32']) {
-    const path = `/${name}`
-    if (!existsSync(path)) continue
-    if (lstatSync(path).isSymbolicLink()) root.links.push({ path, target: readlinkSync(path) })
-    else root.dirs.push(path)
-  }
-  return root
-}
 
 export interface BwrapLayout {
   hostWorkspace: string
@@ -119,11 +49,6 @@ export function bwrapArgs(layout: BwrapLayout, argv: string[], options: ExecOpti
   for (const [key, value] of Object.entries(options.env)) args.push('--setenv', key, value)
   args.push('--', ...argv)
   return args
-}
-
-/** socat's path on this host, or null. */
-export function findSocat(): string | null {
-  return Bun.which('socat', { PATH: '/usr/bin:/usr/local/bin:/bin' })
 }
 
 /**

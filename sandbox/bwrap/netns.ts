@@ -1,8 +1,8 @@
 import type { Subprocess } from 'bun'
 import { readFileSync, readlinkSync } from 'node:fs'
-import { GatewayRelay, innerRelayArgs } from './relay'
-import { refillSpares } from './spare-refill'
-import { spawnHelper } from './spawn'
+import { GatewayRelay, innerRelayArgs } from '../relay'
+import { refillSpares } from '../spare-refill'
+import { spawnHelper } from '../spawn'
 
 /**
  * Network namespaces for bwrap sandboxes. Each sandbox has one for its life, held by a process that

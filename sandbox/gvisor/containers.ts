@@ -1,9 +1,34 @@
 import { existsSync, rmSync } from 'node:fs'
-import { cgroupName, listSandboxCgroups, SandboxCgroup } from './cgroup'
-import { sandboxNameOf } from './gvisor-spec'
-import { relayDir } from './relay'
+import { cgroupName, listSandboxCgroups, SandboxCgroup } from '../cgroup'
+import { sandboxNameOf } from './spec'
+import { relayDir } from '../relay'
 import type { Runsc } from './runsc'
-import type { VolumeRegistry } from './volume'
+import type { VolumeRegistry } from '../volume'
+
+/**
+ * The host's side of the gVisor driver's containers: each one's cgroups, and their removal: one
+ * old container in the background (retireContainer), every one of a sandbox (killSandboxCgroups),
+ * and whatever sandboxes no longer live left behind (sweepGvisor).
+ */
+
+/** The host cgroups runsc made for container `cid` in `scope` (its sentry, gofer and their children run there). */
+export function containerCgroup(scope: string, cid: string): SandboxCgroup {
+  return new SandboxCgroup(`agentd/${scope}/${cid}`)
+}
+
+/**
+ * Deletes an old container in the background (`runsc delete` waits until the host's init reaped
+ * it: a second or more). A frozen one's processes are killed first (killAll thaws them dead): a
+ * frozen sentry answers no runsc command, and what a lost turn left must not run on a moment.
+ */
+export function retireContainer(runsc: Runsc, scope: string, cid: string): void {
+  void (async () => {
+    const cgroup = containerCgroup(scope, cid)
+    if (cgroup.frozen()) await cgroup.killAll()
+    await runsc.delete(cid)
+    await cgroup.remove()
+  })().catch(() => {})
+}
 
 /** What a sweep reaches of the gVisor driver: its runsc state, cgroups, relay sockets and disks. */
 export interface SweepScope {
@@ -29,7 +54,7 @@ export async function sweepGvisor(at: SweepScope, keepIds: string[]): Promise<st
   for (const cgroup of listSandboxCgroups(`agentd/${at.scope}`)) {
     const name = sandboxNameOf(cgroup)
     if (name === null || keep.has(name)) continue
-    await new SandboxCgroup(`agentd/${at.scope}/${cgroup}`).remove()
+    await containerCgroup(at.scope, cgroup).remove()
     removed.add(name)
   }
   if (existsSync(at.relayRoot)) {
@@ -46,6 +71,6 @@ export async function sweepGvisor(at: SweepScope, keepIds: string[]): Promise<st
 /** Kills every process of every container of sandbox `name` in `scope` (its sentry, gofer and all). */
 export async function killSandboxCgroups(scope: string, name: string): Promise<void> {
   for (const cgroup of listSandboxCgroups(`agentd/${scope}`)) {
-    if (sandboxNameOf(cgroup) === name) await new SandboxCgroup(`agentd/${scope}/${cgroup}`).killAll()
+    if (sandboxNameOf(cgroup) === name) await containerCgroup(scope, cgroup).killAll()
   }
 }

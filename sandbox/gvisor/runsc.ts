@@ -1,14 +1,13 @@
 import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { findSocat } from './bwrap'
-import { cgroupsAvailable } from './cgroup'
-import { BOOT_FLAGS, runscArgs } from './gvisor-spec'
-import { niced } from './priority'
-import { defaultRunRoot } from './relay'
+import { cgroupsAvailable } from '../cgroup'
+import { BOOT_FLAGS, runscArgs } from './spec'
+import { niced } from '../priority'
+import { defaultRunRoot, findSocat } from '../relay'
 import { runscBinary } from './runsc-binary'
 
 export { runscBinary }
-import { runHelper } from './spawn'
+import { runHelper } from '../spawn'
 
 /** The runsc command line of one state root, as the gVisor driver uses it. */
 export class Runsc {
@@ -97,7 +96,10 @@ export function gvisorWorks(): boolean {
   return probed
 }
 
-/** The binary's path, size, change time and inode, with the kernel's release and this boot's id: a new install, kernel or boot is another identity (even where /run outlives a boot). */
+/**
+ * The binary's path, size, change time and inode, with the kernel's release and this boot's id: a
+ * new install, kernel or boot is another identity (even where /run outlives a boot).
+ */
 export function binaryIdentity(path: string): string | null {
   try {
     const stat = statSync(path)

@@ -1,11 +1,11 @@
-import type { FSWatcher } from 'node:fs'
+import { readFileSync, writeFileSync, type FSWatcher } from 'node:fs'
 import { join } from 'node:path'
-import { cgroupName } from './cgroup'
-import type { SandboxHandle, SandboxSpec } from './driver'
-import { containerId, GVISOR_HOME, GVISOR_WORKSPACE } from './gvisor-spec'
-import { GatewayRelay, relayDir } from './relay'
-import type { TailedProcess } from './tail'
-import { volumeMountDir } from './volume'
+import { cgroupName } from '../cgroup'
+import type { SandboxHandle, SandboxSpec } from '../driver'
+import { containerId, GVISOR_HOME, GVISOR_WORKSPACE } from './spec'
+import { GatewayRelay, relayDir } from '../relay'
+import type { TailedProcess } from '../tail'
+import { volumeMountDir } from '../volume'
 
 export type Status = 'running' | 'parked' | 'paused' | 'stopped' | 'destroyed'
 
@@ -85,5 +85,28 @@ export function newGsandbox(relayRoot: string, spec: SandboxSpec, innerPort: num
     lock: Promise.resolve(),
     watcher: null,
     monitor: null,
+  }
+}
+
+/** What the sandbox remembers across restarts (`<stateDir>/sandbox.json`): its relay's port inside, its container generation. */
+export interface SavedSandbox {
+  innerPort?: number
+  generation?: number
+}
+
+/** Moves the sandbox to a new container id (and its cgroup), remembered across restarts. */
+export function nextGeneration(sandbox: Gsandbox): void {
+  sandbox.generation += 1
+  sandbox.cid = containerId(sandbox.name, sandbox.generation)
+  const saved: SavedSandbox = { innerPort: sandbox.innerPort, generation: sandbox.generation }
+  writeFileSync(join(sandbox.spec.stateDir, 'sandbox.json'), JSON.stringify(saved))
+}
+
+/** What an earlier server remembered of the sandbox (nothing when it is lost: the current port, a new generation). */
+export function savedSandbox(stateDir: string): SavedSandbox {
+  try {
+    return JSON.parse(readFileSync(join(stateDir, 'sandbox.json'), 'utf8'))
+  } catch {
+    return {}
   }
 }

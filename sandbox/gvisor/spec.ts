@@ -1,6 +1,6 @@
-import { CPU_PERIOD_US } from './cgroup'
-import type { ExecOptions, SandboxLimits } from './driver'
-import { innerRelayArgs, listenPattern, RELAY_SOCKET, SANDBOX_RELAY_DIR } from './relay'
+import { CPU_PERIOD_US } from '../cgroup'
+import type { ExecOptions, SandboxLimits } from '../driver'
+import { innerRelayArgs, listenPattern, RELAY_SOCKET, SANDBOX_RELAY_DIR } from '../relay'
 import { runscPath } from './runsc-binary'
 
 /**

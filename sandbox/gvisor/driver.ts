@@ -1,17 +1,27 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, watch, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { buildSandboxEtc, detectHostRoot, findSocat } from './bwrap'
-import { cgroupName, delegateControllers, SandboxCgroup } from './cgroup'
-import { fullLimits, type ExecOptions, type ParkOptions, type RecoverOptions, type SandboxDriver, type SandboxHandle, type SandboxProcess, type SandboxSpec, type SandboxStats } from './driver'
-import { containerId, gvisorSpec, READY_FILE, sandboxNameOf, type GvisorLayout } from './gvisor-spec'
-import type { HostDriverOptions } from './host-driver'
-import { defaultRunRoot } from './relay'
+import { buildSandboxEtc, detectHostRoot } from '../host-root'
+import { cgroupName, delegateControllers, type SandboxCgroup } from '../cgroup'
+import {
+  fullLimits,
+  type ExecOptions,
+  type ParkOptions,
+  type RecoverOptions,
+  type SandboxDriver,
+  type SandboxHandle,
+  type SandboxProcess,
+  type SandboxSpec,
+  type SandboxStats,
+} from '../driver'
+import { gvisorSpec, READY_FILE, sandboxNameOf, type GvisorLayout } from './spec'
+import type { HostDriverOptions } from '../host-driver'
+import { defaultRunRoot, findSocat } from '../relay'
 import { alive, firstLine, Runsc, runscBinary } from './runsc'
-import { GvisorExecs } from './gvisor-exec'
-import { newGsandbox, type Gsandbox } from './gvisor-sandbox'
-import { checkpoint, restore, type ParkingHost } from './gvisor-park'
-import { SandboxVolume, volumeDiskUsage, VolumeRegistry } from './volume'
-import { killSandboxCgroups, sweepGvisor } from './gvisor-sweep'
+import { GvisorExecs } from './exec'
+import { newGsandbox, nextGeneration, savedSandbox, type Gsandbox } from './sandbox'
+import { GvisorParking } from './park'
+import { SandboxVolume, volumeDiskUsage, VolumeRegistry } from '../volume'
+import { containerCgroup, killSandboxCgroups, retireContainer, sweepGvisor } from './containers'
 
 export { gvisorWorks } from './runsc'
 
@@ -31,7 +41,7 @@ export interface GvisorOptions extends HostDriverOptions {
  * loopback with the gateway relay, read-only system, writable workspace and home), one
  * `runsc exec` per process, output through files so it survives a checkpoint. Park checkpoints to
  * `<stateDir>/image` and deletes the container (no RAM held), or freezes its cgroups when a turn
- * runs or something open cannot be saved (gvisor-park.ts); wake restores or thaws it. */
+ * runs or something open cannot be saved (park.ts); wake restores or thaws it. */
 export class GvisorDriver implements SandboxDriver {
   readonly kind = 'gvisor' as const
   readonly canCheckpoint = true
@@ -47,8 +57,8 @@ export class GvisorDriver implements SandboxDriver {
   private readonly sandboxes = new Map<string, Gsandbox>()
   private readonly execs: GvisorExecs
   private readonly volumes: VolumeRegistry
-  /** What checkpoint and restore (gvisor-park.ts) use of the driver. */
-  private readonly parking: ParkingHost
+  /** Park and wake: checkpoint or freeze, restore or thaw (park.ts). */
+  private readonly parking: GvisorParking
 
   constructor(options: GvisorOptions = {}) {
     this.scope = cgroupName(options.scope ?? 'default').slice(0, 32)
@@ -65,21 +75,19 @@ export class GvisorDriver implements SandboxDriver {
     if (!socat) throw new Error('the gvisor driver needs socat for the gateway relay (apt-get install socat)')
     this.socat = socat
     buildSandboxEtc(this.etcDir)
-    this.parking = {
-      runsc: this.runsc,
-      scope: this.scope,
-      log: this.log,
-      checkOpenConnections: options.checkOpenConnections ?? true,
-      retire: (cid) => this.retire(cid),
-      cgroupOf: (cid) => this.cgroupOf(cid),
-      running: (sandbox, pidFile) => this.running(sandbox, pidFile),
-      nextGeneration: (sandbox) => this.nextGeneration(sandbox),
-      writeBundle: (sandbox) => this.writeBundle(sandbox),
-      endOrphans: (sandbox) => this.execs.endOrphans(sandbox),
-    }
+    this.parking = new GvisorParking(
+      { runsc: this.runsc, scope: this.scope, log: this.log, checkOpenConnections: options.checkOpenConnections ?? true },
+      {
+        writeBundle: (sandbox) => this.writeBundle(sandbox),
+        running: (sandbox, pidFile) => this.running(sandbox, pidFile),
+        endOrphans: (sandbox) => this.execs.endOrphans(sandbox),
+      },
+    )
   }
 
-  private get relayRoot(): string { return join(this.runDir, 'relay') }
+  private get relayRoot(): string {
+    return join(this.runDir, 'relay')
+  }
 
   /** The sandbox's disk image: workspace and home (its /tmp is gVisor's tmpfs, under the memory limit). */
   private volume(spec: SandboxSpec): SandboxVolume {
@@ -91,7 +99,7 @@ export class GvisorDriver implements SandboxDriver {
   }
 
   private cgroupOf(cid: string): SandboxCgroup {
-    return new SandboxCgroup(`agentd/${this.scope}/${cid}`)
+    return containerCgroup(this.scope, cid)
   }
 
   async create(spec: SandboxSpec): Promise<SandboxHandle> {
@@ -117,7 +125,7 @@ export class GvisorDriver implements SandboxDriver {
 
   /** Starts a fresh container over the sandbox's files and waits until its gateway relay listens. */
   private async boot(sandbox: Gsandbox): Promise<void> {
-    this.nextGeneration(sandbox)
+    nextGeneration(sandbox)
     mkdirSync(join(sandbox.bundle, 'rootfs'), { recursive: true })
     mkdirSync(sandbox.io, { recursive: true })
     for (const link of detectHostRoot().links) {
@@ -131,7 +139,11 @@ export class GvisorDriver implements SandboxDriver {
     const ready = join(sandbox.io, READY_FILE)
     rmSync(ready, { force: true })
     const pidFile = join(sandbox.spec.stateDir, 'sandbox.pid')
-    const run = await this.runsc.boot('run', [`--bundle=${sandbox.bundle}`, `--pid-file=${pidFile}`, sandbox.cid], join(sandbox.spec.stateDir, 'runsc.log'))
+    const run = await this.runsc.boot(
+      'run',
+      [`--bundle=${sandbox.bundle}`, `--pid-file=${pidFile}`, sandbox.cid],
+      join(sandbox.spec.stateDir, 'runsc.log'),
+    )
     if (run.code !== 0) {
       this.retire(sandbox.cid)
       throw new Error(`runsc run failed: ${firstLine(run.stderr || run.stdout)}`)
@@ -147,29 +159,13 @@ export class GvisorDriver implements SandboxDriver {
     this.running(sandbox, pidFile)
   }
 
-  /** Moves to a new container id (and its cgroup), remembered across restarts. */
-  private nextGeneration(sandbox: Gsandbox): void {
-    sandbox.generation += 1
-    sandbox.cid = containerId(sandbox.name, sandbox.generation)
-    writeFileSync(join(sandbox.spec.stateDir, 'sandbox.json'), JSON.stringify({ innerPort: sandbox.innerPort, generation: sandbox.generation }))
-  }
-
   private writeBundle(sandbox: Gsandbox): void {
     writeFileSync(join(sandbox.bundle, 'config.json'), JSON.stringify(gvisorSpec(this.layout(sandbox)), null, 1))
   }
 
-  /**
-   * Deletes an old container in the background (`runsc delete` waits until the host's init reaped
-   * it: a second or more). A frozen one's processes are killed first (killAll thaws them dead): a
-   * frozen sentry answers no runsc command, and what a lost turn left must not run on a moment.
-   */
+  /** Deletes an old container in the background (see retireContainer). */
   private retire(cid: string): void {
-    void (async () => {
-      const cgroup = this.cgroupOf(cid)
-      if (cgroup.frozen()) await cgroup.killAll()
-      await this.runsc.delete(cid)
-      await cgroup.remove()
-    })().catch(() => {})
+    retireContainer(this.runsc, this.scope, cid)
   }
 
   /** Ids of the containers in runsc's state that belong to sandbox `name`. */
@@ -245,16 +241,7 @@ export class GvisorDriver implements SandboxDriver {
 
   park(handle: SandboxHandle, options: ParkOptions = {}): Promise<void> {
     const sandbox = this.sandbox(handle)
-    return this.serial(sandbox, async () => {
-      if (sandbox.status === 'parked' || sandbox.status === 'paused' || sandbox.status === 'stopped') return
-      if (sandbox.status !== 'running') throw new Error(`sandbox ${handle.id} is ${sandbox.status}`)
-      sandbox.moving = true
-      try {
-        await checkpoint(this.parking, sandbox, options.keepProcesses === true)
-      } finally {
-        sandbox.moving = false
-      }
-    })
+    return this.serial(sandbox, () => this.parking.park(sandbox, options.keepProcesses === true))
   }
 
   wake(handle: SandboxHandle): Promise<void> {
@@ -266,17 +253,8 @@ export class GvisorDriver implements SandboxDriver {
       try {
         await this.volume(sandbox.spec).ensure() // mounts lost with a reboot, or never made after a restart
         await sandbox.relay.start()
-        if (sandbox.status === 'paused') {
-          this.cgroupOf(sandbox.cid).thaw()
-          sandbox.status = 'running'
-          sandbox.relay.release()
-          // Frozen by an earlier server: what it left running that is not kept ends now.
-          if (sandbox.orphans) await this.execs.endOrphans(sandbox)
-          sandbox.orphans = false
-        } else {
-          const restored = sandbox.status === 'parked' && (await restore(this.parking, sandbox))
-          if (!restored) await this.boot(sandbox)
-        }
+        // Thawed or restored, else (nothing to bring back, or the restore failed) booted afresh.
+        if (!(await this.parking.wake(sandbox))) await this.boot(sandbox)
       } catch (err) {
         for (const { proc } of sandbox.waiting.splice(0)) proc.finish(126, `agentd: the sandbox could not start: ${(err as Error).message}`)
         throw err
@@ -329,14 +307,15 @@ export class GvisorDriver implements SandboxDriver {
     }
     const volume = this.volume(spec)
     this.volumes.add(volume)
-    let saved: { innerPort?: number; generation?: number } = {}
-    try {
-      saved = JSON.parse(readFileSync(join(spec.stateDir, 'sandbox.json'), 'utf8'))
-    } catch {
-      // lost: the current port, a new generation
-    }
+    const saved = savedSandbox(spec.stateDir)
     const generations = containers.map((cid) => Number(cid.slice(name.length + 1)))
-    const sandbox = newGsandbox(this.relayRoot, spec, saved.innerPort ?? spec.gateway.port, Math.max(saved.generation ?? 0, ...generations), 'stopped')
+    const sandbox = newGsandbox(
+      this.relayRoot,
+      spec,
+      saved.innerPort ?? spec.gateway.port,
+      Math.max(saved.generation ?? 0, ...generations),
+      'stopped',
+    )
     this.sandboxes.set(spec.id, sandbox)
     sandbox.kept = new Set(options.keep)
     const cgroup = this.cgroupOf(sandbox.cid)
