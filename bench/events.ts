@@ -12,7 +12,7 @@ import { SESSION_MACHINE_VERSION, sessionMachine } from '../machines/session.mac
 import { openDb } from '../src/db/client'
 import { IdentityService } from '../src/identity/service'
 import { SessionStore } from '../src/session-record/store'
-import { sseStream } from '../src/http/sse'
+import { sseStream } from '../src/sessions/sse'
 import { followSession } from '../src/sessions/stream'
 
 const SUBSCRIBERS = 100
