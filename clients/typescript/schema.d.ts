@@ -615,6 +615,18 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        Error: {
+            error: string;
+            code?: string;
+            error_code?: string;
+            requestId?: string;
+            fields?: {
+                path: string;
+                message: string;
+            }[];
+        } & {
+            [key: string]: unknown;
+        };
         CloudRunSession: {
             execution_id: string;
             /** @enum {string} */
@@ -661,7 +673,7 @@ export interface components {
             }[];
             artifacts: {
                 name: string;
-                size: string | number;
+                size: number;
                 content_type: string;
             }[];
             artifact_count: string | number;
@@ -735,7 +747,7 @@ export interface components {
             summary: string | null;
             artifacts: {
                 name: string;
-                size: string | number;
+                size: number;
                 content_type: string;
             }[];
             agent_profile: {
@@ -745,28 +757,6 @@ export interface components {
             /** Format: date-time */
             created_at: string;
             updated_at: string | null;
-        };
-        ApiKey: {
-            /** @description Form key_<id> */
-            id: string;
-            name: string;
-            /** @description Leading characters of the secret, which begins with sk_live_ */
-            prefix: string;
-            scopes: ("runs:read" | "runs:write")[];
-            max_concurrent: string | number;
-            webhook_url: string | null;
-            /** Format: date-time */
-            expires_at: string | null;
-            created_by: {
-                id: string;
-                email: string | null;
-            };
-            /** Format: date-time */
-            last_used_at: string | null;
-            /** Format: date-time */
-            created_at: string;
-            /** @description Present only when a secret was just minted; form whsec_<base64> */
-            webhook_secret?: string;
         };
         SessionEvent: {
             /** @enum {string} */
@@ -809,27 +799,87 @@ export interface components {
             /** Format: date-time */
             end_timestamp?: string;
         };
-        ProjectEnvironment: {
-            /** @description A bash script run once per sandbox (`bash -e` in /workspace) before the first turn; null: none */
-            setup: string | null;
-            /** @description Seconds the setup may take */
-            setup_timeout_s: string | number;
-            network: {
-                /** @description What the sandboxes may reach through agentd’s egress proxy; empty: no network */
-                allow: string[];
+        Project: {
+            id: string;
+            name: string;
+            /** @description owner/name */
+            repository: string | null;
+            /** @description The installation (`GET /o/{org}/github` id) its runs alone go through */
+            github_installation: string | null;
+            /** Format: date-time */
+            created_at: string;
+        };
+        ApiKey: {
+            /** @description Form key_<id> */
+            id: string;
+            name: string;
+            /** @description Leading characters of the secret, which begins with sk_live_ */
+            prefix: string;
+            scopes: ("runs:read" | "runs:write")[];
+            max_concurrent: string | number;
+            webhook_url: string | null;
+            /** Format: date-time */
+            expires_at: string | null;
+            created_by: {
+                id: string;
+                email: string | null;
             };
-            /** @description 0 until the first PUT, then 1 more on each; keys the prebuilt images */
-            revision: string | number;
+            /** Format: date-time */
+            last_used_at: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** @description Present only when a secret was just minted; form whsec_<base64> */
+            webhook_secret?: string;
+        };
+        Usage: {
+            /** @description null after `plan clear`: creates and follow-ups are 402 PLAN_REQUIRED */
+            plan: {
+                /** @enum {string} */
+                source: "default" | "org";
+                max_concurrent: (string | number) | null;
+                /** @enum {string} */
+                payment_method: "none" | "card";
+            } | null;
+            usage: {
+                /** @description Tokens this calendar month (UTC) */
+                tokens: string | number;
+                /** @description Sandbox running minutes this calendar month (UTC); parked and paused time is free */
+                compute_minutes: number;
+                /** @description Sandbox running minutes this ISO week (UTC) */
+                weekly_compute_minutes: number;
+                /** @description Spend at catalog prices this calendar month (UTC) */
+                spend_usd: number;
+            };
+            /** @description null when the org has no plan */
+            limits: {
+                tokens: (string | number) | null;
+                compute_minutes: (string | number) | null;
+                weekly_compute_minutes: (string | number) | null;
+                spend_usd: number | null;
+            } | null;
+        };
+        ProviderAccount: {
+            /** @description Form acct_<id> */
+            id: string;
+            /** @enum {string} */
+            provider: "anthropic" | "openai";
+            name: string;
+            /** @description The last four characters of the key */
+            key_hint: string;
+            /** Format: date-time */
+            created_at: string;
+        };
+        UploadedFile: {
+            /** @description `file_<id>` */
+            id: string;
+            name: string;
+            mime: string;
+            size: string | number;
             /**
              * Format: date-time
-             * @description When it was last set; null while it never was
+             * @description When an upload no session uses is removed.
              */
-            updated_at: string | null;
-        };
-        ProjectSecret: {
-            name: string;
-            /** Format: date-time */
-            updated_at: string;
+            expired_at: string | null;
         };
         SavedAgent: {
             /** @description Form agent_<id> */
@@ -860,27 +910,6 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
-        Project: {
-            id: string;
-            name: string;
-            /** @description owner/name */
-            repository: string | null;
-            /** @description The installation (`GET /o/{org}/github` id) its runs alone go through */
-            github_installation: string | null;
-            /** Format: date-time */
-            created_at: string;
-        };
-        ProviderAccount: {
-            /** @description Form acct_<id> */
-            id: string;
-            /** @enum {string} */
-            provider: "anthropic" | "openai";
-            name: string;
-            /** @description The last four characters of the key */
-            key_hint: string;
-            /** Format: date-time */
-            created_at: string;
-        };
         Connection: {
             /** @description Form conn_<id> */
             id: string;
@@ -895,56 +924,27 @@ export interface components {
             /** Format: date-time */
             created_at: string;
         };
-        UploadedFile: {
-            /** @description `file_<id>` */
-            id: string;
-            name: string;
-            mime: string;
-            size: string | number;
+        ProjectEnvironment: {
+            /** @description A bash script run once per sandbox (`bash -e` in /workspace) before the first turn; null: none */
+            setup: string | null;
+            /** @description Seconds the setup may take */
+            setup_timeout_s: string | number;
+            network: {
+                /** @description What the sandboxes may reach through agentd’s egress proxy; empty: no network */
+                allow: string[];
+            };
+            /** @description 0 until the first PUT, then 1 more on each; keys the prebuilt images */
+            revision: string | number;
             /**
              * Format: date-time
-             * @description When an upload no session uses is removed.
+             * @description When it was last set; null while it never was
              */
-            expired_at: string | null;
+            updated_at: string | null;
         };
-        Usage: {
-            /** @description null after `plan clear`: creates and follow-ups are 402 PLAN_REQUIRED */
-            plan: {
-                /** @enum {string} */
-                source: "default" | "org";
-                max_concurrent: (string | number) | null;
-                /** @enum {string} */
-                payment_method: "none" | "card";
-            } | null;
-            usage: {
-                /** @description Tokens this calendar month (UTC) */
-                tokens: string | number;
-                /** @description Sandbox running minutes this calendar month (UTC); parked and paused time is free */
-                compute_minutes: number;
-                /** @description Sandbox running minutes this ISO week (UTC) */
-                weekly_compute_minutes: number;
-                /** @description Spend at catalog prices this calendar month (UTC) */
-                spend_usd: number;
-            };
-            /** @description null when the org has no plan */
-            limits: {
-                tokens: (string | number) | null;
-                compute_minutes: (string | number) | null;
-                weekly_compute_minutes: (string | number) | null;
-                spend_usd: number | null;
-            } | null;
-        };
-        Error: {
-            error: string;
-            code?: string;
-            error_code?: string;
-            requestId?: string;
-            fields?: {
-                path: string;
-                message: string;
-            }[];
-        } & {
-            [key: string]: unknown;
+        ProjectSecret: {
+            name: string;
+            /** Format: date-time */
+            updated_at: string;
         };
     };
     responses: never;
@@ -1048,7 +1048,7 @@ export interface operations {
                             }[];
                             artifacts: {
                                 name: string;
-                                size: string | number;
+                                size: number;
                                 content_type: string;
                             }[];
                             artifact_count: string | number;
@@ -1931,7 +1931,7 @@ export interface operations {
                         execution_id: string;
                         artifacts: {
                             name: string;
-                            size: string | number;
+                            size: number;
                             content_type: string;
                         }[];
                     };
@@ -2095,7 +2095,7 @@ export interface operations {
                             summary: string | null;
                             artifacts: {
                                 name: string;
-                                size: string | number;
+                                size: number;
                                 content_type: string;
                             }[];
                             agent_profile: {
@@ -2149,7 +2149,7 @@ export interface operations {
                         summary: string | null;
                         artifacts: {
                             name: string;
-                            size: string | number;
+                            size: number;
                             content_type: string;
                         }[];
                         agent_profile: {
@@ -2270,7 +2270,7 @@ export interface operations {
                             summary: string | null;
                             artifacts: {
                                 name: string;
-                                size: string | number;
+                                size: number;
                                 content_type: string;
                             }[];
                             agent_profile: {

@@ -1,7 +1,7 @@
 import { Elysia, t, type Static } from 'elysia'
 import { literals, nullable } from '../domain/schema-util'
 import { EFFORTS, SPEEDS } from '../domain/harness'
-import { HarnessSchema } from '../sessions/model'
+import { HarnessSchema } from '../domain/api-schemas'
 
 const DateTime = t.String({ format: 'date-time' })
 

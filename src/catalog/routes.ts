@@ -5,7 +5,7 @@ import type { Catalog } from './catalog'
 import type { HarnessVersions } from '../sessions/create-rules'
 import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
-import { HarnessSchema } from '../sessions/model'
+import { HarnessSchema } from '../domain/api-schemas'
 import { errorModel } from '../http/errors'
 
 export const agentRoutes = (auth: AuthService, catalog: Catalog, runnable: HarnessVersions, now: () => number) =>

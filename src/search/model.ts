@@ -3,7 +3,7 @@ import { literals, nullable } from '../domain/schema-util'
 import { CAPTURE_STATES, RUN_MODES, SESSION_STATUSES } from '../domain/status'
 import { HARNESSES } from '../domain/harness'
 import { SEARCH_SORTS } from './query'
-import { ArtifactFile, HarnessSchema, SessionStatusSchema } from '../sessions/model'
+import { ArtifactFile, HarnessSchema, SessionStatusSchema } from '../domain/api-schemas'
 
 const NString = nullable(t.String())
 const Count = t.Integer({ minimum: 0 })

@@ -4,7 +4,7 @@ import { artifacts, projects, sessionEvents, users } from '../db/schema'
 import type { Harness } from '../domain/harness'
 import { EMBEDDED_ARTIFACTS } from '../runtime/artifacts'
 import type { SessionRow } from '../session-record/store'
-import type { StartedBy } from '../sessions/view'
+import type { StartedBy } from '../domain/api-schemas'
 import { iso } from '../domain/values'
 
 /** ArtifactFile (spec 2.3). */

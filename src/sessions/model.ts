@@ -1,15 +1,11 @@
 import { Elysia, t, type Static } from 'elysia'
+import { ArtifactFile, HarnessSchema, SessionParams, SessionStatusSchema } from '../domain/api-schemas'
 import { literals, nullable } from '../domain/schema-util'
-import { EFFORTS, HARNESSES, SPEEDS } from '../domain/harness'
-import { CAPTURE_STATES, PERSISTENCE_MODES, RUN_MODES, SESSION_STATUSES } from '../domain/status'
+import { EFFORTS, SPEEDS } from '../domain/harness'
+import { CAPTURE_STATES, PERSISTENCE_MODES, RUN_MODES } from '../domain/status'
 
 const NString = nullable(t.String())
 const NInt = nullable(t.Integer())
-
-export const SessionStatusSchema = literals(SESSION_STATUSES)
-export const HarnessSchema = literals(HARNESSES)
-
-export const ArtifactFile = t.Object({ name: t.String(), size: t.Integer(), content_type: t.String() })
 
 export const CloudRunSession = t.Object({
   execution_id: t.String(),
@@ -162,7 +158,6 @@ export const ProjectListQuery = t.Object({
   limit: t.Optional(t.Integer({ minimum: 1, maximum: 100 })),
 })
 
-export const SessionParams = t.Object({ org: t.String(), project: t.String(), session: t.String() })
 export const ProjectParams = t.Object({ org: t.String(), project: t.String() })
 
 export type CreateSessionBody = Static<typeof CreateSessionBody>
@@ -190,3 +185,5 @@ export const EventsQuery = t.Object({ cursor: t.Optional(t.String()) })
 
 /** This feature's named models: each one component of the OpenAPI document, referenced by name from its routes. */
 export const sessionModels = new Elysia({ name: 'agentd/models/sessions' }).model({ CloudRunSession })
+
+export { ArtifactFile, HarnessSchema, SessionParams, SessionStatusSchema }

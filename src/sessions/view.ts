@@ -1,16 +1,18 @@
 import type { ArtifactFile } from '../runtime/artifacts'
 import type { AttachmentView } from '../files/service'
 import type { SessionRow } from '../session-record/store'
+import type { StartedBy } from '../domain/api-schemas'
 import { iso } from '../domain/values'
 import { answerOf, outputLine } from '../session-record/answer'
 
-export interface StartedBy {
-  name: string | null
-  avatar_url: string | null
-}
-
 /** CloudRunSession (spec 2.2). */
-export function cloudRunSession(row: SessionRow, startedBy: StartedBy | null, artifacts: ArtifactFile[] = [], queuePosition: number | null = null, attachments: AttachmentView[] = []) {
+export function cloudRunSession(
+  row: SessionRow,
+  startedBy: StartedBy | null,
+  artifacts: ArtifactFile[] = [],
+  queuePosition: number | null = null,
+  attachments: AttachmentView[] = [],
+) {
   return {
     execution_id: row.id,
     kind: row.kind,
