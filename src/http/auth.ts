@@ -1,7 +1,7 @@
 import { Elysia } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import type { Principal } from '../identity/service'
-import type { ApiKeyScope } from '../api-keys/service'
+import type { ApiKeyScope } from '../domain/api-keys'
 import { bodyLimit, parseBody } from './body'
 
 export interface AuthOptions {

@@ -12,7 +12,7 @@ import type { SessionRow } from '../session-record/store'
 import { answerOf } from '../session-record/answer'
 import { AddressRefused, checkedLookup, hostOf, isPublicAddress, resolveHost, type ResolveHost } from '../egress/address-policy'
 import { webhookUrlProblem } from './url-policy'
-import { isLive } from '../api-keys/live'
+import { isLive } from '../domain/api-keys'
 
 export interface WebhookDeps {
   db: Db
