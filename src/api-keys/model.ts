@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox'
 import { t, type Static } from 'elysia'
 import { literals, nullable } from '../domain/schema-util'
 import { API_KEY_SCOPES } from '../domain/api-keys'
-import { MAX_WEBHOOK_URL_LENGTH } from '../webhooks/url-policy'
+import { MAX_WEBHOOK_URL_LENGTH } from '../webhooks/service'
 
 const DateTime = t.String({ format: 'date-time' })
 

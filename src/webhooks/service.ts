@@ -8,6 +8,7 @@ import { webhookUrlProblem } from './url-policy'
 import { type AttemptOutcome, CONCURRENCY, DeliveryWorker } from './worker'
 
 export { INLINE_RESULT_BYTES } from './run-finished'
+export { MAX_WEBHOOK_URL_LENGTH } from './url-policy'
 
 export interface WebhookDeps {
   db: Db
