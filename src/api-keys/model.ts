@@ -1,8 +1,8 @@
 import { Type } from '@sinclair/typebox'
 import { Elysia, t, type Static } from 'elysia'
 import { literals, nullable } from '../domain/schema-util'
-import { API_KEY_SCOPES } from './service'
-import { MAX_WEBHOOK_URL_LENGTH } from '../webhooks/url-policy'
+import { API_KEY_SCOPES } from '../domain/api-keys'
+import { MAX_WEBHOOK_URL_LENGTH } from '../webhooks/service'
 
 const DateTime = t.String({ format: 'date-time' })
 

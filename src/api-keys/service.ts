@@ -2,17 +2,14 @@ import { randomBytes, timingSafeEqual, createHash } from 'node:crypto'
 import { and, desc, eq, isNull } from 'drizzle-orm'
 import type { Db } from '../db/client'
 import { DataCache, DataVersion } from '../db/data-version'
-import { apiKeys, memberships, users, type ApiKeyScope } from '../db/schema'
+import { apiKeys, memberships, users } from '../db/schema'
+import { API_KEY_PREFIX, isLive, type ApiKeyScope } from '../domain/api-keys'
 import { ApiError, badRequest, forbidden, notFound } from '../domain/errors'
-import { isLive, liveKeys } from './live'
+import { liveKeys } from './live'
 import type { OrgAccess, Principal } from '../identity/service'
 import type { WebhookService } from '../webhooks/service'
 import { iso } from '../domain/values'
 
-export { API_KEY_SCOPES, type ApiKeyScope } from '../db/schema'
-
-/** Every key secret starts with this fixed live-key prefix (spec 2.10). */
-export const API_KEY_PREFIX = 'sk_live_'
 /** `prefix` shown for a key: the live prefix and the first 8 random characters. */
 const PREFIX_LENGTH = API_KEY_PREFIX.length + 8
 // last_used_at is written at most this often per key, not on every request.

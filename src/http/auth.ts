@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import type { ApiKeyScope } from '../api-keys/service'
+import type { ApiKeyScope } from '../domain/api-keys'
 import { bodyLimit, parseBody } from './body'
 
 /**

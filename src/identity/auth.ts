@@ -1,5 +1,5 @@
 import { ApiError, authFailed, notFound } from '../domain/errors'
-import { API_KEY_PREFIX, type ApiKeyScope } from '../api-keys/service'
+import { API_KEY_PREFIX, type ApiKeyScope } from '../domain/api-keys'
 import type { IdentityService, OrgAccess, Principal } from './service'
 import type { OidcVerifier } from './oidc'
 

@@ -1,7 +1,8 @@
 import { and, eq, isNull, or, sql } from 'drizzle-orm'
 import type { Db } from '../db/client'
 import { DataVersion } from '../db/data-version'
-import { memberships, orgs, projects, users, userTokens, type ApiKeyScope, type Role } from '../db/schema'
+import { memberships, orgs, projects, users, userTokens, type Role } from '../db/schema'
+import type { ApiKeyScope } from '../domain/api-keys'
 import { newId, newUserToken, sha256 } from '../domain/ids'
 import { AuthCache } from './auth-cache'
 

@@ -3,9 +3,7 @@ import { check, index, integer, primaryKey, sqliteTable, text } from 'drizzle-or
 import { orgs, users } from './identity'
 import { sessions } from './sessions'
 import { createdAt, ownedBy } from './columns'
-
-export const API_KEY_SCOPES = ['runs:read', 'runs:write'] as const
-export type ApiKeyScope = (typeof API_KEY_SCOPES)[number]
+import type { ApiKeyScope } from '../../domain/api-keys'
 
 /**
  * Org API keys (spec 2.10). Only the SHA-256 of the secret is kept; `prefix` (the secret's first
