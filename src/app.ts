@@ -40,7 +40,7 @@ import type { AgentService } from './agents/service'
 import type { ConnectionService } from './connections/service'
 import type { AuthService } from './identity/auth'
 import type { Catalog } from './catalog/catalog'
-import type { HarnessVersions } from './sessions/create-rules'
+import type { HarnessVersions } from './catalog/catalog'
 import type { SessionQueries } from './sessions/queries'
 import type { SessionService } from './sessions/service'
 import type { Metrics } from './metrics/metrics'
@@ -48,6 +48,7 @@ import type { PlanService } from './plans/service'
 import type { SessionSearch } from './search/service'
 import type { StatechartService } from './statechart/service'
 import type { ToolCallService } from './transcript/tool-calls'
+import type { SessionLogReader } from './transcript/logs'
 import type { TranscriptService } from './transcript/service'
 
 export interface AppDeps {
@@ -56,6 +57,7 @@ export interface AppDeps {
   queries: SessionQueries
   search: SessionSearch
   transcripts: TranscriptService
+  logs: SessionLogReader
   toolCalls: ToolCallService
   charts: StatechartService
   changes: ChangesService
@@ -213,7 +215,7 @@ export function createApp(deps: AppDeps) {
       .use(liveRoutes(deps.auth, deps.sessions, deps.queries, deps.sseKeepaliveMs))
       .use(artifactRoutes(deps.auth, deps.queries))
       .use(searchRoutes(deps.auth, deps.search))
-      .use(transcriptRoutes(deps.auth, deps.transcripts, deps.toolCalls))
+      .use(transcriptRoutes(deps.auth, deps.transcripts, deps.toolCalls, deps.logs))
       .use(statechartRoutes(deps.auth, deps.charts))
       .use(repositoryRoutes(deps.auth, deps.changes, deps.installations))
       .use(projectRoutes(deps.auth, deps.projects))

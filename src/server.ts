@@ -39,12 +39,13 @@ import { TranscriptService } from './transcript/service'
 import { IdentityService } from './identity/service'
 import { OidcVerifier } from './identity/oidc'
 import { loadProviders } from './gateway/providers'
-import type { HarnessVersions } from './sessions/create-rules'
+import type { HarnessVersions } from './catalog/catalog'
 import { SessionActor } from './sessions/actor'
 import { SessionService } from './sessions/service'
 import { resolveHost, type ResolveHost } from './egress/address-policy'
 import { FileService } from './files/service'
 import { LokiLogs } from './transcript/loki'
+import { SessionLogReader } from './transcript/logs'
 import { AgentService } from './agents/service'
 import { SkillFetcher } from './skills/fetch'
 import { SkillService } from './skills/service'
@@ -232,7 +233,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const github = config.githubApp ? new GithubApp(config.githubApiUrl, config.githubApp) : null
   const installations = new InstallationService(db, github, now)
   const repositories = github ? new RepositoryRuns(github, installations, config.githubGitUrl, driver) : null
-  const queries = new SessionQueries({ db, store, search, artifacts, files, loki, queue, now })
+  const queries = new SessionQueries({ db, store, search, artifacts, files, queue, now })
   const runtime: SessionRuntime = new SessionRuntime({
     store,
     adapters,
@@ -333,6 +334,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     queries,
     search,
     transcripts: new TranscriptService(queries, store),
+    logs: new SessionLogReader({ sessions: queries, store, loki, now }),
     toolCalls: new ToolCallService(queries, store),
     charts: new StatechartService(auth, store),
     changes: new ChangesService(queries, repositories),

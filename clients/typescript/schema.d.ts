@@ -105,23 +105,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/o/{org}/p/{project}/sessions/{session}/logs": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** The runtime log of a session */
-        get: operations["sessions.logs"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/o/{org}/p/{project}/sessions/{session}/artifacts": {
         parameters: {
             query?: never;
@@ -168,6 +151,23 @@ export interface paths {
          * @description Without `selector`: a SessionList, newest first unless `sort` says otherwise, or only `count` with `count=true`. With `selector`: the one Session it names (full id, unique id prefix, or title); 409 AMBIGUOUS_SELECTOR with `candidates` when several match.
          */
         get: operations["sessions.search"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/o/{org}/p/{project}/sessions/{session}/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The runtime log of a session */
+        get: operations["sessions.logs"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1851,63 +1851,6 @@ export interface operations {
             };
         };
     };
-    "sessions.logs": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                org: string;
-                project: string;
-                session: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Response for status 200 */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        logs: string;
-                        /** @enum {string} */
-                        source: "loki" | "stored";
-                        status: string;
-                        truncated: boolean;
-                    };
-                };
-            };
-            /** @description Response for status 401 */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Response for status 403 */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description Response for status 404 */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-        };
-    };
     "artifacts.list": {
         parameters: {
             query?: never;
@@ -2282,6 +2225,63 @@ export interface operations {
                             updated_at: string | null;
                         }[];
                     };
+                };
+            };
+        };
+    };
+    "sessions.logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org: string;
+                project: string;
+                session: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Response for status 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        logs: string;
+                        /** @enum {string} */
+                        source: "loki" | "stored";
+                        status: string;
+                        truncated: boolean;
+                    };
+                };
+            };
+            /** @description Response for status 401 */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 403 */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 404 */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };

@@ -3,11 +3,12 @@ import { randomBytes } from 'node:crypto'
 import type { Db } from '../db/client'
 import { savedAgentRevisions, savedAgents, type AgentConfig } from '../db/schema'
 import { badRequest, conflict, forbidden, notFound } from '../domain/errors'
-import { catalogRevision, type Catalog } from '../catalog/catalog'
+import { catalogRevision, type Catalog, type HarnessVersions } from '../catalog/catalog'
 import type { OrgAccess, Principal } from '../identity/service'
-import { planSession, type HarnessVersions } from '../sessions/create-rules'
-import { bodyDigest } from '../sessions/idempotency'
+import { planSession } from '../sessions/create-rules'
+import { bodyDigest } from '../domain/digest'
 import type { CreateSessionBody } from '../sessions/model'
+import type { AgentProfile, SavedAgentProfiles } from '../sessions/ports'
 import type { CreateAgentBody, PatchAgentBody } from './model'
 import { skillInvalid } from '../skills/package'
 import { skillSource } from '../skills/source'
@@ -25,21 +26,12 @@ type AgentRow = typeof savedAgents.$inferSelect
 type RevisionRow = typeof savedAgentRevisions.$inferSelect
 
 /** The revision a run of a saved agent is pinned to (spec 2.2 `profile_*`, `snapshot`). */
-export interface AgentProfile {
-  id: string
-  name: string
-  revision: number
-  digest: string
-  catalogRevision: string
-  config: AgentConfig
-}
-
 /**
  * Saved agents: reviewed setups an org's members start runs from (shape B `agent_id`). Every
  * change of configuration is a new revision with its digest, reviewed against the catalog of the
  * moment; a run of a revision whose catalog has changed since is refused until it is reviewed again.
  */
-export class AgentService {
+export class AgentService implements SavedAgentProfiles {
   private readonly catalogRevision: string
 
   constructor(private readonly deps: AgentServiceDeps) {

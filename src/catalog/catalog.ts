@@ -7,6 +7,9 @@ import { ConfigError, readConfigFile } from '../config'
 import type { Harness } from '../domain/harness'
 import { BuiltinCatalogSchema, CatalogConfigSchema, type CatalogHarness, type CatalogModel } from './model'
 
+/** Runnable harnesses and the CLI version each runs; a harness missing here cannot start. */
+export type HarnessVersions = Partial<Record<Harness, string>>
+
 export type { CatalogHarness, CatalogModel } from './model'
 
 export interface Catalog {

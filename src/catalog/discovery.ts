@@ -1,6 +1,6 @@
 import type { Harness } from '../domain/harness'
 import { catalogRevision, offersMode, type Catalog } from './catalog'
-import type { HarnessVersions } from '../sessions/create-rules'
+import type { HarnessVersions } from './catalog'
 
 const CAPABILITIES = ['browser', 'computer', 'tools_selected', 'network_allowlist', 'instructions', 'configuration'] as const
 

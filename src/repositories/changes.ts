@@ -1,5 +1,5 @@
 import type { OrgAccess } from '../identity/service'
-import type { SessionQueries } from '../sessions/queries'
+import type { SessionLookup } from '../session-record/ports'
 import type { ChangedFile } from './code-host'
 import type { RepositoryRuns } from './runs'
 
@@ -20,21 +20,35 @@ export interface Changes {
  */
 export class ChangesService {
   constructor(
-    private readonly queries: SessionQueries,
+    private readonly queries: SessionLookup,
     private readonly runs: RepositoryRuns | null,
   ) {}
 
   async of(access: OrgAccess, projectRef: string, id: string): Promise<Changes> {
     const row = this.queries.find(access, projectRef, id)
     const number = row.prUrl ? Number(/\/pull\/(\d+)$/.exec(row.prUrl)?.[1] ?? Number.NaN) : Number.NaN
-    const empty: Changes = { pr_url: row.prUrl, pr_number: Number.isInteger(number) ? number : null, files: [], totals: { files: 0, additions: 0, deletions: 0, changes: 0 } }
+    const empty: Changes = {
+      pr_url: row.prUrl,
+      pr_number: Number.isInteger(number) ? number : null,
+      files: [],
+      totals: { files: 0, additions: 0, deletions: 0, changes: 0 },
+    }
     if (!row.prUrl || !row.repoOwner || !row.repoName || empty.pr_number === null) return empty
     const reading = this.runs?.files(row, empty.pr_number) ?? null
-    if (!reading) return { ...empty, error: 'the GitHub App installation of the run\'s repository is no longer linked to the org (or agentd has no GitHub App)', error_code: 'CHANGES_NO_INSTALLATION' }
+    if (!reading)
+      return {
+        ...empty,
+        error: "the GitHub App installation of the run's repository is no longer linked to the org (or agentd has no GitHub App)",
+        error_code: 'CHANGES_NO_INSTALLATION',
+      }
     try {
       const files = await reading
       const sum = (key: 'additions' | 'deletions' | 'changes') => files.reduce((n, f) => n + f[key], 0)
-      return { ...empty, files, totals: { files: files.length, additions: sum('additions'), deletions: sum('deletions'), changes: sum('changes') } }
+      return {
+        ...empty,
+        files,
+        totals: { files: files.length, additions: sum('additions'), deletions: sum('deletions'), changes: sum('changes') },
+      }
     } catch (err) {
       return { ...empty, error: `the code host could not be read: ${(err as Error).message}`, error_code: 'CHANGES_LIST_FAILED' }
     }

@@ -2,6 +2,9 @@ import type { Database } from 'bun:sqlite'
 import type { Masker, SecretMasks } from './masks'
 
 /** An event as stored and streamed: `seq` is its SSE id, unique and increasing per session. */
+/** Stored log text per session, turn and writer is capped; the oldest lines go first when it is read. */
+export const LOG_CAP_BYTES = 1024 * 1024
+
 export interface StoredEvent {
   seq: number
   turn: number

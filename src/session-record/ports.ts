@@ -28,3 +28,12 @@ export interface StatusChange {
 export interface TurnEndedPort {
   turnEnded(change: StatusChange): void
 }
+
+/**
+ * A session the caller may read: found by id under the route's org and Project reference, else
+ * 404. The sessions' read side implements it; the views above sessions (transcript, tool calls,
+ * a pull request's changes) find their session through it.
+ */
+export interface SessionLookup {
+  find(access: { orgId: string }, projectRef: string, id: string): SessionRow
+}

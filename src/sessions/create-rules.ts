@@ -5,7 +5,7 @@ import { sessions } from '../db/schema'
 import { ApiError, badRequest, unprocessable } from '../domain/errors'
 import { STATUS_GROUPS, type PersistenceMode, type RunMode } from '../domain/status'
 import type { KeyPrincipal } from '../identity/service'
-import { modelFor, offersMode, type Catalog } from '../catalog/catalog'
+import { type Catalog, type HarnessVersions, modelFor, offersMode } from '../catalog/catalog'
 import { outputSchemaProblem } from '../catalog/output-schema'
 import type { CreateSessionBody } from './model'
 
@@ -34,9 +34,6 @@ export interface SessionPlan {
 export const MAX_PROMPT_BYTES = 256 * 1024
 /** A semver version or an npm dist-tag; never a URL or path npm would also accept. */
 const VERSION_FORM = /^[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}$/
-
-/** Runnable harnesses and the CLI version each runs; a harness missing here cannot start. */
-export type HarnessVersions = Partial<Record<Harness, string>>
 
 export function titleOf(prompt: string): string {
   const firstLine = prompt.trim().split('\n', 1)[0] ?? ''

@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto'
 import { and, eq, lt } from 'drizzle-orm'
 import type { Db } from '../db/client'
 import { idempotencyKeys } from '../db/schema'
+import { bodyDigest } from '../domain/digest'
 import { conflict } from '../domain/errors'
 import type { SessionStatus } from '../domain/status'
 import { callerOf, type Principal } from '../identity/service'
@@ -26,22 +26,6 @@ export interface IdempotencyScope {
 
 export function scopeOf(principal: Principal, orgId: string): IdempotencyScope {
   return { orgId, caller: callerOf(principal) }
-}
-
-/** SHA-256 of the body as parsed JSON: object keys sorted, so key order and spacing never matter. */
-export function bodyDigest(body: unknown): string {
-  return createHash('sha256').update(canonicalJson(body)).digest('hex')
-}
-
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`
-  }
-  return JSON.stringify(value) ?? 'null'
 }
 
 export class IdempotencyKeys {
@@ -74,12 +58,20 @@ export class IdempotencyKeys {
     this.db
       .insert(idempotencyKeys)
       .values(row)
-      .onConflictDoUpdate({ target: [idempotencyKeys.orgId, idempotencyKeys.caller, idempotencyKeys.key], set: { bodyDigest: digest, sessionId, createdAt: row.createdAt } })
+      .onConflictDoUpdate({
+        target: [idempotencyKeys.orgId, idempotencyKeys.caller, idempotencyKeys.key],
+        set: { bodyDigest: digest, sessionId, createdAt: row.createdAt },
+      })
       .run()
   }
 
   /** Removes rows past the retention; the server calls it periodically. */
   sweep(): void {
-    this.db.delete(idempotencyKeys).where(lt(idempotencyKeys.createdAt, this.now() - this.retentionMs)).run()
+    this.db
+      .delete(idempotencyKeys)
+      .where(lt(idempotencyKeys.createdAt, this.now() - this.retentionMs))
+      .run()
   }
 }
+
+export { bodyDigest }

@@ -6,7 +6,7 @@ import type { SessionService } from './service'
 import { orgScope, stillAllowed } from '../http/auth'
 import { sseStream } from './sse'
 import { errorResponses } from '../http/errors'
-import { EventsQuery, MessageQueued, MessageSent, PostMessageBody, SessionLogs, SessionParams } from './model'
+import { EventsQuery, MessageQueued, MessageSent, PostMessageBody, SessionParams } from './model'
 import { errorModel } from '../http/errors'
 import { sessionModels } from './model'
 
@@ -72,8 +72,3 @@ export const liveRoutes = (auth: AuthService, sessions: SessionService, queries:
         detail: { operationId: 'sessions.sendMessage', tags, summary: 'Send a follow-up message' },
       },
     )
-    .get('/o/:org/p/:project/sessions/:session/logs', ({ access, params }) => queries.logs(access, params.project, params.session), {
-      params: SessionParams,
-      response: { 200: SessionLogs, ...errorResponses(401, 403, 404) },
-      detail: { operationId: 'sessions.logs', tags, summary: 'The runtime log of a session' },
-    })

@@ -174,13 +174,6 @@ export const MessageQueued = t.Object({
 
 export const OperationAccepted = t.Object({ operation_id: t.String() })
 
-export const SessionLogs = t.Object({
-  logs: t.String(),
-  source: literals(['loki', 'stored'] as const),
-  status: t.String(),
-  truncated: t.Boolean(),
-})
-
 export const EventsQuery = t.Object({ cursor: t.Optional(t.String()) })
 
 /** This feature's named models: each one component of the OpenAPI document, referenced by name from its routes. */

@@ -20,7 +20,18 @@ export interface NewSession {
 }
 
 /** A new session's row: what its create asked for, on the Project's repository. */
-export function newSessionRow({ id, orgId, project, principal, accountId, plan, repository, installation, status, now }: NewSession): SessionInsert {
+export function newSessionRow({
+  id,
+  orgId,
+  project,
+  principal,
+  accountId,
+  plan,
+  repository,
+  installation,
+  status,
+  now,
+}: NewSession): SessionInsert {
   return {
     id,
     orgId,

@@ -1,5 +1,5 @@
 import { badRequest } from '../domain/errors'
-import type { AgentProfile } from '../agents/service'
+import type { AgentProfile } from './ports'
 import type { SessionPlan } from './create-rules'
 import type { CreateSessionBody } from './model'
 import type { SessionInsert } from '../session-record/store'

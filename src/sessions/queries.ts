@@ -11,8 +11,6 @@ import type { OrgAccess } from '../identity/service'
 import { EMBEDDED_ARTIFACTS, type ArtifactStore } from '../runtime/artifacts'
 import type { SessionSearch } from '../search/service'
 import type { FileService } from '../files/service'
-import { lokiSessionLogs, sessionLogs } from '../transcript/logs'
-import type { LokiLogs } from '../transcript/loki'
 import type { AdmissionQueue } from './admission'
 import type { SessionStore, SessionRow } from '../session-record/store'
 import { followSession, type StreamRecheck } from './stream'
@@ -27,8 +25,6 @@ export interface SessionQueriesDeps {
   search: SessionSearch
   artifacts: ArtifactStore
   files: FileService
-  /** AGENTD_LOKI_URL's client, when set: logs are read from there. */
-  loki?: LokiLogs | null
   /** Where queued sessions stand (their `queue_position`). */
   queue: AdmissionQueue
   now: () => number
@@ -47,7 +43,11 @@ export class SessionQueries {
 
   constructor(private readonly deps: SessionQueriesDeps) {
     this.startedBy = new AuthCache(deps.db.$client, deps.now)
-    this.userById = deps.db.select({ name: users.name, avatarUrl: users.avatarUrl }).from(users).where(eq(users.id, sql.placeholder('id'))).prepare()
+    this.userById = deps.db
+      .select({ name: users.name, avatarUrl: users.avatarUrl })
+      .from(users)
+      .where(eq(users.id, sql.placeholder('id')))
+      .prepare()
     this.views = new DataCache(DataVersion.of(deps.db.$client), VIEW_CACHE_SIZE)
   }
 
@@ -120,20 +120,19 @@ export class SessionQueries {
     return found
   }
 
-  /** From Loki when it is configured and answers (the run's window), else from the stored log. */
-  async logs(access: OrgAccess, projectRef: string, id: string) {
-    const row = this.find(access, projectRef, id)
-    const found = this.deps.loki ? await this.deps.loki.query(row.id, row.createdAt - 60_000, this.deps.now() + 60_000) : null
-    return (found && lokiSessionLogs(this.deps.store, row, found.lines, found.more)) ?? sessionLogs(this.deps.store, row)
-  }
-
   /** The CloudRunSession view of a row (spec 2.4), with who started it and its first artifacts. */
   view(row: SessionRow, positions?: Map<string, number>) {
     const userId = row.startedByUserId
     const user = userId ? this.startedBy.get(userId, () => this.userById.get({ id: userId }) ?? null) : null
     const firstArtifacts = row.artifactCount > 0 ? this.deps.artifacts.list(row.id, EMBEDDED_ARTIFACTS) : []
     const position = row.status === 'queued' ? ((positions ?? this.queuePositions()).get(row.id) ?? null) : null
-    return cloudRunSession(row, user ? { name: user.name, avatar_url: user.avatarUrl } : null, firstArtifacts, position, this.deps.files.attachmentsOf(row.id))
+    return cloudRunSession(
+      row,
+      user ? { name: user.name, avatar_url: user.avatarUrl } : null,
+      firstArtifacts,
+      position,
+      this.deps.files.attachmentsOf(row.id),
+    )
   }
 
   /** Every queued session's place in the host's admission order. */

@@ -38,10 +38,17 @@ export function parseResource(raw: string): Resource | null {
       const branch = decoded(rest.join('/'))
       return branch === null ? null : { kind: 'repository', owner, repo: name, branch, pull: null }
     }
-    if (kind === 'pull' && rest.length === 1 && /^[1-9][0-9]{0,9}$/.test(rest[0]!)) return { kind: 'repository', owner, repo: name, branch: null, pull: Number(rest[0]) }
+    if (kind === 'pull' && rest.length === 1 && /^[1-9][0-9]{0,9}$/.test(rest[0]!))
+      return { kind: 'repository', owner, repo: name, branch: null, pull: Number(rest[0]) }
     return null
   }
-  if (url.hostname === TRACKER && parts.length === 3 && parts[1] === 'issue' && SEGMENT.test(parts[0]!) && /^[A-Za-z][A-Za-z0-9]*-[0-9]+$/.test(parts[2]!)) {
+  if (
+    url.hostname === TRACKER &&
+    parts.length === 3 &&
+    parts[1] === 'issue' &&
+    SEGMENT.test(parts[0]!) &&
+    /^[A-Za-z][A-Za-z0-9]*-[0-9]+$/.test(parts[2]!)
+  ) {
     return { kind: 'issue', workspace: parts[0]!, issue: parts[2]! }
   }
   return null
@@ -56,7 +63,11 @@ export type ResourceRepository = Extract<Resource, { kind: 'repository' }> & { c
  * through an installation of the org's GitHub App (`codeHost`; without one it is 422
  * RESOURCE_NOT_ACCESSIBLE) and returned with its entry's `connection`; an issue needs a tracker connection, which this server has not yet (422).
  */
-export function checkResources(resources: { url: string; connection?: string }[], project: ProjectRow | null, codeHost: boolean): ResourceRepository | null {
+export function checkResources(
+  resources: { url: string; connection?: string }[],
+  project: ProjectRow | null,
+  codeHost: boolean,
+): ResourceRepository | null {
   const parsed = resources.map((r, i) => {
     const resource = parseResource(r.url)
     if (!resource) {
@@ -73,12 +84,19 @@ export function checkResources(resources: { url: string; connection?: string }[]
     if (resource.kind === 'repository') {
       const full = `${resource.owner}/${resource.repo}`
       if (project?.repoOwner && `${project.repoOwner}/${project.repoName}`.toLowerCase() !== full.toLowerCase()) {
-        throw unprocessable(`resources[${i}]: a run of Project ${project.name} may only name its own repository (${project.repoOwner}/${project.repoName}), not ${full}`, 'RESOURCE_NOT_ACCESSIBLE')
+        throw unprocessable(
+          `resources[${i}]: a run of Project ${project.name} may only name its own repository (${project.repoOwner}/${project.repoName}), not ${full}`,
+          'RESOURCE_NOT_ACCESSIBLE',
+        )
       }
-      if (!codeHost) throw unprocessable(`resources[${i}]: no code-host app installation of yours covers ${full}`, 'RESOURCE_NOT_ACCESSIBLE')
+      if (!codeHost)
+        throw unprocessable(`resources[${i}]: no code-host app installation of yours covers ${full}`, 'RESOURCE_NOT_ACCESSIBLE')
       continue
     }
-    throw unprocessable(`resources[${i}]: you have no tracker connection that reads ${resource.workspace}/${resource.issue}`, 'RESOURCE_NOT_ACCESSIBLE')
+    throw unprocessable(
+      `resources[${i}]: you have no tracker connection that reads ${resource.workspace}/${resource.issue}`,
+      'RESOURCE_NOT_ACCESSIBLE',
+    )
   }
   return repositories[0] ?? null
 }
@@ -87,7 +105,11 @@ export function checkResources(resources: { url: string; connection?: string }[]
  * The run's repository: its Project's, or the one its `resources` name. That resource's
  * `/tree/<branch>` or `/pull/<n>` becomes the run's base_branch or on_pr when the body names neither.
  */
-export function runRepository(project: ProjectRow | null, named: ResourceRepository | null, plan: { baseBranch: string | null; onPr: number | null }): { owner: string; name: string } | null {
+export function runRepository(
+  project: ProjectRow | null,
+  named: ResourceRepository | null,
+  plan: { baseBranch: string | null; onPr: number | null },
+): { owner: string; name: string } | null {
   if (named && plan.baseBranch === null && plan.onPr === null) Object.assign(plan, { baseBranch: named.branch, onPr: named.pull })
   if (project?.repoOwner && project.repoName) return { owner: project.repoOwner, name: project.repoName }
   return named && { owner: named.owner, name: named.repo }

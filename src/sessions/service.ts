@@ -2,8 +2,7 @@ import { initialTransition } from 'xstate'
 import { SESSION_MACHINE_VERSION, sessionMachine, statusOf } from '../../machines/session.machine'
 import { ownAccountOnly } from '../accounts/owner'
 import type { AccountService } from '../accounts/service'
-import type { AgentService } from '../agents/service'
-import type { Catalog } from '../catalog/catalog'
+import type { Catalog, HarnessVersions } from '../catalog/catalog'
 import type { ConnectionService } from '../connections/service'
 import type { Db } from '../db/client'
 import { ApiError, notFound } from '../domain/errors'
@@ -18,12 +17,13 @@ import type { SessionRuntime } from '../runtime/runtime'
 import type { SessionStore } from '../session-record/store'
 import { SkillService } from '../skills/service'
 import { type SessionActor, statusEvent } from './actor'
-import { assertKeySlot, assertPromptSize, type HarnessVersions, planSession, type SessionPlan } from './create-rules'
+import { assertKeySlot, assertPromptSize, planSession, type SessionPlan } from './create-rules'
 import { bodyDigest, IdempotencyKeys, scopeOf } from './idempotency'
 import { type InputDeps, readCreate } from './input'
 import type { CreateSessionBody } from './model'
 import { newSessionRow } from './new-session'
 import { profileFields, withProfile } from './profile'
+import type { SavedAgentProfiles } from './ports'
 import type { SessionQueries } from './queries'
 import { checkResources, runRepository } from './resources'
 
@@ -41,7 +41,7 @@ export interface SessionServiceDeps {
   plans: PlanService
   accounts: AccountService
   files: FileService
-  agents: AgentService
+  agents: SavedAgentProfiles
   skills: SkillService
   connections: ConnectionService
   /** Shape B image blocks' URLs, fetched under the webhook rules (files/public-get.ts) in the create's fetch budget. */

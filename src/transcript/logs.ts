@@ -1,8 +1,7 @@
+import { LOG_CAP_BYTES } from '../session-record/event-log'
+import type { SessionLookup } from '../session-record/ports'
 import type { SessionRow, SessionStore } from '../session-record/store'
-import type { LokiLine } from './loki'
-
-/** Stored log text per session is capped; the oldest lines go first. */
-export const LOG_CAP_BYTES = 1024 * 1024
+import type { LokiLine, LokiLogs } from './loki'
 
 /**
  * The runtime log of a session (spec 4.2): agentd's own lines (status changes) and the harness's
@@ -34,7 +33,11 @@ export function lokiSessionLogs(store: SessionStore, row: SessionRow, lines: Lok
   const truncatedAtWrite = events.some((e) => e.kind === 'log' && e.data.truncated === true)
   const status = events
     .filter((event) => event.kind === 'status')
-    .map((event) => ({ at: event.createdAt, line: `${new Date(event.createdAt).toISOString()} agentd: status ${String(event.data.status)}`, order: 0 }))
+    .map((event) => ({
+      at: event.createdAt,
+      line: `${new Date(event.createdAt).toISOString()} agentd: status ${String(event.data.status)}`,
+      order: 0,
+    }))
   const merged = [...status, ...lines.map((l) => ({ ...l, order: 1 }))].sort((a, b) => a.at - b.at || a.order - b.order)
   return capped(merged.map((l) => `${l.line}\n`).join(''), more || truncatedAtWrite, row, 'loki')
 }
@@ -49,4 +52,25 @@ function capped(text: string, truncatedAtWrite: boolean, row: SessionRow, source
   }
   if (!logs) logs = `status: ${row.status}\n`
   return { logs, source, status: row.status, truncated }
+}
+
+/** GET …/logs (spec 4.2): a session's runtime log, from Loki when it is configured and answers, else as stored. */
+export class SessionLogReader {
+  constructor(
+    private readonly deps: {
+      sessions: SessionLookup
+      store: SessionStore
+      /** AGENTD_LOKI_URL's client, when set: logs are read from there. */
+      loki?: LokiLogs | null
+      now: () => number
+    },
+  ) {}
+
+  /** Loki's lines for the run's window when it answers, else the stored log. */
+  async logs(access: { orgId: string }, projectRef: string, id: string) {
+    const { sessions, store, loki, now } = this.deps
+    const row = sessions.find(access, projectRef, id)
+    const found = loki ? await loki.query(row.id, row.createdAt - 60_000, now() + 60_000) : null
+    return (found && lokiSessionLogs(store, row, found.lines, found.more)) ?? sessionLogs(store, row)
+  }
 }

@@ -138,7 +138,9 @@ export class LokiLogs {
       const body = (await res.json()) as { status?: string; data?: { resultType?: string; result?: { values?: [string, string][] }[] } }
       if (body.status !== 'success' || body.data?.resultType !== 'streams') return null
       const values = (body.data.result ?? []).flatMap((stream) => stream.values ?? [])
-      const lines = values.sort((a, b) => (BigInt(a[0]) < BigInt(b[0]) ? -1 : 1)).map(([ns, line]) => ({ at: Number(BigInt(ns) / 1_000_000n), line }))
+      const lines = values
+        .sort((a, b) => (BigInt(a[0]) < BigInt(b[0]) ? -1 : 1))
+        .map(([ns, line]) => ({ at: Number(BigInt(ns) / 1_000_000n), line }))
       return { lines, more: values.length >= QUERY_LIMIT }
     } catch {
       return null

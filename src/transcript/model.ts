@@ -76,6 +76,14 @@ export type MessagesQuery = Static<typeof MessagesQuery>
 export type ToolCallsQuery = Static<typeof ToolCallsQuery>
 export type ToolCall = Static<typeof ToolCallSchema>
 
+/** GET …/logs: a session's runtime log (spec 4.2). */
+export const SessionLogs = t.Object({
+  logs: t.String(),
+  source: literals(['loki', 'stored'] as const),
+  status: t.String(),
+  truncated: t.Boolean(),
+})
+
 /** This feature's named models: each one component of the OpenAPI document, referenced by name from its routes. */
 export const transcriptModels = new Elysia({ name: 'agentd/models/transcript' }).model({
   SessionEvent: SessionEventSchema,

@@ -1,23 +1,30 @@
 import { Elysia } from 'elysia'
 import type { AuthService } from '../identity/auth'
+import type { SessionLogReader } from './logs'
 import type { ToolCallService } from './tool-calls'
 import type { TranscriptService } from './service'
 import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import { SessionParams } from '../domain/api-schemas'
-import { MessagesQuery, MessagesResponse, ToolCallsQuery, ToolCallsResponse, TrajectoryResponse } from './model'
+import { MessagesQuery, MessagesResponse, SessionLogs, ToolCallsQuery, ToolCallsResponse, TrajectoryResponse } from './model'
 import { errorModel } from '../http/errors'
 import { transcriptModels } from './model'
 
 const tags = ['transcript']
 const NDJSON = 'application/x-ndjson'
 
-/** Transcript reads of one session (spec 4.3 messages and tool-calls, 4.4 trajectory). */
-export const transcriptRoutes = (auth: AuthService, transcripts: TranscriptService, toolCalls: ToolCallService) => {
+/** Transcript reads of one session (spec 4.3 messages and tool-calls, 4.4 trajectory) and its runtime log (4.2). */
+export const transcriptRoutes = (auth: AuthService, transcripts: TranscriptService, toolCalls: ToolCallService, logs: SessionLogReader) => {
   return new Elysia({ name: 'agentd/transcript' })
     .use(errorModel)
     .use(transcriptModels)
     .use(orgScope(auth))
+    .get('/o/:org/p/:project/sessions/:session/logs', ({ access, params }) => logs.logs(access, params.project, params.session), {
+      params: SessionParams,
+      response: { 200: SessionLogs, ...errorResponses(401, 403, 404) },
+      // Listed with the session's other reads, where the spec puts it.
+      detail: { operationId: 'sessions.logs', tags: ['sessions'], summary: 'The runtime log of a session' },
+    })
     .get(
       '/o/:org/p/:project/sessions/:session/messages',
       ({ access, params, query }) => transcripts.messages(access, params.project, params.session, query),

@@ -7,7 +7,7 @@ import { isHarness, type Harness } from '../domain/harness'
 import type { SessionEvent } from '../domain/session-event'
 import { SessionEventSchema, type MessagesQuery } from './model'
 import type { OrgAccess } from '../identity/service'
-import type { SessionQueries } from '../sessions/queries'
+import type { SessionLookup } from '../session-record/ports'
 import type { SessionRow, SessionStore } from '../session-record/store'
 
 export const ROLES = ['user', 'assistant', 'thinking', 'tools'] as const
@@ -22,7 +22,7 @@ const EVENT_FIELDS = Object.keys(SessionEventSchema.properties)
 
 export class TranscriptService {
   constructor(
-    private readonly queries: SessionQueries,
+    private readonly queries: SessionLookup,
     private readonly store: SessionStore,
   ) {}
 

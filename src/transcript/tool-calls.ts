@@ -5,16 +5,14 @@
 import { statusIn } from '../domain/status'
 import { isObject } from '../domain/values'
 import type { OrgAccess } from '../identity/service'
-import type { SessionQueries } from '../sessions/queries'
+import type { SessionLookup } from '../session-record/ports'
 import type { SessionStore } from '../session-record/store'
 import { shellPrograms } from './shell-programs'
 import type { ToolCall, ToolCallsQuery } from './model'
 
-
-
 export class ToolCallService {
   constructor(
-    private readonly queries: SessionQueries,
+    private readonly queries: SessionLookup,
     private readonly store: SessionStore,
   ) {}
 
