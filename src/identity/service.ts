@@ -4,7 +4,7 @@ import { DataVersion } from '../db/data-version'
 import { memberships, orgs, projects, users, userTokens, type Role } from '../db/schema'
 import type { ApiKeyScope } from '../domain/api-keys'
 import { newId, newUserToken, sha256 } from '../domain/ids'
-import { AuthCache } from './auth-cache'
+import { LookupCache } from '../db/lookup-cache'
 
 /** Who is calling: a signed-in user (token or identity-provider JWT), or an org API key acting as its creator. */
 export interface Principal {
@@ -45,8 +45,8 @@ export class IdentityService {
   // Prepared once and cached: these run on every authenticated request.
   private readonly byTokenHash
   private readonly accessQuery
-  private readonly tokenCache: AuthCache<Principal | null>
-  private readonly accessCache: AuthCache<OrgAccess | null>
+  private readonly tokenCache: LookupCache<Principal | null>
+  private readonly accessCache: LookupCache<OrgAccess | null>
 
   constructor(
     private readonly db: Db,
@@ -64,8 +64,8 @@ export class IdentityService {
       .innerJoin(memberships, and(eq(memberships.orgId, orgs.id), eq(memberships.userId, sql.placeholder('userId'))))
       .where(or(eq(orgs.slug, sql.placeholder('org')), eq(orgs.id, sql.placeholder('org'))))
       .prepare()
-    this.tokenCache = new AuthCache(db.$client, now)
-    this.accessCache = new AuthCache(db.$client, now)
+    this.tokenCache = new LookupCache(db.$client, now)
+    this.accessCache = new LookupCache(db.$client, now)
   }
 
   /** Every write here may change who a token is or what a role allows. */

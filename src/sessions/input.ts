@@ -1,15 +1,15 @@
 import { ApiError, badRequest, unprocessable } from '../domain/errors'
 import type { Principal } from '../identity/service'
 import { mimeOf, type AttachmentSource, type FileService } from '../files/service'
-import { FetchRefused, FetchTooLarge, type Fetched } from '../files/public-get'
-import { FetchBudget, FetchBudgetSpent, type FetchLimits } from '../files/fetch-budget'
+import { FetchRefused, FetchTooLarge, type Fetched } from '../egress/public-get'
+import { FetchBudget, FetchBudgetSpent, type FetchLimits } from '../egress/fetch-budget'
 import { assertPromptSize } from './create-rules'
 import type { CreateSessionBody, InputBlock } from './model'
 
 /** All the files of one create together (file blocks, documents, fetched images): what one upload may be. */
 export const MAX_ATTACHMENT_BYTES = 32 * 1024 * 1024
 
-/** Fetches an image block's URL under the webhook SSRF rules (files/public-get.ts), reading at most `maxBytes`, until `signal` fires. */
+/** Fetches an image block's URL under the webhook SSRF rules (egress/public-get.ts), reading at most `maxBytes`, until `signal` fires. */
 export type FetchImage = (url: string, maxBytes: number, signal: AbortSignal) => Promise<Fetched>
 
 /** What a shape B `input` becomes: the prompt (its text blocks) and the files to attach, in block order. */

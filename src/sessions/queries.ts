@@ -5,7 +5,7 @@ import { DataCache, DataVersion } from '../db/data-version'
 import { users } from '../db/schema'
 import { notFound } from '../domain/errors'
 import type { SessionStatus } from '../domain/status'
-import { AuthCache } from '../identity/auth-cache'
+import { LookupCache } from '../db/lookup-cache'
 import { findProject, NO_PROJECT } from '../identity/projects'
 import type { OrgAccess } from '../identity/service'
 import { EMBEDDED_ARTIFACTS, type ArtifactStore } from '../runtime/artifacts'
@@ -39,10 +39,10 @@ export class SessionQueries {
   private readonly userById
   /** Kept until the row is written (the store calls `forget`) or another connection commits. */
   private readonly views: DataCache<{ row: SessionRow; view: ReturnType<typeof cloudRunSession> }>
-  private readonly startedBy: AuthCache<{ name: string | null; avatarUrl: string | null } | null>
+  private readonly startedBy: LookupCache<{ name: string | null; avatarUrl: string | null } | null>
 
   constructor(private readonly deps: SessionQueriesDeps) {
-    this.startedBy = new AuthCache(deps.db.$client, deps.now)
+    this.startedBy = new LookupCache(deps.db.$client, deps.now)
     this.userById = deps.db
       .select({ name: users.name, avatarUrl: users.avatarUrl })
       .from(users)

@@ -44,7 +44,7 @@ export interface SessionServiceDeps {
   agents: SavedAgentProfiles
   skills: SkillService
   connections: ConnectionService
-  /** Shape B image blocks' URLs, fetched under the webhook rules (files/public-get.ts) in the create's fetch budget. */
+  /** Shape B image blocks' URLs, fetched under the webhook rules (egress/public-get.ts) in the create's fetch budget. */
   fetches: InputDeps['fetches']
   /** A run's repository is checked with the code host at create; absent without a GitHub App. */
   repositories?: RepositoryAccess

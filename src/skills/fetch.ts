@@ -1,7 +1,7 @@
 import { Octokit } from '@octokit/rest'
 import { unprocessable } from '../domain/errors'
-import { FetchRefused, FetchTooLarge, type Fetched } from '../files/public-get'
-import { FetchBudgetSpent, type FetchBudget } from '../files/fetch-budget'
+import { FetchRefused, FetchTooLarge, type Fetched } from '../egress/public-get'
+import { FetchBudgetSpent, type FetchBudget } from '../egress/fetch-budget'
 import {
   describe,
   MAX_FILES,
@@ -17,7 +17,7 @@ import {
 } from './package'
 import { skillSource, type SkillSource } from './source'
 
-/** GETs a caller's URL under the webhook SSRF rules (files/public-get.ts), reading at most `maxBytes`, until `signal` fires. */
+/** GETs a caller's URL under the webhook SSRF rules (egress/public-get.ts), reading at most `maxBytes`, until `signal` fires. */
 export type PublicGet = (url: string, maxBytes: number, signal: AbortSignal) => Promise<Fetched>
 
 export interface SkillFetcherDeps {
@@ -37,7 +37,7 @@ export type SkillRef = string | { url: string }
  * Fetches a create's skills (spec 4.1): each URL read as one of the forms, fetched now, a code-host
  * source pinned to the commit its branch or tag points at, each validated (SKILL.md with a name
  * and description, safe paths, no links), all of them at most 96 KiB packed. Every request, to the
- * code host's API too, is made within the create's fetch budget (files/fetch-budget.ts). Errors
+ * code host's API too, is made within the create's fetch budget (egress/fetch-budget.ts). Errors
  * are 422 SKILL_FETCH_FAILED (could not be fetched, or the budget ran out) or SKILL_INVALID
  * (anything else), naming the skill.
  */

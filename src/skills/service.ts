@@ -3,7 +3,7 @@ import type { Db } from '../db/client'
 import { sessionSkills } from '../db/schema'
 import { writeInTree } from '../../sandbox/host-fs'
 import type { SkillFetcher, SkillRef } from './fetch'
-import type { FetchBudget } from '../files/fetch-budget'
+import type { FetchBudget } from '../egress/fetch-budget'
 import type { Skill } from './package'
 
 /** A skill as the run reports it (`effective_config.skills`): where it came from and its pin. */

@@ -1,14 +1,14 @@
 import type { Database } from 'bun:sqlite'
-import { DataCache, DataVersion } from '../db/data-version'
+import { DataCache, DataVersion } from './data-version'
 
 const MAX_AGE_MS = 5_000
 
 /**
- * Answers of identity lookups that run on every request (token → user, user + org → role),
- * kept while nothing could have changed them (see DataVersion: no commit by another connection,
- * no write of identities here), and for at most a few seconds either way.
+ * Answers of lookups that run on every request (identity's token → user and user + org → role, a
+ * session view's starter), kept while nothing could have changed them (see DataVersion: no commit
+ * by another connection, no write here), and for at most a few seconds either way.
  */
-export class AuthCache<T> {
+export class LookupCache<T> {
   private readonly entries: DataCache<{ value: T; at: number }>
 
   constructor(

@@ -2,7 +2,7 @@ import http from 'node:http'
 import https from 'node:https'
 import tls from 'node:tls'
 import { isIP } from 'node:net'
-import { checkedLookup, hostOf, isPublicAddress, type ResolveHost } from '../egress/address-policy'
+import { checkedLookup, hostOf, isPublicAddress, type ResolveHost } from './address-policy'
 
 /**
  * GET of a URL a caller named (an image block's URL), under the webhook rules (spec 4.5): https
