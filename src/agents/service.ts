@@ -5,13 +5,12 @@ import { savedAgentRevisions, savedAgents, type AgentConfig } from '../db/schema
 import { badRequest, conflict, forbidden, notFound } from '../domain/errors'
 import { catalogRevision, type Catalog, type HarnessVersions } from '../catalog/catalog'
 import type { OrgAccess, Principal } from '../identity/service'
-import { planSession } from '../sessions/create-rules'
+import { runSpecOf } from '../sessions/create-rules'
 import { bodyDigest } from '../domain/digest'
 import type { CreateSessionBody } from '../sessions/model'
 import type { AgentProfile, SavedAgentProfiles } from '../sessions/ports'
 import type { CreateAgentBody, PatchAgentBody } from './model'
-import { skillInvalid } from '../skills/package'
-import { skillSource } from '../skills/source'
+import { assertSkillUrl } from '../skills/service'
 
 export interface AgentServiceDeps {
   db: Db
@@ -168,15 +167,9 @@ export class AgentService implements SavedAgentProfiles {
     if (config.model) probe.model = config.model
     if (config.effort) probe.effort = config.effort
     if (config.speed) probe.speed = config.speed
-    planSession(probe, this.deps.catalog, this.deps.versions, false)
+    runSpecOf(probe, this.deps.catalog, this.deps.versions, false)
     // Skills are fetched when a run starts (and pinned then); here only their form is checked.
-    config.skills.forEach((url, index) => {
-      if (!skillSource(url))
-        throw skillInvalid(
-          index,
-          `${JSON.stringify(url)} is not a skill URL (a code-host tree or SKILL.md URL, an https SKILL.md, or a .zip)`,
-        )
-    })
+    config.skills.forEach((url, index) => assertSkillUrl(url, index))
     return config
   }
 

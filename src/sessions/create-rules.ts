@@ -10,7 +10,7 @@ import { outputSchemaProblem } from '../catalog/output-schema'
 import type { CreateSessionBody } from './model'
 
 /** What a session is started with, once every create rule passed. */
-export interface SessionPlan {
+export interface RunSpec {
   agent: string
   harness: Harness
   versionRequested: string | null
@@ -49,7 +49,7 @@ export function assertPromptSize(field: string, text: string): void {
   if (new TextEncoder().encode(text).length > MAX_PROMPT_BYTES) throw badRequest(`${field} is larger than 256 KiB`, 'CONTENT_TOO_LARGE')
 }
 
-export function planSession(body: CreateSessionBody, catalog: Catalog, runnable: HarnessVersions, projectless: boolean): SessionPlan {
+export function runSpecOf(body: CreateSessionBody, catalog: Catalog, runnable: HarnessVersions, projectless: boolean): RunSpec {
   if (typeof body.prompt !== 'string' || body.prompt.trim() === '') throw badRequest('prompt is required')
   assertPromptSize('prompt', body.prompt)
   if (body.agent === undefined && projectless) throw badRequest('agent is required for a run without a Project (_)')

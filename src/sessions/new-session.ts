@@ -1,7 +1,7 @@
 import type { SessionStatus } from '../domain/status'
 import type { ProjectRow } from '../identity/projects'
 import type { Principal } from '../identity/service'
-import type { SessionPlan } from './create-rules'
+import type { RunSpec } from './create-rules'
 import type { SessionInsert } from '../session-record/store'
 
 export interface NewSession {
@@ -10,7 +10,7 @@ export interface NewSession {
   project: ProjectRow | null
   principal: Principal
   accountId: string | null
-  plan: SessionPlan
+  runSpec: RunSpec
   /** The repository its `resources` name, when its Project has none. */
   repository: { owner: string; name: string } | null
   /** The GitHub installation (its link id) the run reaches its repository through; null: none. */
@@ -26,7 +26,7 @@ export function newSessionRow({
   project,
   principal,
   accountId,
-  plan,
+  runSpec,
   repository,
   installation,
   status,
@@ -39,27 +39,27 @@ export function newSessionRow({
     startedByUserId: principal.userId,
     apiKeyId: principal.apiKey?.id ?? null,
     accountId,
-    agent: plan.agent,
-    harness: plan.harness,
-    harnessVersionRequested: plan.versionRequested,
-    harnessVersionResolved: plan.versionResolved,
+    agent: runSpec.agent,
+    harness: runSpec.harness,
+    harnessVersionRequested: runSpec.versionRequested,
+    harnessVersionResolved: runSpec.versionResolved,
     status,
-    mode: plan.mode,
-    persistenceMode: plan.persistence,
-    prompt: plan.prompt,
-    title: plan.title,
+    mode: runSpec.mode,
+    persistenceMode: runSpec.persistence,
+    prompt: runSpec.prompt,
+    title: runSpec.title,
     repoOwner: project?.repoOwner ?? repository?.owner ?? null,
     repoName: project?.repoName ?? repository?.name ?? null,
-    baseBranch: plan.baseBranch,
-    branch: plan.baseBranch,
-    onPr: plan.onPr,
+    baseBranch: runSpec.baseBranch,
+    branch: runSpec.baseBranch,
+    onPr: runSpec.onPr,
     githubInstallation: installation,
-    model: plan.model,
-    requestedModel: plan.requestedModel,
-    effort: plan.effort,
-    speed: plan.speed,
-    outputSchema: plan.outputSchema,
-    effectiveConfig: { harness_version: plan.versionResolved },
+    model: runSpec.model,
+    requestedModel: runSpec.requestedModel,
+    effort: runSpec.effort,
+    speed: runSpec.speed,
+    outputSchema: runSpec.outputSchema,
+    effectiveConfig: { harness_version: runSpec.versionResolved },
     createdAt: now,
     updatedAt: now,
   }

@@ -1,6 +1,6 @@
 import { badRequest } from '../domain/errors'
 import type { AgentProfile } from './ports'
-import type { SessionPlan } from './create-rules'
+import type { RunSpec } from './create-rules'
 import type { CreateSessionBody } from './model'
 import type { SessionInsert } from '../session-record/store'
 
@@ -27,7 +27,7 @@ export function withProfile(body: CreateSessionBody, profile: AgentProfile): Cre
 }
 
 /** The session's saved-agent fields (spec 2.2): what it was pinned to, what was asked over it, what it ran with. */
-export function profileFields(body: CreateSessionBody, profile: AgentProfile, plan: SessionPlan): Partial<SessionInsert> {
+export function profileFields(body: CreateSessionBody, profile: AgentProfile, runSpec: RunSpec): Partial<SessionInsert> {
   const requested = Object.fromEntries(OVERRIDES.flatMap((field) => (body[field] !== undefined ? [[field, body[field]]] : [])))
   return {
     profileId: profile.id,
@@ -37,10 +37,10 @@ export function profileFields(body: CreateSessionBody, profile: AgentProfile, pl
     snapshot: { ...profile.config },
     requestedOverrides: Object.keys(requested).length > 0 ? requested : null,
     effective: {
-      model: plan.model,
-      effort: plan.effort,
-      speed: plan.speed,
-      harness_version: plan.versionResolved,
+      model: runSpec.model,
+      effort: runSpec.effort,
+      speed: runSpec.speed,
+      harness_version: runSpec.versionResolved,
       catalog_revision: profile.catalogRevision,
       // Sandboxes run the host's own root file system, not an image: there is no digest to report.
       image_digest: null,

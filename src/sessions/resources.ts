@@ -108,9 +108,9 @@ export function checkResources(
 export function runRepository(
   project: ProjectRow | null,
   named: ResourceRepository | null,
-  plan: { baseBranch: string | null; onPr: number | null },
+  runSpec: { baseBranch: string | null; onPr: number | null },
 ): { owner: string; name: string } | null {
-  if (named && plan.baseBranch === null && plan.onPr === null) Object.assign(plan, { baseBranch: named.branch, onPr: named.pull })
+  if (named && runSpec.baseBranch === null && runSpec.onPr === null) Object.assign(runSpec, { baseBranch: named.branch, onPr: named.pull })
   if (project?.repoOwner && project.repoName) return { owner: project.repoOwner, name: project.repoName }
   return named && { owner: named.owner, name: named.repo }
 }

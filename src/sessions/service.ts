@@ -13,11 +13,11 @@ import type { OrgAccess, Principal } from '../identity/service'
 import type { PlanService } from '../plans/service'
 import { checkRunRepository, type RepositoryAccess } from '../repositories/run-access'
 import type { HarnessInstaller } from '../runtime/harness-install'
-import type { SessionRuntime } from '../runtime/runtime'
+import type { SessionRuntime } from '../runtime/session-runtime'
 import type { SessionStore } from '../session-record/store'
 import { SkillService } from '../skills/service'
 import { type SessionActor, statusEvent } from './actor'
-import { assertKeySlot, assertPromptSize, planSession, type SessionPlan } from './create-rules'
+import { assertKeySlot, assertPromptSize, runSpecOf, type RunSpec } from './create-rules'
 import { bodyDigest, IdempotencyKeys, scopeOf } from './idempotency'
 import { type InputDeps, readCreate } from './input'
 import type { CreateSessionBody } from './model'
@@ -106,9 +106,9 @@ export class SessionService {
     const named = request.resources ? checkResources(request.resources, project, this.deps.repositories !== undefined) : null
     const profile = request.agent_id === undefined ? null : this.deps.agents.forRun(access.orgId, request.agent_id)
     const run = profile ? withProfile(request, profile) : request
-    const plan = planSession(run, this.deps.catalog, this.deps.versions, projectless)
+    const runSpec = runSpecOf(run, this.deps.catalog, this.deps.versions, projectless)
     // Nothing is fetched for a caller whose plan refuses the run anyway (checked again before the insert).
-    this.deps.plans.assertAllows(access.orgId, plan.model, (run.account_id ?? null) !== null)
+    this.deps.plans.assertAllows(access.orgId, runSpec.model, (run.account_id ?? null) !== null)
     // Fetched now (in what the images left of the budget), each code-host source pinned to its commit: the run never reads the URLs again.
     const skills = run.skills ? await this.deps.skills.fetch(run.skills, fetches) : []
     // Tokens are sealed for this session, under its id: made now, before anything is awaited again.
@@ -116,13 +116,13 @@ export class SessionService {
     const servers = run.connections
       ? await this.deps.connections.forRun(principal, access.orgId, project?.id ?? null, id, run.connections)
       : []
-    if (plan.pinned) await this.resolvePin(plan)
+    if (runSpec.pinned) await this.resolvePin(runSpec)
     const installation = await checkRunRepository(
       this.deps.repositories,
       access.orgId,
-      runRepository(project, named, plan),
+      runRepository(project, named, runSpec),
       { project, named: named !== null && !project?.repoOwner, connection: named?.connection ?? null },
-      plan.onPr,
+      runSpec.onPr,
     )
     // Another create with the key may have made its session while this one waited.
     const made = replay()
@@ -130,14 +130,14 @@ export class SessionService {
     // Synchronous from here to the insert, so two creates cannot both take a key's last slot, nor
     // both make a session for one Idempotency-Key.
     const accountId = request.account_id ?? null
-    if (accountId !== null) this.deps.accounts.assertUsable(principal, access.orgId, accountId, plan.model)
-    this.deps.plans.assertAllows(access.orgId, plan.model, accountId !== null)
+    if (accountId !== null) this.deps.accounts.assertUsable(principal, access.orgId, accountId, runSpec.model)
+    this.deps.plans.assertAllows(access.orgId, runSpec.model, accountId !== null)
     if (principal.apiKey) assertKeySlot(this.deps.db, principal.apiKey)
 
     const [snapshot] = initialTransition(sessionMachine, {
-      persistence: plan.persistence,
-      mode: plan.mode,
-      hasSchema: plan.outputSchema !== null,
+      persistence: runSpec.persistence,
+      mode: runSpec.mode,
+      hasSchema: runSpec.outputSchema !== null,
     })
     const row = newSessionRow({
       id,
@@ -145,13 +145,13 @@ export class SessionService {
       project,
       principal,
       accountId,
-      plan,
-      repository: runRepository(project, named, plan),
+      runSpec,
+      repository: runRepository(project, named, runSpec),
       installation,
       status: statusOf(snapshot),
       now: this.now(),
     })
-    if (profile) Object.assign(row, profileFields(request, profile, plan))
+    if (profile) Object.assign(row, profileFields(request, profile, runSpec))
     if (skills.length > 0) row.effectiveConfig = { ...row.effectiveConfig, skills: SkillService.pins(skills) }
     this.store.insert(
       row,
@@ -216,9 +216,9 @@ export class SessionService {
    * A pin on another CLI version: npm must know it (422 otherwise). Its install starts now, in the
    * background, so it is usually ready when the sandbox is; the turn waits for it either way.
    */
-  private async resolvePin(plan: SessionPlan): Promise<void> {
-    const pkg = this.deps.catalog.harnesses.find((h) => h.id === plan.harness)!.package
-    plan.versionResolved = await this.deps.installer.resolve(plan.agent, pkg, plan.versionResolved)
-    this.deps.installer.modulesFor(pkg, plan.versionResolved).catch((err) => this.deps.log(`agentd: ${(err as Error).message}`))
+  private async resolvePin(runSpec: RunSpec): Promise<void> {
+    const pkg = this.deps.catalog.harnesses.find((h) => h.id === runSpec.harness)!.package
+    runSpec.versionResolved = await this.deps.installer.resolve(runSpec.agent, pkg, runSpec.versionResolved)
+    this.deps.installer.modulesFor(pkg, runSpec.versionResolved).catch((err) => this.deps.log(`agentd: ${(err as Error).message}`))
   }
 }

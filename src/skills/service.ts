@@ -4,13 +4,21 @@ import { sessionSkills } from '../db/schema'
 import { writeInTree } from '../../sandbox/host-fs'
 import type { SkillFetcher, SkillRef } from './fetch'
 import type { FetchBudget } from '../egress/fetch-budget'
-import type { Skill } from './package'
+import { type Skill, skillInvalid } from './package'
+import { skillSource } from './source'
 
 /** A skill as the run reports it (`effective_config.skills`): where it came from and its pin. */
 export interface SkillPin {
   name: string
   url: string
   commit: string | null
+}
+
+/** A skill URL's form, checked before anything is fetched (a saved agent's skills): the create's error for entry `index` otherwise. */
+export function assertSkillUrl(url: string, index: number): void {
+  if (!skillSource(url)) {
+    throw skillInvalid(index, `${JSON.stringify(url)} is not a skill URL (a code-host tree or SKILL.md URL, an https SKILL.md, or a .zip)`)
+  }
 }
 
 /**
