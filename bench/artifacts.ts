@@ -29,7 +29,9 @@ for (let i = 0; i < FILES; i++) {
 /** The collection before host-fs: what the old `collect` did to read and store the files. */
 function plainCollect(db: Db, sessionId: string, root: string, blobs: string): number {
   const list = (at: string): string[] =>
-    readdirSync(at, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? list(join(at, e.name)) : e.isFile() ? [join(at, e.name)] : []))
+    readdirSync(at, { withFileTypes: true }).flatMap((e) =>
+      e.isDirectory() ? list(join(at, e.name)) : e.isFile() ? [join(at, e.name)] : [],
+    )
   const files = existsSync(root) ? list(root) : []
   let count = 0
   const writes: (() => void)[] = []
@@ -45,7 +47,17 @@ function plainCollect(db: Db, sessionId: string, root: string, blobs: string): n
       writeFileSync(`${blob}.tmp`, bytes)
       renameSync(`${blob}.tmp`, blob)
     }
-    const values = { sessionId, name, ordinal: count++, createdAt: 0, size: bytes.length, contentType: Bun.file(path).type.split(';')[0] || 'application/octet-stream', sha256, turn: 1, updatedAt: 0 }
+    const values = {
+      sessionId,
+      name,
+      ordinal: count++,
+      createdAt: 0,
+      size: bytes.length,
+      contentType: Bun.file(path).type.split(';')[0] || 'application/octet-stream',
+      sha256,
+      turn: 1,
+      updatedAt: 0,
+    }
     writes.push(() => db.insert(artifacts).values(values).run())
   }
   db.transaction(() => writes.forEach((w) => w()))

@@ -23,7 +23,9 @@ const HARNESS = process.env.BENCH_BURST_HARNESS ?? 'harness_1'
 const { dir, token } = await seededDataDir('agentd-bench-burst')
 await admin(dir, 'plan', 'set', '--org', 'acme', '--max-concurrent', '100000')
 // The host's capacity as agentd derives it, unless the bench's own environment sets it.
-const capacityEnv = Object.fromEntries(['AGENTD_MAX_SANDBOXES', 'AGENTD_MAX_STARTING'].flatMap((k) => (process.env[k] ? [[k, process.env[k]!]] : [])))
+const capacityEnv = Object.fromEntries(
+  ['AGENTD_MAX_SANDBOXES', 'AGENTD_MAX_STARTING'].flatMap((k) => (process.env[k] ? [[k, process.env[k]!]] : [])),
+)
 const server = await startServer({ DATA_DIR: dir, ...capacityEnv })
 const call = client(() => server, token)
 const capacity = /host capacity: [^\n]*/.exec(server.log())?.[0] ?? 'host capacity: (not logged)'
@@ -53,7 +55,11 @@ const ids: string[] = []
 const refused: string[] = []
 try {
   for (let i = 0; i < RUNS; i++) {
-    const res = await call('POST', '/o/acme/p/_/sessions', { agent: HARNESS, persistence: 'ephemeral', prompt: script([{ answer: `run ${i}` }]) })
+    const res = await call('POST', '/o/acme/p/_/sessions', {
+      agent: HARNESS,
+      persistence: 'ephemeral',
+      prompt: script([{ answer: `run ${i}` }]),
+    })
     if (res.status === 202) ids.push(res.body.execution_id)
     else refused.push(`${res.status} ${res.body?.code ?? ''}`)
   }
@@ -83,12 +89,16 @@ try {
   const q = (p: number) => waits[Math.min(waits.length - 1, Math.floor(p * waits.length))] ?? Number.NaN
   const completed = [...ended.values()].filter((e) => e.status === 'completed').length
   const errors = new Map<string, number>()
-  for (const e of ended.values()) if (e.status !== 'completed') errors.set(`${e.status}: ${e.error ?? ''}`.slice(0, 160), (errors.get(`${e.status}: ${e.error ?? ''}`.slice(0, 160)) ?? 0) + 1)
+  for (const e of ended.values())
+    if (e.status !== 'completed')
+      errors.set(`${e.status}: ${e.error ?? ''}`.slice(0, 160), (errors.get(`${e.status}: ${e.error ?? ''}`.slice(0, 160)) ?? 0) + 1)
   const minutes = (finished - started) / 60_000
   const perMinute = completed / minutes
 
   console.log(`${RUNS} trivial ephemeral ${HARNESS} runs, created in ${((created - started) / 1000).toFixed(1)} s; ${capacity}`)
-  console.log(`  completed ${completed}, not completed ${ids.length - completed}, refused at create ${refused.length}${refused.length ? ` (${[...new Set(refused)].join(', ')})` : ''}`)
+  console.log(
+    `  completed ${completed}, not completed ${ids.length - completed}, refused at create ${refused.length}${refused.length ? ` (${[...new Set(refused)].join(', ')})` : ''}`,
+  )
   for (const [error, n] of errors) console.log(`    ${n} × ${error}`)
   console.log(`  all ended after ${(minutes * 60).toFixed(0)} s: ${perMinute.toFixed(1)} runs/minute`)
   console.log(`  queue wait (create → admitted) p50 ${(q(0.5) / 1000).toFixed(1)} s, p95 ${(q(0.95) / 1000).toFixed(1)} s`)

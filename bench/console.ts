@@ -85,8 +85,23 @@ try {
       requestAnimationFrame(check)
     })`)) as number
     const inPage = (await page.evaluate("document.querySelectorAll('.virtual li').length")) as number
-    if (process.env.BENCH_DEBUG) console.log(JSON.stringify(await page.evaluate("performance.getEntriesByType('navigation').map(e => ({ fetchStart: Math.round(e.fetchStart), reqStart: Math.round(e.requestStart), respStart: Math.round(e.responseStart), respEnd: Math.round(e.responseEnd), domInteractive: Math.round(e.domInteractive), dcl: Math.round(e.domContentLoadedEventEnd) }))")))
-    if (process.env.BENCH_DEBUG) console.log(JSON.stringify(await page.evaluate("performance.getEntriesByType('resource').map(e => [e.name.replace(location.origin, '').slice(0, 60), Math.round(e.startTime), Math.round(e.responseStart), Math.round(e.responseEnd), e.transferSize])")), atDrawn)
+    if (process.env.BENCH_DEBUG)
+      console.log(
+        JSON.stringify(
+          await page.evaluate(
+            "performance.getEntriesByType('navigation').map(e => ({ fetchStart: Math.round(e.fetchStart), reqStart: Math.round(e.requestStart), respStart: Math.round(e.responseStart), respEnd: Math.round(e.responseEnd), domInteractive: Math.round(e.domInteractive), dcl: Math.round(e.domContentLoadedEventEnd) }))",
+          ),
+        ),
+      )
+    if (process.env.BENCH_DEBUG)
+      console.log(
+        JSON.stringify(
+          await page.evaluate(
+            "performance.getEntriesByType('resource').map(e => [e.name.replace(location.origin, '').slice(0, 60), Math.round(e.startTime), Math.round(e.responseStart), Math.round(e.responseEnd), e.transferSize])",
+          ),
+        ),
+        atDrawn,
+      )
     await page.close()
     // The first navigation warms the server's console build and caches: not counted.
     if (run === 0) continue
@@ -106,6 +121,10 @@ const median = (list: number[]) => [...list].sort((a, b) => a - b)[Math.floor(li
 const interactive = median(typed)
 console.log(`console list, ${SESSIONS} sessions, median of ${RUNS} navigations (ms after navigation start):`)
 console.log(`  first rows drawn ${median(first).toFixed(0)}; typing in the search box shown by ${interactive.toFixed(0)}`)
-console.log(`  all ${SESSIONS} rows in the list ${median(drawn).toFixed(0)}; scrolled to row ${SESSIONS} and drawn ${median(scrolled).toFixed(0)}`)
+console.log(
+  `  all ${SESSIONS} rows in the list ${median(drawn).toFixed(0)}; scrolled to row ${SESSIONS} and drawn ${median(scrolled).toFixed(0)}`,
+)
 console.log(`  ${median(rows)} list items in the page at once (of ${SESSIONS})`)
-console.log(`  goal: interactive within ${GOAL_MS} ms: ${interactive <= GOAL_MS ? 'met' : 'missed'} (${(interactive / GOAL_MS).toFixed(2)} of the goal)`)
+console.log(
+  `  goal: interactive within ${GOAL_MS} ms: ${interactive <= GOAL_MS ? 'met' : 'missed'} (${(interactive / GOAL_MS).toFixed(2)} of the goal)`,
+)

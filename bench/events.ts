@@ -30,7 +30,20 @@ const id = crypto.randomUUID()
 const [snapshot] = initialTransition(sessionMachine, { persistence: 'resumable', mode: 'headless', hasSchema: false })
 const now = Date.now()
 store.insert(
-  { id, orgId: org.id, agent: 'harness_1', harness: 'harness_1', status: 'running', mode: 'headless', persistenceMode: 'resumable', prompt: 'bench', title: 'bench', model: 'scripted', createdAt: now, updatedAt: now },
+  {
+    id,
+    orgId: org.id,
+    agent: 'harness_1',
+    harness: 'harness_1',
+    status: 'running',
+    mode: 'headless',
+    persistenceMode: 'resumable',
+    prompt: 'bench',
+    title: 'bench',
+    model: 'scripted',
+    createdAt: now,
+    updatedAt: now,
+  },
   sessionMachine.getPersistedSnapshot(snapshot),
   SESSION_MACHINE_VERSION,
   [],
@@ -71,7 +84,18 @@ while (appended < total) {
   for (; appended < due; appended++) {
     // A turn's usual mix: a quarter are messages (full-text indexed), the rest tool traffic.
     const type = TYPES[appended % TYPES.length]!
-    batch.push({ turn: 1, kind: 'harness' as const, type, data: { type, agent: 'harness_1', role: 'assistant', content: `event ${appended} of a realistic length, a line of text`, t: performance.now() } })
+    batch.push({
+      turn: 1,
+      kind: 'harness' as const,
+      type,
+      data: {
+        type,
+        agent: 'harness_1',
+        role: 'assistant',
+        content: `event ${appended} of a realistic length, a line of text`,
+        t: performance.now(),
+      },
+    })
   }
   if (batch.length) store.events.append(id, batch)
   await Bun.sleep(TICK_MS)
@@ -85,7 +109,25 @@ const transactions = store.events.transactions - txBefore
 
 // Capacity: how fast events can be appended and made durable (batches of one stdout read each).
 const capacityId = crypto.randomUUID()
-store.insert({ id: capacityId, orgId: org.id, agent: 'harness_1', harness: 'harness_1', status: 'running', mode: 'headless', persistenceMode: 'resumable', prompt: 'bench', title: 'bench', model: 'scripted', createdAt: now, updatedAt: now }, sessionMachine.getPersistedSnapshot(snapshot), SESSION_MACHINE_VERSION, [])
+store.insert(
+  {
+    id: capacityId,
+    orgId: org.id,
+    agent: 'harness_1',
+    harness: 'harness_1',
+    status: 'running',
+    mode: 'headless',
+    persistenceMode: 'resumable',
+    prompt: 'bench',
+    title: 'bench',
+    model: 'scripted',
+    createdAt: now,
+    updatedAt: now,
+  },
+  sessionMachine.getPersistedSnapshot(snapshot),
+  SESSION_MACHINE_VERSION,
+  [],
+)
 const CAPACITY_EVENTS = 200_000
 const capTx = store.events.transactions
 const capStart = performance.now()
@@ -93,7 +135,12 @@ for (let i = 0; i < CAPACITY_EVENTS; i += 20) {
   const batch = []
   for (let j = i; j < i + 20; j++) {
     const type = TYPES[j % TYPES.length]!
-    batch.push({ turn: 1, kind: 'harness' as const, type, data: { type, agent: 'harness_1', role: 'assistant', content: `event ${j} of a realistic length, a line of text` } })
+    batch.push({
+      turn: 1,
+      kind: 'harness' as const,
+      type,
+      data: { type, agent: 'harness_1', role: 'assistant', content: `event ${j} of a realistic length, a line of text` },
+    })
   }
   store.events.append(capacityId, batch)
   if (i % 2000 === 0) await Bun.sleep(0)
@@ -108,11 +155,25 @@ const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((
 const ingestRate = total / ingestSeconds
 const txRate = transactions / ingestSeconds
 const rows: [string, string, string][] = [
-  ['ingest capacity (written, durable)', `${Math.round(capacity).toLocaleString()} /s`, capacity >= 20_000 ? 'goal met (≥ 20,000/s)' : 'goal missed (≥ 20,000/s)'],
+  [
+    'ingest capacity (written, durable)',
+    `${Math.round(capacity).toLocaleString()} /s`,
+    capacity >= 20_000 ? 'goal met (≥ 20,000/s)' : 'goal missed (≥ 20,000/s)',
+  ],
   ['  transactions at capacity', `${Math.round(capTxRate)} /s`, `${Math.round(capacity / Math.max(1, capTxRate))} events per transaction`],
   ['events written at the offered rate', `${Math.round(ingestRate).toLocaleString()} /s`, ''],
-  ['events delivered (all subscribers)', `${Math.round((delivered * SUBSCRIBERS) / wall).toLocaleString()} /s`, bytes.every((b) => b === bytes[0]) && delivered === total ? 'every subscriber got every event' : `subscriber 0 got ${delivered} of ${total}`],
-  ['transactions at 20,000 events/s', `${Math.round(txRate)} /s`, txRate <= 110 ? 'goal met (≈ 100/s or fewer)' : 'goal missed (≈ 100/s or fewer)'],
+  [
+    'events delivered (all subscribers)',
+    `${Math.round((delivered * SUBSCRIBERS) / wall).toLocaleString()} /s`,
+    bytes.every((b) => b === bytes[0]) && delivered === total
+      ? 'every subscriber got every event'
+      : `subscriber 0 got ${delivered} of ${total}`,
+  ],
+  [
+    'transactions at 20,000 events/s',
+    `${Math.round(txRate)} /s`,
+    txRate <= 110 ? 'goal met (≈ 100/s or fewer)' : 'goal missed (≈ 100/s or fewer)',
+  ],
   ['delivery latency p50', `${pct(50).toFixed(1)} ms`, ''],
   ['delivery latency p99', `${pct(99).toFixed(1)} ms`, pct(99) < 20 ? 'goal met (< 20 ms)' : 'goal missed (< 20 ms)'],
 ]

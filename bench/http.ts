@@ -50,7 +50,12 @@ function findLoadTool(): Tool | null {
 }
 
 /** Runs the tool against `url` and returns requests per second (2xx only where the tool can tell). */
-async function loadTest(tool: Tool, url: string, headers: Record<string, string>, seconds: number): Promise<{ rps: number; errors: string | null }> {
+async function loadTest(
+  tool: Tool,
+  url: string,
+  headers: Record<string, string>,
+  seconds: number,
+): Promise<{ rps: number; errors: string | null }> {
   const h = Object.entries(headers)
   let argv: string[]
   if (tool === 'wrk') {
@@ -122,7 +127,11 @@ const helloUrl = `http://127.0.0.1:${hello.port}/`
 const auth = { authorization: `Bearer ${token}` }
 const apiKey = await (async () => {
   const res = await services.app.handle(
-    new Request('http://localhost/o/bench/api-keys', { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bench' }) }),
+    new Request('http://localhost/o/bench/api-keys', {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'bench' }),
+    }),
   )
   const body = (await res.json()) as { secret?: string }
   if (res.status !== 201 || !body.secret) throw new Error(`API key create answered ${res.status}: ${JSON.stringify(body)}`)
@@ -212,7 +221,12 @@ try {
     }
     for (const [i, target] of targets.entries()) rpsRows.push([target.name, fmt(median(perTarget[i]!))])
     const ratio = median(ratios)
-    ratioLine = [`ratio agentd / hello-world (median of ${ROUNDS})`, fmt(ratio, 3), `>= ${RATIO_GOAL}`, ratio >= RATIO_GOAL ? 'goal met' : 'goal missed']
+    ratioLine = [
+      `ratio agentd / hello-world (median of ${ROUNDS})`,
+      fmt(ratio, 3),
+      `>= ${RATIO_GOAL}`,
+      ratio >= RATIO_GOAL ? 'goal met' : 'goal missed',
+    ]
   }
 
   // ------------------------------------------------------------ create-to-running latency

@@ -29,7 +29,11 @@ const rx = startReceiver()
 let server: RunningServer = await startServer(env)
 const call = async (method: string, path: string, bearer: string, body?: unknown) => {
   for (let tries = 0; ; tries++) {
-    const res = await fetch(`${server.url}${path}`, { method, headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) })
+    const res = await fetch(`${server.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    })
     // Right after a restart requests wait for the previous run's sessions; past 5 s they are 503.
     if (res.status === 503 && tries < 20) {
       await Bun.sleep(250)
@@ -94,8 +98,11 @@ try {
     const missing = views.filter((v) => (idsOfRun.get(v.execution_id)?.size ?? 0) < Math.max(v.turns_count, v.status === 'failed' ? 1 : 0))
     const ok = missing.length === 0 && delivered === expected
     if (!ok) failedRounds++
-    console.log(`round ${round}: ${runs.length} runs, ${expected} turns ended, ${delivered} delivered (distinct webhook-ids), ${missing.length} runs missing one, ${twice} ids sent twice: ${ok ? 'ok' : 'LOST OR EXTRA'}`)
-    for (const v of missing) console.log(`  missing: ${v.execution_id} ${v.status} turns ${v.turns_count}, delivered ${idsOfRun.get(v.execution_id)?.size ?? 0}`)
+    console.log(
+      `round ${round}: ${runs.length} runs, ${expected} turns ended, ${delivered} delivered (distinct webhook-ids), ${missing.length} runs missing one, ${twice} ids sent twice: ${ok ? 'ok' : 'LOST OR EXTRA'}`,
+    )
+    for (const v of missing)
+      console.log(`  missing: ${v.execution_id} ${v.status} turns ${v.turns_count}, delivered ${idsOfRun.get(v.execution_id)?.size ?? 0}`)
   }
   console.log(`${ROUNDS - failedRounds} of ${ROUNDS} rounds with every finished turn delivered exactly once (${driver})`)
 } finally {

@@ -24,9 +24,14 @@ const call = (method: string, url: string, body?: unknown) => t.app.handle(req(m
 const get = async (id: string) => json(await call('GET', path(id)))
 const logs = async (id: string): Promise<string> => (await json(await call('GET', path(id, '/logs')))).logs ?? ''
 /** Model requests that reached the gateway (its arrival lines in the session log). */
-const requests = (text: string) => text.split('\n').filter((line) => line.includes(' gateway: POST ') && !line.includes(' answered ')).length
+const requests = (text: string) =>
+  text.split('\n').filter((line) => line.includes(' gateway: POST ') && !line.includes(' answered ')).length
 const turn = (n: number) =>
-  script([...Array.from({ length: PER_TURN - 1 }, (_, i) => [{ sleep: MODEL_MS }, { bash: `echo ${n}.${i}` }]).flat(), { sleep: MODEL_MS }, { answer: `answer ${n}` }])
+  script([
+    ...Array.from({ length: PER_TURN - 1 }, (_, i) => [{ sleep: MODEL_MS }, { bash: `echo ${n}.${i}` }]).flat(),
+    { sleep: MODEL_MS },
+    { answer: `answer ${n}` },
+  ])
 
 /** Polls `read` until `done`, or null after `ms`. */
 async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, ms = STALL_MS): Promise<T | null> {
@@ -56,30 +61,54 @@ async function run(pausing: boolean): Promise<Outcome> {
   for (let n = 1; n <= TURNS; n++) {
     if (n > 1) {
       await call('POST', path(id, '/messages'), { content: turn(n) })
-      if (pausing && !(await until(() => get(id), (s) => s.sandbox_generation === generation + 1))) return { ...out, stall: `turn ${n}: the follow-up did not wake the sandbox` }
+      if (
+        pausing &&
+        !(await until(
+          () => get(id),
+          (s) => s.sandbox_generation === generation + 1,
+        ))
+      )
+        return { ...out, stall: `turn ${n}: the follow-up did not wake the sandbox` }
       if (pausing) generation++
     }
     for (let k = 1; k <= PER_TURN; k++) {
       asked++
-      if (!(await until(() => logs(id), (text) => requests(text) >= asked))) {
+      if (
+        !(await until(
+          () => logs(id),
+          (text) => requests(text) >= asked,
+        ))
+      ) {
         return { ...out, stall: `turn ${n}: model request ${k} never came (after ${out.pauses} pauses)\n${await insideView(id)}` }
       }
       if (!pausing) continue
       let started = performance.now()
       await call('PATCH', path(id), { status: 'paused' })
-      const paused = await until(() => get(id), (s) => s.machine_state === 'paused')
+      const paused = await until(
+        () => get(id),
+        (s) => s.machine_state === 'paused',
+      )
       if (!paused) return { ...out, stall: `turn ${n}: pause ${k} did not land` }
       out.pauseMs.push(performance.now() - started)
       if (paused.sandbox_generation !== generation) out.generationOk = false
       if (asked % 4 === 0) await Bun.sleep(MODEL_MS + 300) // the reply comes while frozen
       started = performance.now()
       await call('PATCH', path(id), { status: 'running' })
-      if (!(await until(() => get(id), (s) => s.sandbox_generation === generation + 1))) return { ...out, stall: `turn ${n}: resume ${k} did not land` }
+      if (
+        !(await until(
+          () => get(id),
+          (s) => s.sandbox_generation === generation + 1,
+        ))
+      )
+        return { ...out, stall: `turn ${n}: resume ${k} did not land` }
       out.resumeMs.push(performance.now() - started)
       generation++
       out.pauses++
     }
-    const done = await until(() => get(id), (s) => s.turns_count === n && s.status !== 'running' && s.status !== 'paused')
+    const done = await until(
+      () => get(id),
+      (s) => s.turns_count === n && s.status !== 'running' && s.status !== 'paused',
+    )
     if (!done) return { ...out, stall: `turn ${n} did not end` }
     const answer = (await json(await call('GET', path(id, '/result')))).result?.text
     if (done.status === 'completed' && answer === `answer ${n}`) out.turns++
@@ -92,12 +121,37 @@ async function insideView(id: string): Promise<string> {
   const lines: string[] = []
   for (const scope of readdirSync('/run/agentd').filter((name) => existsSync(`/run/agentd/${name}/runsc`))) {
     const root = `/run/agentd/${scope}/runsc`
-    const list = Bun.spawnSync(['runsc', `--root=${root}`, 'list', '-quiet'], { timeout: 10_000 }).stdout.toString().trim()
+    const list = Bun.spawnSync(['runsc', `--root=${root}`, 'list', '-quiet'], { timeout: 10_000 })
+      .stdout.toString()
+      .trim()
     for (const cid of list.split('\n').filter(Boolean)) {
       const ps = Bun.spawnSync(['runsc', `--root=${root}`, 'ps', cid], { timeout: 10_000 })
-      lines.push(`  runsc ps ${cid}:`, ...`${ps.stdout}${ps.stderr}`.trim().split('\n').map((l) => `    ${l}`))
-      const states = Bun.spawnSync(['runsc', `--root=${root}`, 'exec', cid, '/bin/sh', '-c', 'for d in /proc/[0-9]*; do echo "$d $(grep -E "^(Name|State|SigPnd|ShdPnd|SigBlk)" $d/status | tr "\\n" " ")"; done'], { timeout: 10_000 })
-      lines.push('  states:', ...`${states.stdout}${states.stderr}`.trim().split('\n').map((l) => `    ${l}`))
+      lines.push(
+        `  runsc ps ${cid}:`,
+        ...`${ps.stdout}${ps.stderr}`
+          .trim()
+          .split('\n')
+          .map((l) => `    ${l}`),
+      )
+      const states = Bun.spawnSync(
+        [
+          'runsc',
+          `--root=${root}`,
+          'exec',
+          cid,
+          '/bin/sh',
+          '-c',
+          'for d in /proc/[0-9]*; do echo "$d $(grep -E "^(Name|State|SigPnd|ShdPnd|SigBlk)" $d/status | tr "\\n" " ")"; done',
+        ],
+        { timeout: 10_000 },
+      )
+      lines.push(
+        '  states:',
+        ...`${states.stdout}${states.stderr}`
+          .trim()
+          .split('\n')
+          .map((l) => `    ${l}`),
+      )
       const before = requests(await logs(id))
       Bun.spawnSync(['runsc', `--root=${root}`, 'kill', '--all', cid, 'CONT'], { timeout: 10_000 })
       await Bun.sleep(5000)
@@ -107,12 +161,21 @@ async function insideView(id: string): Promise<string> {
       lines.push(`  then SIGCHLD to all: ${requests(await logs(id)) > before ? 'the next request came' : 'still no request'}`)
     }
   }
-  lines.push('  session log, last lines:', ...(await logs(id)).trim().split('\n').slice(-15).map((l) => `    ${l.slice(0, 200)}`))
+  lines.push(
+    '  session log, last lines:',
+    ...(await logs(id))
+      .trim()
+      .split('\n')
+      .slice(-15)
+      .map((l) => `    ${l.slice(0, 200)}`),
+  )
   return lines.join('\n')
 }
 
 const p50 = (values: number[]) => ([...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? Number.NaN).toFixed(0)
-console.log(`pause bench: ${TURNS} turns of ${PER_TURN} model requests (${MODEL_MS} ms each), gVisor, ${HARNESS}, load average ${(await Bun.file('/proc/loadavg').text()).split(' ').slice(0, 3).join(' ')}`)
+console.log(
+  `pause bench: ${TURNS} turns of ${PER_TURN} model requests (${MODEL_MS} ms each), gVisor, ${HARNESS}, load average ${(await Bun.file('/proc/loadavg').text()).split(' ').slice(0, 3).join(' ')}`,
+)
 for (const pausing of [true, false]) {
   const o = await run(pausing)
   const label = pausing ? 'paused mid-request' : 'no pauses (control)'
@@ -124,5 +187,8 @@ for (const pausing of [true, false]) {
   }
   console.log(`  turns completed with their answer  ${o.turns} of ${TURNS}`)
   console.log(`  stalled: ${o.stall ?? 'no'}`)
-  if (pausing) console.log(`  goal ${TURNS * PER_TURN} of ${TURNS * PER_TURN} pauses, every turn completed: ${o.pauses === TURNS * PER_TURN && o.turns === TURNS && o.generationOk ? 'met' : 'MISSED'}`)
+  if (pausing)
+    console.log(
+      `  goal ${TURNS * PER_TURN} of ${TURNS * PER_TURN} pauses, every turn completed: ${o.pauses === TURNS * PER_TURN && o.turns === TURNS && o.generationOk ? 'met' : 'MISSED'}`,
+    )
 }

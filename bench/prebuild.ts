@@ -37,13 +37,25 @@ host.github.installations.set(INSTALLATION, { account: 'acme', repositories: ['a
 
 /** Create → the CLI's first event, and the session's log, for one session of `project`. */
 async function firstTurn(t: TestApp, project: string): Promise<{ ms: number; logs: { at: number; text: string }[] }> {
-  const res = await t.app.handle(req('POST', `/o/acme/p/${project}/sessions`, { token: t.admin.token, body: { agent: 'harness_1', persistence: 'ephemeral', prompt: script([{ answer: 'ok' }]) } }))
+  const res = await t.app.handle(
+    req('POST', `/o/acme/p/${project}/sessions`, {
+      token: t.admin.token,
+      body: { agent: 'harness_1', persistence: 'ephemeral', prompt: script([{ answer: 'ok' }]) },
+    }),
+  )
   const id = (await json(res)).execution_id as string
-  const row = await waitFor(async () => t.store.get(id)!, (r) => !['queued', 'allocating', 'running'].includes(r.status), 240_000)
+  const row = await waitFor(
+    async () => t.store.get(id)!,
+    (r) => !['queued', 'allocating', 'running'].includes(r.status),
+    240_000,
+  )
   if (row.status !== 'completed') throw new Error(`${project}: ${row.status} ${row.error}`)
   const events = t.store.allEvents(id)
   const first = events.find((e) => e.kind === 'harness')!
-  return { ms: first.createdAt - row.createdAt, logs: events.filter((e) => e.kind === 'log').map((e) => ({ at: e.createdAt, text: String(e.data.text ?? '') })) }
+  return {
+    ms: first.createdAt - row.createdAt,
+    logs: events.filter((e) => e.kind === 'log').map((e) => ({ at: e.createdAt, text: String(e.data.text ?? '') })),
+  }
 }
 
 try {
@@ -57,7 +69,12 @@ try {
       // Two Projects on the same repository: one with no setup, one whose setup installs its dependency.
       t.identity.createProject('acme', 'plain', 'acme/app')
       t.identity.createProject('acme', 'app', 'acme/app')
-      await t.app.handle(req('PUT', '/o/acme/projects/app/environment', { token: t.admin.token, body: { setup: 'npm ci', network: { allow: [registryAt] } } }))
+      await t.app.handle(
+        req('PUT', '/o/acme/projects/app/environment', {
+          token: t.admin.token,
+          body: { setup: 'npm ci', network: { allow: [registryAt] } },
+        }),
+      )
       const setupRun = await firstTurn(t, 'app')
       const at = (pattern: RegExp) => setupRun.logs.find((l) => pattern.test(l.text))?.at ?? Number.NaN
       const setupMs = at(/agentd: setup done/) - at(/agentd: setup started/)
@@ -72,8 +89,12 @@ try {
         prebuilt.push(reused.ms)
       }
       const ratio = median(prebuilt) / median(plain)
-      console.log(`${driver}: create → first turn running, median of ${RUNS}: no setup ${ms(median(plain))}, from the prebuilt image ${ms(median(prebuilt))}: ${ratio.toFixed(2)}x (goal ≤ 1.5x: ${ratio <= 1.5 ? 'met' : 'missed'})`)
-      console.log(`${driver}: the first session: create → first turn ${ms(setupRun.ms)}, of which setup (npm ci) ${ms(setupMs)} and the disk's copy into an image ${ms(copyMs)}`)
+      console.log(
+        `${driver}: create → first turn running, median of ${RUNS}: no setup ${ms(median(plain))}, from the prebuilt image ${ms(median(prebuilt))}: ${ratio.toFixed(2)}x (goal ≤ 1.5x: ${ratio <= 1.5 ? 'met' : 'missed'})`,
+      )
+      console.log(
+        `${driver}: the first session: create → first turn ${ms(setupRun.ms)}, of which setup (npm ci) ${ms(setupMs)} and the disk's copy into an image ${ms(copyMs)}`,
+      )
       console.log(`${driver}: runs, no setup: ${plain.map(ms).join(', ')}; prebuilt: ${prebuilt.map(ms).join(', ')}`)
     } finally {
       await t[Symbol.asyncDispose]()

@@ -23,14 +23,21 @@ const ready: number[] = []
 try {
   for (let round = 0; round < ROUNDS; round++) {
     const ids: string[] = []
-    for (let i = 0; i < RUNNING; i++) ids.push((await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ sleep: 60_000 }]) })).body.execution_id)
+    for (let i = 0; i < RUNNING; i++)
+      ids.push((await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ sleep: 60_000 }]) })).body.execution_id)
     for (const id of ids) while ((await call('GET', `/o/acme/p/_/sessions/${id}`)).body.status !== 'running') await Bun.sleep(50)
     await server.stop('SIGKILL')
     const spawned = performance.now()
     server = await startServer({ DATA_DIR: dir })
     listening.push(performance.now() - spawned)
     // Polled from the spawn's side: the first answer, then the first answer that says ready.
-    while (!(await fetch(`${server.url}/healthz`).then((r) => r.ok, () => false))) await Bun.sleep(5)
+    while (
+      !(await fetch(`${server.url}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      ))
+    )
+      await Bun.sleep(5)
     healthy.push(performance.now() - spawned)
     while (!((await (await fetch(`${server.url}/healthz`)).json()) as { ready: boolean }).ready) await Bun.sleep(5)
     ready.push(performance.now() - spawned)

@@ -40,11 +40,95 @@ function random(): number {
 const pick = <T>(list: readonly T[]): T => list[Math.floor(list.length * random() ** 2)]!
 const int = (lo: number, hi: number) => lo + Math.floor(random() * (hi - lo + 1))
 
-const COMPONENT = ['login', 'auth', 'checkout', 'billing', 'search', 'session', 'upload', 'webhook', 'invoice', 'scheduler', 'cache', 'notification', 'dashboard', 'settings', 'onboarding', 'export', 'payment', 'subscription', 'profile', 'audit log', 'rate limiter', 'feature flag', 'permissions', 'email digest', 'report builder']
-const TECH = ['postgres', 'redis', 'react', 'typescript', 'docker', 'kubernetes', 'graphql', 'kafka', 'terraform', 's3', 'stripe', 'oauth', 'jwt', 'sqlite', 'elasticsearch', 'grpc', 'websocket', 'nginx', 'prisma', 'vite']
-const PROBLEM = ['is flaky on CI', 'times out under load', 'returns a 500 for empty input', 'leaks memory after a deploy', 'double-charges on retry', 'drops events when the queue is full', 'shows stale data after logout', 'breaks on Safari', 'ignores the timezone', 'fails when the token expires', 'is slow for large accounts', 'logs secrets in plain text']
-const FILE = ['src/auth/session.ts', 'src/billing/invoice.ts', 'src/api/routes.ts', 'web/components/Checkout.tsx', 'src/db/migrations', 'src/workers/webhook.ts', 'test/e2e/login.spec.ts', 'src/search/index.ts', 'infra/main.tf', 'src/cache/redis.ts', 'src/lib/retry.ts', 'docker-compose.yml']
-const CAUSE = ['a race between the two writes', 'a missing index on the lookup column', 'the retry loop not backing off', 'an unawaited promise', 'the cache key ignoring the tenant', 'an off-by-one in the pagination cursor', 'the connection pool being exhausted', 'a stale mock in the fixture', 'a timezone conversion done twice', 'the webhook signature check using the raw body']
+const COMPONENT = [
+  'login',
+  'auth',
+  'checkout',
+  'billing',
+  'search',
+  'session',
+  'upload',
+  'webhook',
+  'invoice',
+  'scheduler',
+  'cache',
+  'notification',
+  'dashboard',
+  'settings',
+  'onboarding',
+  'export',
+  'payment',
+  'subscription',
+  'profile',
+  'audit log',
+  'rate limiter',
+  'feature flag',
+  'permissions',
+  'email digest',
+  'report builder',
+]
+const TECH = [
+  'postgres',
+  'redis',
+  'react',
+  'typescript',
+  'docker',
+  'kubernetes',
+  'graphql',
+  'kafka',
+  'terraform',
+  's3',
+  'stripe',
+  'oauth',
+  'jwt',
+  'sqlite',
+  'elasticsearch',
+  'grpc',
+  'websocket',
+  'nginx',
+  'prisma',
+  'vite',
+]
+const PROBLEM = [
+  'is flaky on CI',
+  'times out under load',
+  'returns a 500 for empty input',
+  'leaks memory after a deploy',
+  'double-charges on retry',
+  'drops events when the queue is full',
+  'shows stale data after logout',
+  'breaks on Safari',
+  'ignores the timezone',
+  'fails when the token expires',
+  'is slow for large accounts',
+  'logs secrets in plain text',
+]
+const FILE = [
+  'src/auth/session.ts',
+  'src/billing/invoice.ts',
+  'src/api/routes.ts',
+  'web/components/Checkout.tsx',
+  'src/db/migrations',
+  'src/workers/webhook.ts',
+  'test/e2e/login.spec.ts',
+  'src/search/index.ts',
+  'infra/main.tf',
+  'src/cache/redis.ts',
+  'src/lib/retry.ts',
+  'docker-compose.yml',
+]
+const CAUSE = [
+  'a race between the two writes',
+  'a missing index on the lookup column',
+  'the retry loop not backing off',
+  'an unawaited promise',
+  'the cache key ignoring the tenant',
+  'an off-by-one in the pagination cursor',
+  'the connection pool being exhausted',
+  'a stale mock in the fixture',
+  'a timezone conversion done twice',
+  'the webhook signature check using the raw body',
+]
 
 const PROMPTS = [
   () => `Fix the ${pick(COMPONENT)} bug: it ${pick(PROBLEM)}. Start with ${pick(FILE)}.`,
@@ -97,8 +181,12 @@ const config = loadConfig({ DATA_DIR: dir })
 const services = await startServices(config, { driver: new ProcessDriver(), log: () => {} })
 await services.ready
 const org = services.identity.createOrg('bench')
-const users = Array.from({ length: 12 }, (_, i) => services.identity.createUser('bench', `dev${i}@bench.test`, i === 0 ? 'admin' : 'member'))
-const projects = ['web', 'api', 'mobile', 'infra', 'data', 'docs'].map((name) => services.identity.createProject('bench', name, `bench/${name}`))
+const users = Array.from({ length: 12 }, (_, i) =>
+  services.identity.createUser('bench', `dev${i}@bench.test`, i === 0 ? 'admin' : 'member'),
+)
+const projects = ['web', 'api', 'mobile', 'infra', 'data', 'docs'].map((name) =>
+  services.identity.createProject('bench', name, `bench/${name}`),
+)
 const auth = { authorization: `Bearer ${users[0]!.token}` }
 const seeder = openDb(config.dbPath)
 
@@ -172,7 +260,9 @@ try {
   const without = (name: string, like: string) => {
     const bare = openDb(join(dir, `${name}.db`))
     bare.sqlite.run('INSERT INTO orgs (id, slug, created_at) VALUES (?, ?, ?)', [org.id, 'bench', Date.now()])
-    const objects = bare.sqlite.query<{ type: string; name: string }, [string]>("SELECT type, name FROM sqlite_master WHERE name LIKE ? AND type IN ('trigger', 'index') AND sql IS NOT NULL")
+    const objects = bare.sqlite.query<{ type: string; name: string }, [string]>(
+      "SELECT type, name FROM sqlite_master WHERE name LIKE ? AND type IN ('trigger', 'index') AND sql IS NOT NULL",
+    )
     for (const { type, name } of objects.all(like)) bare.sqlite.run(`DROP ${type} ${name}`)
     bare.sqlite.run('PRAGMA foreign_keys = OFF') // no users or projects in this database
     const { rate } = seed(bare.sqlite, CALIBRATION)
@@ -203,12 +293,41 @@ try {
     for (let i = 0; i < SAMPLES; i++) {
       const { ms, body } = await get(path(), expect)
       times.push(ms)
-      if (i === 0) note = body.count !== undefined && body.count !== null ? `count ${fmt(body.count)}` : Array.isArray(body.sessions) ? `${body.sessions.length} rows` : body.candidates ? `${body.candidates.length} candidates` : 'one session'
+      if (i === 0)
+        note =
+          body.count !== undefined && body.count !== null
+            ? `count ${fmt(body.count)}`
+            : Array.isArray(body.sessions)
+              ? `${body.sessions.length} rows`
+              : body.candidates
+                ? `${body.candidates.length} candidates`
+                : 'one session'
     }
-    return [name, fmt(percentile(times, 50), 2), fmt(percentile(times, 95), 2), note, percentile(times, 95) < P95_GOAL_MS ? 'goal met' : 'goal missed']
+    return [
+      name,
+      fmt(percentile(times, 50), 2),
+      fmt(percentile(times, 95), 2),
+      note,
+      percentile(times, 95) < P95_GOAL_MS ? 'goal met' : 'goal missed',
+    ]
   }
-  const pairs = [['flaky', 'login'], ['postgres', 'migration'], ['race', 'webhook'], ['timezone', 'invoice'], ['redis', 'cache'], ['retry', 'stripe'], ['memory', 'deploy'], ['safari', 'checkout']]
-  const filters = ['harness=harness_1&status=completed&since=30d', 'project=web&mode=headless&since=90d', 'status=failed&model=gpt-5', 'repo=bench/api&harness=harness_2', 'since=7d&until=1d']
+  const pairs = [
+    ['flaky', 'login'],
+    ['postgres', 'migration'],
+    ['race', 'webhook'],
+    ['timezone', 'invoice'],
+    ['redis', 'cache'],
+    ['retry', 'stripe'],
+    ['memory', 'deploy'],
+    ['safari', 'checkout'],
+  ]
+  const filters = [
+    'harness=harness_1&status=completed&since=30d',
+    'project=web&mode=headless&since=90d',
+    'status=failed&model=gpt-5',
+    'repo=bench/api&harness=harness_2',
+    'since=7d&until=1d',
+  ]
   let n = 0
   const rows = [
     ['GET /o/bench/sessions?…', 'p50 ms', 'p95 ms', 'result', `p95 < ${P95_GOAL_MS} ms`],
@@ -219,7 +338,11 @@ try {
     }),
     await measure('count=true with filters', () => `/o/bench/sessions?count=true&${filters[n++ % filters.length]}`),
     await measure('prefix selector (8 chars)', () => `/o/bench/sessions?selector=${ids[Math.floor(random() * ids.length)]!.slice(0, 8)}`),
-    await measure('(also) title selector', () => `/o/bench/sessions?selector=${encodeURIComponent(titles[Math.floor(random() * titles.length)]!)}`, [200, 409]),
+    await measure(
+      '(also) title selector',
+      () => `/o/bench/sessions?selector=${encodeURIComponent(titles[Math.floor(random() * titles.length)]!)}`,
+      [200, 409],
+    ),
     await measure('(also) 2-term q, status=failed', () => {
       const [a, b] = pairs[n++ % pairs.length]!
       return `/o/bench/sessions?q=${a}&q=${b}&status=failed`
@@ -244,7 +367,13 @@ try {
     if (w > 0) walkTotals.push(total)
   }
   const p95 = percentile(pages, 95)
-  rows.push(['50-page cursor walk, per page', fmt(percentile(pages, 50), 2), fmt(p95, 2), `${walks} walks, ${fmt(percentile(walkTotals, 50))} ms each`, p95 < P95_GOAL_MS ? 'goal met' : 'goal missed'])
+  rows.push([
+    '50-page cursor walk, per page',
+    fmt(percentile(pages, 50), 2),
+    fmt(p95, 2),
+    `${walks} walks, ${fmt(percentile(walkTotals, 50))} ms each`,
+    p95 < P95_GOAL_MS ? 'goal met' : 'goal missed',
+  ])
   console.log(`\n${table(rows)}`)
 } finally {
   seeder.close()

@@ -31,7 +31,8 @@ interface Run {
   phases: Record<(typeof PHASES)[number], number>
 }
 
-const quantile = (values: number[], q: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))] ?? Number.NaN
+const quantile = (values: number[], q: number) =>
+  [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))] ?? Number.NaN
 const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`
 
 /** Every harness's runs on one server with `env` (its driver), one turn at a time. */
@@ -46,7 +47,11 @@ async function measure(env: Record<string, string>): Promise<{ driver: string; r
     for (const harness of HARNESSES) {
       ids[harness] = []
       for (let i = 0; i <= RUNS; i++) {
-        const created = await call('POST', '/o/acme/p/_/sessions', { agent: harness, persistence: 'ephemeral', prompt: script([{ say: 'hi' }, { answer: `ok ${i}` }]) })
+        const created = await call('POST', '/o/acme/p/_/sessions', {
+          agent: harness,
+          persistence: 'ephemeral',
+          prompt: script([{ say: 'hi' }, { answer: `ok ${i}` }]),
+        })
         const id = created.body.execution_id as string
         let status = created.body.status as string
         while (['queued', 'allocating', 'running'].includes(status)) {
@@ -62,7 +67,8 @@ async function measure(env: Record<string, string>): Promise<{ driver: string; r
   }
   const db = new Database(join(dir, 'agentd.db'), { readonly: true })
   const at = (id: string, where: string) =>
-    (db.query(`SELECT min(created_at) AS t FROM session_events WHERE session_id = ? AND ${where}`).get(id) as { t: number | null }).t ?? Number.NaN
+    (db.query(`SELECT min(created_at) AS t FROM session_events WHERE session_id = ? AND ${where}`).get(id) as { t: number | null }).t ??
+    Number.NaN
   const runs: Record<string, Run[]> = {}
   for (const harness of HARNESSES) {
     runs[harness] = ids[harness]!.map((id) => {
@@ -75,7 +81,13 @@ async function measure(env: Record<string, string>): Promise<{ driver: string; r
       return {
         firstEvent: first - created,
         completed: done - created,
-        phases: { admit: allocating - created, sandbox: running - allocating, 'cli start': first - running, 'to model': model - first, 'model+end': done - model },
+        phases: {
+          admit: allocating - created,
+          sandbox: running - allocating,
+          'cli start': first - running,
+          'to model': model - first,
+          'model+end': done - model,
+        },
       }
     })
   }
@@ -98,13 +110,32 @@ for (const harness of HARNESSES) {
   const ratio = quantile(done(a), 0.5) / quantile(done(b), 0.5)
   met &&= quantile(done(a), 0.5) < 2000 && ratio <= 1.3
   console.log(`${harness}`)
-  const rows: [string, Run[]][] = [[isolated.driver, a], [bare.driver, b], ...(other ? [[`gvisor on ${otherRunsc}`, other.runs[harness]!] as [string, Run[]]] : [])]
+  const rows: [string, Run[]][] = [
+    [isolated.driver, a],
+    [bare.driver, b],
+    ...(other ? [[`gvisor on ${otherRunsc}`, other.runs[harness]!] as [string, Run[]]] : []),
+  ]
   for (const [label, runs] of rows) {
     const first = runs.map((r) => r.firstEvent)
-    console.log(`  ${label.padEnd(8)} first event ${s(quantile(first, 0.5))} / ${s(quantile(first, 0.95))}   completed ${s(quantile(done(runs), 0.5))} / ${s(quantile(done(runs), 0.95))}`)
-    console.log(`  ${''.padEnd(8)} phases p50: ${PHASES.map((p) => `${p} ${s(quantile(runs.map((r) => r.phases[p]), 0.5))}`).join(', ')}`)
+    console.log(
+      `  ${label.padEnd(8)} first event ${s(quantile(first, 0.5))} / ${s(quantile(first, 0.95))}   completed ${s(quantile(done(runs), 0.5))} / ${s(quantile(done(runs), 0.95))}`,
+    )
+    console.log(
+      `  ${''.padEnd(8)} phases p50: ${PHASES.map(
+        (p) =>
+          `${p} ${s(
+            quantile(
+              runs.map((r) => r.phases[p]),
+              0.5,
+            ),
+          )}`,
+      ).join(', ')}`,
+    )
   }
   console.log(`  completed p50 ratio ${isolated.driver} / ${bare.driver}: ${ratio.toFixed(2)}x`)
-  if (other) console.log(`  completed p50 ratio gvisor on ${otherRunsc} / ${bare.driver}: ${(quantile(done(other.runs[harness]!), 0.5) / quantile(done(b), 0.5)).toFixed(2)}x`)
+  if (other)
+    console.log(
+      `  completed p50 ratio gvisor on ${otherRunsc} / ${bare.driver}: ${(quantile(done(other.runs[harness]!), 0.5) / quantile(done(b), 0.5)).toFixed(2)}x`,
+    )
 }
 console.log(`goal completed p50 < 2 s on ${isolated.driver} for each harness, and ≤ 1.3 × ${bare.driver}: ${met ? 'met' : 'MISSED'}`)

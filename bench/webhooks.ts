@@ -105,7 +105,9 @@ for (let i = 0; i < RUNS; i++) {
 if (lags.length) {
   const p50 = percentile(lags, 50)
   const max = Math.max(...lags)
-  console.log(`  p50 ${p50} ms   p95 ${percentile(lags, 95)} ms   max ${max} ms   (goal: < ${LATENCY_GOAL_MS} ms) ${max < LATENCY_GOAL_MS ? 'met' : 'MISSED'}`)
+  console.log(
+    `  p50 ${p50} ms   p95 ${percentile(lags, 95)} ms   max ${max} ms   (goal: < ${LATENCY_GOAL_MS} ms) ${max < LATENCY_GOAL_MS ? 'met' : 'MISSED'}`,
+  )
 }
 
 // ---------------------------------------------------------------- 2. deliveries per second
@@ -128,7 +130,21 @@ bulk.db.transaction(() => {
   for (const id of ids) {
     bulk.db
       .insert(sessions)
-      .values({ id, orgId: access.orgId, apiKeyId: bulkKey.id, agent: 'harness_1', harness: 'harness_1', status: 'running', mode: 'headless', persistenceMode: 'resumable', prompt: 'p', title: 'p', model: 'scripted', createdAt: now, updatedAt: now })
+      .values({
+        id,
+        orgId: access.orgId,
+        apiKeyId: bulkKey.id,
+        agent: 'harness_1',
+        harness: 'harness_1',
+        status: 'running',
+        mode: 'headless',
+        persistenceMode: 'resumable',
+        prompt: 'p',
+        title: 'p',
+        model: 'scripted',
+        createdAt: now,
+        updatedAt: now,
+      })
       .run()
   }
 })
@@ -138,7 +154,11 @@ for (const id of ids) {
   bulk.db.transaction(() => {
     const row = bulk.db.select().from(sessions).where(eq(sessions.id, id)).get()!
     const patch = { completedAt: Date.now(), hasResult: true, resultText: 'done', turnsCount: 1 }
-    bulk.db.update(sessions).set({ ...patch, status: 'completed' }).where(eq(sessions.id, id)).run()
+    bulk.db
+      .update(sessions)
+      .set({ ...patch, status: 'completed' })
+      .where(eq(sessions.id, id))
+      .run()
     webhooks.turnEnded({ row, from: 'running', to: 'completed', patch })
   })
 }

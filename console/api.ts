@@ -12,7 +12,8 @@ export function api(token: string): AgentdClient {
  */
 function earlyOr(request: Request): Promise<Response> {
   const early = window.agentdEarly
-  if (!early || request.method !== 'GET' || request.url !== early.url || request.headers.get('authorization') !== early.authorization) return fetch(request)
+  if (!early || request.method !== 'GET' || request.url !== early.url || request.headers.get('authorization') !== early.authorization)
+    return fetch(request)
   window.agentdEarly = undefined
   return early.response.catch(() => fetch(request))
 }

@@ -25,7 +25,16 @@ export function StatusBadge({ status }: { status: string }) {
   )
 }
 
-export function Link({ href, children, ...rest }: { href: string; children: ComponentChildren; class?: string; 'aria-current'?: 'page' | undefined }) {
+export function Link({
+  href,
+  children,
+  ...rest
+}: {
+  href: string
+  children: ComponentChildren
+  class?: string
+  'aria-current'?: 'page' | undefined
+}) {
   return (
     <a href={href} onClick={onLink} {...rest}>
       {children}
@@ -84,7 +93,19 @@ export function JsonTree({ value, name }: { value: unknown; name?: string }) {
  * A list of many rows of one height, only the visible ones in the page (a thousand rows scroll as
  * twenty). Rows carry their place (aria-posinset, aria-setsize) for screen readers.
  */
-export function VirtualList<T>({ items, rowHeight, height, label, row }: { items: T[]; rowHeight: number; height: number; label: string; row(item: T): ComponentChildren }) {
+export function VirtualList<T>({
+  items,
+  rowHeight,
+  height,
+  label,
+  row,
+}: {
+  items: T[]
+  rowHeight: number
+  height: number
+  label: string
+  row(item: T): ComponentChildren
+}) {
   const box = useRef<HTMLDivElement>(null)
   const [top, setTop] = useState(0)
   useEffect(() => {
@@ -97,10 +118,22 @@ export function VirtualList<T>({ items, rowHeight, height, label, row }: { items
   const first = Math.max(0, Math.floor(top / rowHeight) - 5)
   const last = Math.min(items.length, Math.ceil((top + height) / rowHeight) + 5)
   return (
-    <div ref={box} class="virtual" style={{ height: `${Math.min(height, items.length * rowHeight + 2)}px` }} tabIndex={0} aria-label={label} role="region">
+    <div
+      ref={box}
+      class="virtual"
+      style={{ height: `${Math.min(height, items.length * rowHeight + 2)}px` }}
+      tabIndex={0}
+      aria-label={label}
+      role="region"
+    >
       <ul role="list" style={{ height: `${items.length * rowHeight}px`, position: 'relative' }}>
         {items.slice(first, last).map((item, i) => (
-          <li key={first + i} aria-posinset={first + i + 1} aria-setsize={items.length} style={{ position: 'absolute', top: `${(first + i) * rowHeight}px`, height: `${rowHeight}px`, left: 0, right: 0 }}>
+          <li
+            key={first + i}
+            aria-posinset={first + i + 1}
+            aria-setsize={items.length}
+            style={{ position: 'absolute', top: `${(first + i) * rowHeight}px`, height: `${rowHeight}px`, left: 0, right: 0 }}
+          >
             {row(item)}
           </li>
         ))}

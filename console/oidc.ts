@@ -13,7 +13,11 @@ const PENDING = 'agentd.console.oidc-pending'
 /** Where the provider sends the browser back (a console path: the server answers it with the app). */
 export const CALLBACK = '/console/signed-in'
 
-const base64url = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '')
+const base64url = (bytes: Uint8Array) =>
+  btoa(String.fromCharCode(...bytes))
+    .replace(/\+/g, '-')
+    .replace(/\//g, '_')
+    .replace(/=+$/, '')
 const random = () => base64url(crypto.getRandomValues(new Uint8Array(32)))
 
 async function discover(issuer: string): Promise<{ authorization_endpoint: string; token_endpoint: string }> {
@@ -47,17 +51,31 @@ export async function beginSignIn(config: OidcConfig): Promise<void> {
 export async function finishSignIn(): Promise<string> {
   const params = new URLSearchParams(location.search)
   history.replaceState(null, '', '/console')
-  const pending = JSON.parse(sessionStorage.getItem(PENDING) ?? 'null') as { verifier: string; state: string; nonce: string; tokenEndpoint: string; clientId: string } | null
+  const pending = JSON.parse(sessionStorage.getItem(PENDING) ?? 'null') as {
+    verifier: string
+    state: string
+    nonce: string
+    tokenEndpoint: string
+    clientId: string
+  } | null
   sessionStorage.removeItem(PENDING)
   if (params.get('error')) throw new Error(`the identity provider said: ${params.get('error_description') ?? params.get('error')}`)
-  if (!pending || params.get('state') !== pending.state) throw new Error('this sign-in was not started here (its state does not match): start again')
+  if (!pending || params.get('state') !== pending.state)
+    throw new Error('this sign-in was not started here (its state does not match): start again')
   const res = await fetch(pending.tokenEndpoint, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ grant_type: 'authorization_code', code: params.get('code') ?? '', redirect_uri: `${location.origin}${CALLBACK}`, client_id: pending.clientId, code_verifier: pending.verifier }),
+    body: new URLSearchParams({
+      grant_type: 'authorization_code',
+      code: params.get('code') ?? '',
+      redirect_uri: `${location.origin}${CALLBACK}`,
+      client_id: pending.clientId,
+      code_verifier: pending.verifier,
+    }),
   })
   const body = (await res.json()) as { id_token?: string; error?: string; error_description?: string }
-  if (!res.ok || !body.id_token) throw new Error(`the identity provider refused the code: ${body.error_description ?? body.error ?? res.status}`)
+  if (!res.ok || !body.id_token)
+    throw new Error(`the identity provider refused the code: ${body.error_description ?? body.error ?? res.status}`)
   // The nonce ties the token to this sign-in (agentd checks its signature, audience and expiry).
   const claims = JSON.parse(atob(body.id_token.split('.')[1]!.replace(/-/g, '+').replace(/_/g, '/'))) as { nonce?: string }
   if (claims.nonce !== pending.nonce) throw new Error('the ID token is not for this sign-in (nonce)')

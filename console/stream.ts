@@ -12,7 +12,12 @@ export interface StreamEvent {
  * itself with `Last-Event-ID`, and stops for good on the 204 the server answers once the session
  * rests with nothing after that id. `after` resumes a stream seen before.
  */
-export function follow(url: string, token: string, after: string | null, on: { event(event: StreamEvent): void; open?(): void; closed?(): void }): () => void {
+export function follow(
+  url: string,
+  token: string,
+  after: string | null,
+  on: { event(event: StreamEvent): void; open?(): void; closed?(): void },
+): () => void {
   const target = new URL(url, location.origin)
   if (after) target.searchParams.set('cursor', after)
   const source = new EventSource(target.href, {

@@ -105,7 +105,9 @@ export function chartTransitions(machine: AnyStateMachine = sessionMachine): Cha
         const target = definition.target?.[0] ?? null
         const refusal = refusalIn(definition.actions)
         const entered = target && (target !== node || definition.reenter) ? target.entry : []
-        const actions = definition.actions.filter((a) => !(typeof a === 'object' && a !== null && (a as { type: string }).type === 'refuse'))
+        const actions = definition.actions.filter(
+          (a) => !(typeof a === 'object' && a !== null && (a as { type: string }).type === 'refuse'),
+        )
         const guard = guardName(definition.guard)
         rows.push({
           key: `${node.key} ${event} #${n}`,

@@ -80,7 +80,11 @@ const notStarted = refuse('conflict', 'The session has not started yet; send the
 const noTurn = refuse('conflict', 'The session has no turn in progress', 'NO_ACTIVE_TURN')
 const noSandboxToPause = refuse('conflict', 'The session has no sandbox to pause')
 const notPaused = refuse('conflict', 'The session is not paused')
-const overLimit = refuse('conflict', 'Waking this session would exceed the plan’s concurrent runs or what the host runs at once; try again when a run ends', 'CONCURRENCY_LIMIT_REACHED')
+const overLimit = refuse(
+  'conflict',
+  'Waking this session would exceed the plan’s concurrent runs or what the host runs at once; try again when a run ends',
+  'CONCURRENCY_LIMIT_REACHED',
+)
 
 // Every end of a turn: count it off; the sandbox is parked (resumable) or destroyed (ephemeral).
 const turnOver = [
@@ -94,7 +98,10 @@ const turnOver = [
 const deliverNow = ['machineResuming', 'wakeSandbox', 'deliverMessage', 'beginTurn', 'startTurn'] as const
 
 // Cancel of a live session: its sandbox (and a running turn) go, its queue is dropped.
-const cancelLive = { target: 'cancelled', actions: ['machineStopped', 'killTurn', 'destroySandbox', 'dropQueue', 'clearQueue', 'admitQueued'] } as const
+const cancelLive = {
+  target: 'cancelled',
+  actions: ['machineStopped', 'killTurn', 'destroySandbox', 'dropQueue', 'clearQueue', 'admitQueued'],
+} as const
 
 // Follow-ups between turns: a resumable session wakes its parked sandbox for them.
 const followUp = [
@@ -185,7 +192,15 @@ export const sessionMachine = setup({
 }).createMachine({
   id: 'session',
   initial: 'queued',
-  context: ({ input }) => ({ ...input, machineState: null, error: null, hasSandbox: false, turnActive: false, queued: 0, restStatus: null }),
+  context: ({ input }) => ({
+    ...input,
+    machineState: null,
+    error: null,
+    hasSandbox: false,
+    turnActive: false,
+    queued: 0,
+    restStatus: null,
+  }),
   // What no state allows: the refusals the spec names. States override these.
   on: {
     cancel: { actions: [finished] },
@@ -200,7 +215,11 @@ export const sessionMachine = setup({
       on: {
         admit: [
           // A follow-up that waited for a slot goes straight to its parked sandbox.
-          { guard: 'parkedWithinConcurrency', target: 'running', actions: ['machineResuming', 'wakeSandbox', 'dequeueMessage', 'countDequeued', 'beginTurn', 'startTurn'] },
+          {
+            guard: 'parkedWithinConcurrency',
+            target: 'running',
+            actions: ['machineResuming', 'wakeSandbox', 'dequeueMessage', 'countDequeued', 'beginTurn', 'startTurn'],
+          },
           { guard: 'withinConcurrency', target: 'allocating' },
         ],
         cancel: cancelLive,
@@ -223,14 +242,22 @@ export const sessionMachine = setup({
       on: {
         'turn.ended': [
           // Queued follow-ups are delivered next, on the same sandbox, before anything else.
-          { guard: 'hasQueued', target: 'running', reenter: true, actions: ['endTurn', 'clearError', 'dequeueMessage', 'countDequeued', 'beginTurn', 'startTurn'] },
+          {
+            guard: 'hasQueued',
+            target: 'running',
+            reenter: true,
+            actions: ['endTurn', 'clearError', 'dequeueMessage', 'countDequeued', 'beginTurn', 'startTurn'],
+          },
           { guard: 'turnFailed', target: 'failed', actions: ['recordError', 'restFailed', ...turnOver] },
           { guard: 'answerUnproven', target: 'needs_review', actions: ['clearError', 'restNeedsReview', ...turnOver] },
           { guard: 'isInteractive', target: 'input_required', actions: ['clearError', 'restInputRequired', ...turnOver] },
           { target: 'completed', actions: ['clearError', 'restCompleted', ...turnOver] },
         ],
         message: [
-          { guard: 'isEphemeral', actions: [refuse('conflict', 'An ephemeral session takes no message while its turn runs', 'PERSISTENCE_MODE_CONFLICT')] },
+          {
+            guard: 'isEphemeral',
+            actions: [refuse('conflict', 'An ephemeral session takes no message while its turn runs', 'PERSISTENCE_MODE_CONFLICT')],
+          },
           { guard: 'queueFull', actions: [refuse('rate_limited', 'The session already has 20 queued messages', 'QUEUE_FULL')] },
           { actions: ['enqueueMessage', 'countQueued'] },
         ],
@@ -241,12 +268,20 @@ export const sessionMachine = setup({
         stop_turn: { actions: ['stopTurn'] },
         'sandbox.woken': { actions: ['machineRunning'] },
         cancel: cancelLive,
-        'sandbox.failed': { target: 'failed', actions: ['recordError', 'killTurn', 'machineStopped', 'destroySandbox', 'dropQueue', 'clearQueue', 'admitQueued'] },
+        'sandbox.failed': {
+          target: 'failed',
+          actions: ['recordError', 'killTurn', 'machineStopped', 'destroySandbox', 'dropQueue', 'clearQueue', 'admitQueued'],
+        },
         // The CLI process died with the server, the sandbox's disk did not: a resumable session
         // goes on with its queued follow-ups, or rests failed and takes new ones.
         'service.restarted': [
           { guard: 'isEphemeral', target: 'failed', actions: ['recordRestart', 'machineStopped', 'destroySandbox', 'admitQueued'] },
-          { guard: 'hasQueued', target: 'running', reenter: true, actions: ['endTurn', 'dequeueMessage', 'countDequeued', 'beginTurn', 'startTurn'] },
+          {
+            guard: 'hasQueued',
+            target: 'running',
+            reenter: true,
+            actions: ['endTurn', 'dequeueMessage', 'countDequeued', 'beginTurn', 'startTurn'],
+          },
           { target: 'failed', actions: ['recordRestart', 'restFailed', ...turnOver] },
         ],
       },
@@ -296,7 +331,10 @@ export const sessionMachine = setup({
         // Only here can a resumable session have lost its sandbox (it never started, or a wake failed).
         message: [
           followUp[0],
-          { guard: 'noSandbox', actions: [refuse('conflict', 'This run cannot be continued: its sandbox is gone', 'CONTINUATION_UNSUPPORTED')] },
+          {
+            guard: 'noSandbox',
+            actions: [refuse('conflict', 'This run cannot be continued: its sandbox is gone', 'CONTINUATION_UNSUPPORTED')],
+          },
           ...followUp.slice(1),
         ],
       },

@@ -188,7 +188,10 @@ export class SandboxCgroup {
    */
   async freeze(timeoutMs = 15_000): Promise<void> {
     const deadline = Date.now() + timeoutMs
-    const ask = () => (this.version === 'v2' ? writeFileSync(join(this.dir(''), 'cgroup.freeze'), '1') : writeFileSync(join(this.dir('freezer'), 'freezer.state'), 'FROZEN'))
+    const ask = () =>
+      this.version === 'v2'
+        ? writeFileSync(join(this.dir(''), 'cgroup.freeze'), '1')
+        : writeFileSync(join(this.dir('freezer'), 'freezer.state'), 'FROZEN')
     ask()
     while (!this.settledFrozen()) {
       if (Date.now() > deadline) {

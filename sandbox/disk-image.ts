@@ -51,7 +51,23 @@ export async function formatImage(path: string, sizeBytes: number, background = 
       // descriptor blocks for growing the file system online, which an image of a fixed size never
       // does, and it was half of the format's time. -d: the folders, made in the image by mkfs.
       await must(
-        lowly(['mkfs.ext4', '-q', '-F', '-m', '0', '-O', '^resize_inode', '-E', 'nodiscard,lazy_itable_init=1,lazy_journal_init=1', '-d', skeleton, building], background),
+        lowly(
+          [
+            'mkfs.ext4',
+            '-q',
+            '-F',
+            '-m',
+            '0',
+            '-O',
+            '^resize_inode',
+            '-E',
+            'nodiscard,lazy_itable_init=1,lazy_journal_init=1',
+            '-d',
+            skeleton,
+            building,
+          ],
+          background,
+        ),
         'format the sandbox disk',
       )
     } finally {
@@ -75,7 +91,10 @@ export async function mountImage(image: string, dir: string, background = false)
   try {
     loopMount(image, dir)
   } catch {
-    await must(lowly(['mount', '-t', 'ext4', '-o', `loop,nosuid,nodev,${IMAGE_MOUNT_OPTIONS}`, image, dir], background), 'mount the sandbox disk')
+    await must(
+      lowly(['mount', '-t', 'ext4', '-o', `loop,nosuid,nodev,${IMAGE_MOUNT_OPTIONS}`, image, dir], background),
+      'mount the sandbox disk',
+    )
   }
 }
 
@@ -109,7 +128,8 @@ export function unmount(path: string): void {
 
 async function must(argv: string[], what: string): Promise<void> {
   const result = await runHelper(argv, 60_000)
-  if (result.code !== 0) throw new Error(`could not ${what}: ${(result.stderr || result.stdout).trim().split('\n')[0] || `${argv[0]} exited ${result.code}`}`)
+  if (result.code !== 0)
+    throw new Error(`could not ${what}: ${(result.stderr || result.stdout).trim().split('\n')[0] || `${argv[0]} exited ${result.code}`}`)
 }
 
 /**

@@ -1,4 +1,17 @@
-import { closeSync, constants, fstatSync, mkdirSync, openSync, readdirSync, readSync, renameSync, unlinkSync, writeSync, type Dirent, type Stats } from 'node:fs'
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readSync,
+  renameSync,
+  unlinkSync,
+  writeSync,
+  type Dirent,
+  type Stats,
+} from 'node:fs'
 
 /**
  * Host file I/O on trees a sandbox can write (its workspace, its CLI home, the gVisor io folder).

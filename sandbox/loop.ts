@@ -56,7 +56,8 @@ export function loopMount(image: string, dir: string): void {
             throw failure(`could not attach ${image} to ${device}`, code)
           }
           // Mounted before our descriptor closes: with autoclear, the last close would detach it.
-          if (libc.mount(cPath(device), cPath(dir), cPath('ext4'), MS_NOSUID | MS_NODEV, options) !== 0) throw failure(`could not mount ${image} on ${dir}`)
+          if (libc.mount(cPath(device), cPath(dir), cPath('ext4'), MS_NOSUID | MS_NODEV, options) !== 0)
+            throw failure(`could not mount ${image} on ${dir}`)
           return
         } finally {
           closeSync(loop) // an attached device that did not mount is detached by this close

@@ -58,7 +58,8 @@ export function spawnPlaced<T>(argv: string[], place: Placement, spawn: (argv: s
     if (place.netPid !== undefined) {
       const net = openSync(`/proc/${place.netPid}/ns/net`, constants.O_RDONLY)
       try {
-        if (place.netns !== undefined && `net:[${fstatSync(net).ino}]` !== place.netns) throw new Error(`process ${place.netPid} is no longer in the sandbox's network namespace`)
+        if (place.netns !== undefined && `net:[${fstatSync(net).ino}]` !== place.netns)
+          throw new Error(`process ${place.netPid} is no longer in the sandbox's network namespace`)
         if (libc.setns(net, CLONE_NEWNET) !== 0) throw failure(`could not enter the network namespace of ${place.netPid}`)
         entered = true
       } finally {
@@ -79,6 +80,8 @@ export function spawnPlaced<T>(argv: string[], place: Placement, spawn: (argv: s
  * next connection (a webhook, the code host) would go where the sandbox listens. It stops instead.
  */
 function stranded(what: string): never {
-  console.error(`agentd: FATAL could not give agentd's thread back ${what} after starting a sandbox process (${failure('').message}); stopping`)
+  console.error(
+    `agentd: FATAL could not give agentd's thread back ${what} after starting a sandbox process (${failure('').message}); stopping`,
+  )
   process.exit(70)
 }

@@ -24,7 +24,10 @@ export function spawnGroup(argv: string[], env: Record<string, string>, cwd: str
 }
 
 /** A helper process of a driver (a relay, a runsc command): its own group, stdio as given. */
-export function spawnHelper(argv: string[], options: { env?: Record<string, string>; cwd?: string; output?: 'ignore' | 'pipe' } = {}): Subprocess<'ignore', 'pipe' | 'ignore', 'pipe' | 'ignore'> {
+export function spawnHelper(
+  argv: string[],
+  options: { env?: Record<string, string>; cwd?: string; output?: 'ignore' | 'pipe' } = {},
+): Subprocess<'ignore', 'pipe' | 'ignore', 'pipe' | 'ignore'> {
   const output = options.output ?? 'ignore'
   return Bun.spawn(argv, {
     env: options.env ?? { PATH: '/usr/bin:/bin:/usr/sbin:/sbin' },
@@ -41,7 +44,11 @@ export function spawnHelper(argv: string[], options: { env?: Record<string, stri
  * (`runsc run --detach`) must pass `logFile`: its daemons inherit stdout and stderr, so pipes
  * would never end; its output goes to that file instead (and comes back as `stderr`).
  */
-export async function runHelper(argv: string[], timeoutMs = 60_000, logFile?: string): Promise<{ code: number; stdout: string; stderr: string }> {
+export async function runHelper(
+  argv: string[],
+  timeoutMs = 60_000,
+  logFile?: string,
+): Promise<{ code: number; stdout: string; stderr: string }> {
   if (logFile) {
     const child = Bun.spawn(argv, {
       env: { PATH: '/usr/bin:/bin:/usr/sbin:/sbin' },
@@ -54,7 +61,13 @@ export async function runHelper(argv: string[], timeoutMs = 60_000, logFile?: st
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
     const code = await child.exited
     clearTimeout(timer)
-    return { code, stdout: '', stderr: await Bun.file(logFile).text().catch(() => '') }
+    return {
+      code,
+      stdout: '',
+      stderr: await Bun.file(logFile)
+        .text()
+        .catch(() => ''),
+    }
   }
   const child = spawnHelper(argv, { output: 'pipe' })
   let timedOut = false

@@ -42,8 +42,16 @@ export class TailedProcess implements SandboxProcess {
     private readonly onKill: (signal: NodeJS.Signals) => void,
   ) {
     this.name = basename(prefix)
-    this.out = new FileTail(() => this.folder(), `${this.name}.out`, () => this.wake())
-    this.err = new FileTail(() => this.folder(), `${this.name}.err`, () => this.wake())
+    this.out = new FileTail(
+      () => this.folder(),
+      `${this.name}.out`,
+      () => this.wake(),
+    )
+    this.err = new FileTail(
+      () => this.folder(),
+      `${this.name}.err`,
+      () => this.wake(),
+    )
     this.stdout = this.out.stream
     this.stderr = this.err.stream
     this.exited = new Promise((resolve) => (this.resolveExit = resolve))

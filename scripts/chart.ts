@@ -12,13 +12,18 @@ const root = join(import.meta.dir, '..')
 await Bun.write(join(root, 'docs', 'lifecycle.md'), lifecycleDoc())
 
 const source = mermaidChart()
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', args: ['--headless', '--no-sandbox', '--disable-gpu'] })
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+  args: ['--headless', '--no-sandbox', '--disable-gpu'],
+})
 try {
   const page = await browser.newPage()
   await page.setContent('<!doctype html><html><body></body></html>')
   await page.addScriptTag({ path: join(root, 'node_modules/mermaid/dist/mermaid.min.js') })
   const svg = await page.evaluate(async (text) => {
-    const mermaid = (globalThis as unknown as { mermaid: { initialize(o: object): void; render(id: string, text: string): Promise<{ svg: string }> } }).mermaid
+    const mermaid = (
+      globalThis as unknown as { mermaid: { initialize(o: object): void; render(id: string, text: string): Promise<{ svg: string }> } }
+    ).mermaid
     mermaid.initialize({ startOnLoad: false, securityLevel: 'strict' })
     return (await mermaid.render('lifecycle', text)).svg
   }, source)

@@ -14,7 +14,10 @@ import { sandboxScope, startServices } from '../src/server'
 export async function openApiDocument(): Promise<Record<string, unknown>> {
   const dir = mkdtempSync(join(tmpdir(), 'agentd-openapi-'))
   try {
-    const services = await startServices(loadConfig({ DATA_DIR: dir }), { log: () => {}, driver: new ProcessDriver({ scope: sandboxScope(dir), cgroups: false }) })
+    const services = await startServices(loadConfig({ DATA_DIR: dir }), {
+      log: () => {},
+      driver: new ProcessDriver({ scope: sandboxScope(dir), cgroups: false }),
+    })
     const res = await services.app.handle(new Request('http://localhost/openapi.json'))
     const doc = (await res.json()) as Record<string, unknown>
     await services.close()

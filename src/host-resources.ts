@@ -25,7 +25,10 @@ export interface CgroupPaths {
 
 const SYSTEM: CgroupPaths = { root: '/sys/fs/cgroup', self: '/proc/self/cgroup' }
 
-export function hostResources(paths: CgroupPaths = SYSTEM, machine = { cores: availableParallelism(), memoryBytes: totalmem() }): HostResources {
+export function hostResources(
+  paths: CgroupPaths = SYSTEM,
+  machine = { cores: availableParallelism(), memoryBytes: totalmem() },
+): HostResources {
   const limits = cgroupLimits(paths)
   const limitedBy: string[] = []
   let { cores, memoryBytes } = machine
@@ -47,7 +50,8 @@ export function cgroupLimits(paths: CgroupPaths = SYSTEM): { memoryBytes: number
   if (membership === null) return { memoryBytes: null, cpus: null }
   let memoryBytes: number | null = null
   let cpus: number | null = null
-  const lower = (current: number | null, value: number | null) => (value === null ? current : current === null ? value : Math.min(current, value))
+  const lower = (current: number | null, value: number | null) =>
+    value === null ? current : current === null ? value : Math.min(current, value)
   for (const line of membership.split('\n')) {
     const [, controllers, path] = /^\d+:([^:]*):(.*)$/.exec(line.trim()) ?? []
     if (controllers === undefined || path === undefined) continue
@@ -61,7 +65,8 @@ export function cgroupLimits(paths: CgroupPaths = SYSTEM): { memoryBytes: number
     }
     const names = controllers.split(',')
     if (names.includes('memory')) {
-      for (const dir of upFrom(join(paths.root, 'memory'), path)) memoryBytes = lower(memoryBytes, limitNumber(readText(join(dir, 'memory.limit_in_bytes'))))
+      for (const dir of upFrom(join(paths.root, 'memory'), path))
+        memoryBytes = lower(memoryBytes, limitNumber(readText(join(dir, 'memory.limit_in_bytes'))))
     }
     if (names.includes('cpu')) {
       for (const dir of upFrom(join(paths.root, controllers), path)) {

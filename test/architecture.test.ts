@@ -12,7 +12,25 @@ import { dirname, join, relative, resolve } from 'node:path'
  */
 const root = join(import.meta.dir, '..')
 
-const FEATURES = ['accounts', 'agents', 'api-keys', 'catalog', 'connections', 'environments', 'files', 'identity', 'metrics', 'plans', 'runtime', 'search', 'sessions', 'skills', 'statechart', 'transcript', 'webhooks'].map((f) => `src/${f}`)
+const FEATURES = [
+  'accounts',
+  'agents',
+  'api-keys',
+  'catalog',
+  'connections',
+  'environments',
+  'files',
+  'identity',
+  'metrics',
+  'plans',
+  'runtime',
+  'search',
+  'sessions',
+  'skills',
+  'statechart',
+  'transcript',
+  'webhooks',
+].map((f) => `src/${f}`)
 const HTTP = ['src/http', 'src/app.ts']
 const BELOW = ['machines', 'sandbox', 'src/db', 'src/gateway', 'src/harness']
 
@@ -118,7 +136,14 @@ test('the checks see real files and real cycles', () => {
     ['d.ts', []],
   ])
   expect(importCycles(graph)).toEqual([['a.ts', 'b.ts', 'c.ts']])
-  expect(importCycles(new Map([['a.ts', ['d.ts']], ['d.ts', []]]))).toEqual([])
+  expect(
+    importCycles(
+      new Map([
+        ['a.ts', ['d.ts']],
+        ['d.ts', []],
+      ]),
+    ),
+  ).toEqual([])
 })
 
 test('no source file over 400 lines: a longer one holds more than one idea', () => {

@@ -81,7 +81,13 @@ async function main(argv: string[], out: (line: string) => void): Promise<number
   const base = process.env.AGENTD_URL ?? 'http://127.0.0.1:8787'
   const api = agentdClient(base, token)
   const opts: Options = { ...values, org, project: values.project ?? '_', json: values.json, follow: values.follow }
-  const envOptions = { value: values.value, setupFile: values['setup-file'], setupTimeout: values['setup-timeout'], allow: values.allow, json: values.json }
+  const envOptions = {
+    value: values.value,
+    setupFile: values['setup-file'],
+    setupTimeout: values['setup-timeout'],
+    allow: values.allow,
+    json: values.json,
+  }
   const show = (data: unknown, text: string) => out(opts.json ? JSON.stringify(data) : text)
   const session = (id: string | undefined) => {
     if (!id) throw new UsageError(`${command} needs a session id`)
@@ -92,7 +98,12 @@ async function main(argv: string[], out: (line: string) => void): Promise<number
     case 'run': {
       const prompt = args.join(' ')
       if (!prompt) throw new UsageError('run needs a prompt')
-      const body = { prompt, agent: opts.agent ?? 'harness_1', ...(opts.model ? { model: opts.model } : {}), ...(opts.effort ? { effort: opts.effort as never } : {}) }
+      const body = {
+        prompt,
+        agent: opts.agent ?? 'harness_1',
+        ...(opts.model ? { model: opts.model } : {}),
+        ...(opts.effort ? { effort: opts.effort as never } : {}),
+      }
       const { data, error } = await api.POST('/o/{org}/p/{project}/sessions', { params: { path: { org, project: opts.project } }, body })
       if (!data) return refused(error, out)
       show(data, `${data.execution_id} ${data.status}`)
@@ -104,7 +115,10 @@ async function main(argv: string[], out: (line: string) => void): Promise<number
     case 'send': {
       const content = args.slice(1).join(' ')
       if (!content) throw new UsageError('send needs a session id and a message')
-      const { data, error } = await api.POST('/o/{org}/p/{project}/sessions/{session}/messages', { params: session(args[0]), body: { content } })
+      const { data, error } = await api.POST('/o/{org}/p/{project}/sessions/{session}/messages', {
+        params: session(args[0]),
+        body: { content },
+      })
       if (!data) return refused(error, out)
       show(data, data.status === 'queued' ? `queued at ${data.position}` : 'sent')
       return 0
@@ -119,7 +133,11 @@ async function main(argv: string[], out: (line: string) => void): Promise<number
       return 0
     }
     case 'search': {
-      const query = { ...(args.length > 0 ? { q: args } : {}), ...(opts.status ? { status: opts.status as never } : {}), ...(opts.limit ? { limit: Number(opts.limit) } : {}) }
+      const query = {
+        ...(args.length > 0 ? { q: args } : {}),
+        ...(opts.status ? { status: opts.status as never } : {}),
+        ...(opts.limit ? { limit: Number(opts.limit) } : {}),
+      }
       const { data, error } = await api.GET('/o/{org}/sessions', { params: { path: { org }, query } })
       if (!data) return refused(error, out)
       if (opts.json) out(JSON.stringify(data))
@@ -153,7 +171,9 @@ function refused(error: unknown, out: (line: string) => void): number {
  * agent calls, its tokens and cost when the turn ends. Returns the exit code of its outcome.
  */
 async function follow(base: string, token: string, org: string, project: string, id: string, out: (line: string) => void): Promise<number> {
-  const res = await fetch(`${base}/o/${org}/p/${project}/sessions/${id}/events`, { headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } })
+  const res = await fetch(`${base}/o/${org}/p/${project}/sessions/${id}/events`, {
+    headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' },
+  })
   if (!res.ok || !res.body) return refused(await res.json().catch(() => null), out)
   let tokens = 0
   const decoder = new TextDecoder()
@@ -170,14 +190,17 @@ async function follow(base: string, token: string, org: string, project: string,
       const body = JSON.parse(data) as Record<string, any>
       if (event === 'status') out(`status: ${body.status}`)
       else if (event === 'done') {
-        const view = (await (await fetch(`${base}/o/${org}/p/${project}/sessions/${id}`, { headers: { authorization: `Bearer ${token}` } })).json()) as { total_tokens?: number; total_cost_usd?: number }
+        const view = (await (
+          await fetch(`${base}/o/${org}/p/${project}/sessions/${id}`, { headers: { authorization: `Bearer ${token}` } })
+        ).json()) as { total_tokens?: number; total_cost_usd?: number }
         out(`done: ${body.status} · ${view.total_tokens ?? tokens} tokens · $${(view.total_cost_usd ?? 0).toFixed(4)}`)
         if (body.result?.text) out(body.result.text)
         return ['completed', 'needs_review', 'input_required'].includes(body.status) ? 0 : 1
       } else if (event === 'error') {
         out(`error: ${body.message}`)
         return 1
-      } else if (body.type === 'tool_use') out(`tool: ${body.tool ?? '?'} ${body.command ?? (body.args ? JSON.stringify(body.args).slice(0, 80) : '')}`.trimEnd())
+      } else if (body.type === 'tool_use')
+        out(`tool: ${body.tool ?? '?'} ${body.command ?? (body.args ? JSON.stringify(body.args).slice(0, 80) : '')}`.trimEnd())
       else if (body.type === 'usage') {
         tokens += (body.inputTokens ?? 0) + (body.outputTokens ?? 0)
         out(`tokens: ${tokens}`)

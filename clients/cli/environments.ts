@@ -38,7 +38,14 @@ async function readStdin(prompt: string): Promise<string> {
 
 const dropNewline = (text: string) => text.replace(/\r?\n$/, '')
 
-export async function secretsCommand(api: AgentdClient, org: string, args: string[], opts: EnvOptions, out: Out, refused: (error: unknown) => number): Promise<number> {
+export async function secretsCommand(
+  api: AgentdClient,
+  org: string,
+  args: string[],
+  opts: EnvOptions,
+  out: Out,
+  refused: (error: unknown) => number,
+): Promise<number> {
   const [action, project, name] = args
   if (!project) throw new UsageError(`secrets ${action ?? '<set|list|rm>'} needs a Project`)
   const path = { org, project }
@@ -46,7 +53,10 @@ export async function secretsCommand(api: AgentdClient, org: string, args: strin
     case 'set': {
       if (!name) throw new UsageError('secrets set needs a Project and a NAME')
       const value = opts.value ?? dropNewline(await readStdin(`value of ${name}`))
-      const { response, error } = await api.PUT('/o/{org}/projects/{project}/secrets/{name}', { params: { path: { ...path, name } }, body: { value } })
+      const { response, error } = await api.PUT('/o/{org}/projects/{project}/secrets/{name}', {
+        params: { path: { ...path, name } },
+        body: { value },
+      })
       if (!response.ok) return refused(error)
       out(`set ${name}`)
       return 0
@@ -70,7 +80,14 @@ export async function secretsCommand(api: AgentdClient, org: string, args: strin
   }
 }
 
-export async function envCommand(api: AgentdClient, org: string, args: string[], opts: EnvOptions, out: Out, refused: (error: unknown) => number): Promise<number> {
+export async function envCommand(
+  api: AgentdClient,
+  org: string,
+  args: string[],
+  opts: EnvOptions,
+  out: Out,
+  refused: (error: unknown) => number,
+): Promise<number> {
   const [action, project] = args
   if (!project) throw new UsageError(`env ${action ?? '<show|set>'} needs a Project`)
   const path = { org, project }
@@ -86,8 +103,17 @@ export async function envCommand(api: AgentdClient, org: string, args: string[],
       const text = opts.setupFile === '-' ? await readStdin('setup script') : readFileSync(opts.setupFile, 'utf8')
       setup = text === '' ? null : text
     }
-    const allow = opts.allow === undefined ? environment.network.allow : opts.allow.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '')
-    const put = await api.PUT('/o/{org}/projects/{project}/environment', { params: { path }, body: { setup, setup_timeout_s: timeout, network: { allow } } })
+    const allow =
+      opts.allow === undefined
+        ? environment.network.allow
+        : opts.allow
+            .split(',')
+            .map((entry) => entry.trim())
+            .filter((entry) => entry !== '')
+    const put = await api.PUT('/o/{org}/projects/{project}/environment', {
+      params: { path },
+      body: { setup, setup_timeout_s: timeout, network: { allow } },
+    })
     if (!put.data) return refused(put.error)
     environment = put.data
   } else if (action !== 'show') throw new UsageError(`env ${action ?? ''}: the actions are show and set`)

@@ -29,9 +29,7 @@ function Secret({ label, value }: { label: string; value: string }) {
   const [copied, setCopied] = useState(false)
   return (
     <div class="secret" role="status">
-      <p>
-        {label} It is shown this once: copy it now.
-      </p>
+      <p>{label} It is shown this once: copy it now.</p>
       <code>{value}</code>{' '}
       <button type="button" onClick={() => void navigator.clipboard?.writeText(value).then(() => setCopied(true))}>
         {copied ? 'Copied' : 'Copy'}
@@ -67,7 +65,12 @@ export function Keys({ who }: { who: SignedIn }) {
     event.preventDefault()
     setProblem(null)
     const scopes = [...(form.read ? ['runs:read'] : []), ...(form.write ? ['runs:write'] : [])] as ('runs:read' | 'runs:write')[]
-    const body = { name: form.name, scopes, max_concurrent: Number(form.max), ...(form.expires ? { expires_at: new Date(form.expires).toISOString() } : {}) }
+    const body = {
+      name: form.name,
+      scopes,
+      max_concurrent: Number(form.max),
+      ...(form.expires ? { expires_at: new Date(form.expires).toISOString() } : {}),
+    }
     const { data, error, response } = await client.POST('/o/{org}/api-keys', { params: { path: org }, body })
     if (!data) return setProblem(said(error, response.status))
     setSecret({ label: `The secret of key ${data.name}:`, value: (data as { secret: string }).secret })
@@ -88,7 +91,10 @@ export function Keys({ who }: { who: SignedIn }) {
   }
   const saveWebhook = async (key: Key) => {
     const url = webhook[key.id]?.trim() ?? ''
-    const { data, error, response } = await client.PATCH('/o/{org}/api-keys/{key}', { params: { path: { ...org, key: key.id } }, body: { webhook_url: url === '' ? null : url } })
+    const { data, error, response } = await client.PATCH('/o/{org}/api-keys/{key}', {
+      params: { path: { ...org, key: key.id } },
+      body: { webhook_url: url === '' ? null : url },
+    })
     if (!data) return setProblem(said(error, response.status))
     const minted = (data as { webhook_secret?: string }).webhook_secret
     if (minted) setSecret({ label: `The webhook secret of key ${key.name}:`, value: minted })
@@ -104,14 +110,22 @@ export function Keys({ who }: { who: SignedIn }) {
       <h1 id="keys-title">API keys</h1>
       {usage && (
         <p class="usage">
-          This month: {usage.usage.tokens} tokens{usage.limits?.tokens != null ? ` of ${usage.limits.tokens}` : ''}, {usage.usage.compute_minutes?.toFixed(1)} compute minutes
-          {usage.limits?.compute_minutes != null ? ` of ${usage.limits.compute_minutes}` : ''}, ${usage.usage.spend_usd?.toFixed(2)} spent{usage.limits?.spend_usd != null ? ` of $${usage.limits.spend_usd}` : ''}.
+          This month: {usage.usage.tokens} tokens{usage.limits?.tokens != null ? ` of ${usage.limits.tokens}` : ''},{' '}
+          {usage.usage.compute_minutes?.toFixed(1)} compute minutes
+          {usage.limits?.compute_minutes != null ? ` of ${usage.limits.compute_minutes}` : ''}, ${usage.usage.spend_usd?.toFixed(2)} spent
+          {usage.limits?.spend_usd != null ? ` of $${usage.limits.spend_usd}` : ''}.
         </p>
       )}
       <form class="new-key" onSubmit={create}>
         <h2>New key</h2>
         <label for="key-name">Name</label>
-        <input id="key-name" required maxLength={100} value={form.name} onInput={(e) => setForm({ ...form, name: e.currentTarget.value })} />
+        <input
+          id="key-name"
+          required
+          maxLength={100}
+          value={form.name}
+          onInput={(e) => setForm({ ...form, name: e.currentTarget.value })}
+        />
         <fieldset>
           <legend>Scopes</legend>
           <label class="inline">
@@ -122,9 +136,21 @@ export function Keys({ who }: { who: SignedIn }) {
           </label>
         </fieldset>
         <label for="key-max">Runs at once</label>
-        <input id="key-max" type="number" min={1} max={100} value={form.max} onInput={(e) => setForm({ ...form, max: e.currentTarget.value })} />
+        <input
+          id="key-max"
+          type="number"
+          min={1}
+          max={100}
+          value={form.max}
+          onInput={(e) => setForm({ ...form, max: e.currentTarget.value })}
+        />
         <label for="key-expires">Expires (optional)</label>
-        <input id="key-expires" type="datetime-local" value={form.expires} onInput={(e) => setForm({ ...form, expires: e.currentTarget.value })} />
+        <input
+          id="key-expires"
+          type="datetime-local"
+          value={form.expires}
+          onInput={(e) => setForm({ ...form, expires: e.currentTarget.value })}
+        />
         <button type="submit" disabled={form.name.trim() === '' || (!form.read && !form.write)}>
           Create key
         </button>
@@ -158,7 +184,13 @@ export function Keys({ who }: { who: SignedIn }) {
                 <label class="visually-hidden" for={`webhook-${key.id}`}>
                   Webhook URL of {key.name}
                 </label>
-                <input id={`webhook-${key.id}`} type="url" placeholder="https://…" value={webhook[key.id] ?? key.webhook_url ?? ''} onInput={(e) => setWebhook({ ...webhook, [key.id]: e.currentTarget.value })} />
+                <input
+                  id={`webhook-${key.id}`}
+                  type="url"
+                  placeholder="https://…"
+                  value={webhook[key.id] ?? key.webhook_url ?? ''}
+                  onInput={(e) => setWebhook({ ...webhook, [key.id]: e.currentTarget.value })}
+                />
                 <button type="button" onClick={() => saveWebhook(key)}>
                   Save webhook
                 </button>

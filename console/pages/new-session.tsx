@@ -15,7 +15,8 @@ function schemaOf(text: string): { schema?: Record<string, unknown>; problem?: s
   if (text.trim() === '') return {}
   try {
     const value = JSON.parse(text) as unknown
-    if (value === null || typeof value !== 'object' || Array.isArray(value)) return { problem: 'The output schema must be a JSON object (a JSON Schema).' }
+    if (value === null || typeof value !== 'object' || Array.isArray(value))
+      return { problem: 'The output schema must be a JSON object (a JSON Schema).' }
     return { schema: value as Record<string, unknown> }
   } catch (err) {
     return { problem: `The output schema is not JSON: ${(err as Error).message}` }
@@ -26,7 +27,15 @@ function schemaOf(text: string): { schema?: Record<string, unknown>; problem?: s
 export function NewSession({ who }: { who: SignedIn }) {
   const client = api(who.token)
   const [harnesses, setHarnesses] = useState<HarnessRow[]>([])
-  const [form, setForm] = useState({ harness: '', model: '', effort: '', persistence: 'resumable', mode: 'headless', prompt: '', schema: '' })
+  const [form, setForm] = useState({
+    harness: '',
+    model: '',
+    effort: '',
+    persistence: 'resumable',
+    mode: 'headless',
+    prompt: '',
+    schema: '',
+  })
   const [files, setFiles] = useState<File[]>([])
   const [problem, setProblem] = useState<string | null>(null)
   const [busy, setBusy] = useState(false)
@@ -41,7 +50,12 @@ export function NewSession({ who }: { who: SignedIn }) {
   const harness = harnesses.find((h) => h.id === form.harness)
   const model = harness?.models.find((m) => m.id === form.model)
   const schema = useMemo(() => schemaOf(form.schema), [form.schema])
-  const set = (field: keyof typeof form) => (e: Event) => setForm({ ...form, [field]: (e.currentTarget as HTMLInputElement).value, ...(field === 'harness' ? { model: '', effort: '' } : field === 'model' ? { effort: '' } : {}) })
+  const set = (field: keyof typeof form) => (e: Event) =>
+    setForm({
+      ...form,
+      [field]: (e.currentTarget as HTMLInputElement).value,
+      ...(field === 'harness' ? { model: '', effort: '' } : field === 'model' ? { effort: '' } : {}),
+    })
 
   const submit = async (event: Event) => {
     event.preventDefault()
@@ -58,15 +72,29 @@ export function NewSession({ who }: { who: SignedIn }) {
           // multipart/form-data, one `file` part: the browser's FormData, as the route takes it.
           const parts = new FormData()
           parts.append('file', file)
-          const { data, error, response } = await client.POST('/o/{org}/files', { params: { path: { org: who.org } }, body: parts as never, bodySerializer: (body: unknown) => body as FormData })
+          const { data, error, response } = await client.POST('/o/{org}/files', {
+            params: { path: { org: who.org } },
+            body: parts as never,
+            bodySerializer: (body: unknown) => body as FormData,
+          })
           if (!data) return setProblem(`${file.name}: ${said(error, response.status)}`)
           blocks.push({ type: 'file', source: { type: 'file', file_id: (data as { id: string }).id } })
         }
         body = { harness: form.harness, input: blocks, ...common }
       } else {
-        body = { agent: form.harness, prompt: form.prompt, persistence: form.persistence, mode: form.mode, ...common, ...(schema.schema ? { output_schema: schema.schema } : {}) }
+        body = {
+          agent: form.harness,
+          prompt: form.prompt,
+          persistence: form.persistence,
+          mode: form.mode,
+          ...common,
+          ...(schema.schema ? { output_schema: schema.schema } : {}),
+        }
       }
-      const { data, error, response } = await client.POST('/o/{org}/p/{project}/sessions', { params: { path: { org: who.org, project: '_' } }, body: body as never })
+      const { data, error, response } = await client.POST('/o/{org}/p/{project}/sessions', {
+        params: { path: { org: who.org, project: '_' } },
+        body: body as never,
+      })
       if (!data) return setProblem(said(error, response.status))
       navigate(`/sessions/${(data as { execution_id: string }).execution_id}`)
     } finally {
@@ -81,7 +109,9 @@ export function NewSession({ who }: { who: SignedIn }) {
         <label for="harness">Harness</label>
         <select id="harness" value={form.harness} onChange={set('harness')}>
           {harnesses.map((h) => (
-            <option value={h.id}>{h.display_name} ({h.id})</option>
+            <option value={h.id}>
+              {h.display_name} ({h.id})
+            </option>
           ))}
         </select>
         <label for="model">Model</label>
@@ -98,12 +128,26 @@ export function NewSession({ who }: { who: SignedIn }) {
             <option value={e}>{e}</option>
           ))}
         </select>
-        <Choice legend="Persistence" name="persistence" options={['resumable', 'ephemeral']} value={form.persistence} onChange={set('persistence')} />
+        <Choice
+          legend="Persistence"
+          name="persistence"
+          options={['resumable', 'ephemeral']}
+          value={form.persistence}
+          onChange={set('persistence')}
+        />
         <Choice legend="Mode" name="mode" options={['headless', 'interactive']} value={form.mode} onChange={set('mode')} />
         <label for="prompt">Prompt</label>
         <textarea id="prompt" rows={8} required value={form.prompt} onInput={set('prompt')} />
         <label for="schema">Output schema (JSON Schema, optional)</label>
-        <textarea id="schema" rows={5} class="code" value={form.schema} onInput={set('schema')} aria-invalid={schema.problem ? 'true' : 'false'} aria-describedby="schema-check" />
+        <textarea
+          id="schema"
+          rows={5}
+          class="code"
+          value={form.schema}
+          onInput={set('schema')}
+          aria-invalid={schema.problem ? 'true' : 'false'}
+          aria-describedby="schema-check"
+        />
         <p id="schema-check" class={schema.problem ? 'problem' : 'hint'}>
           {schema.problem ?? (schema.schema ? 'Valid JSON: the server checks it as a JSON Schema.' : 'Leave empty for a text answer.')}
         </p>
@@ -119,7 +163,19 @@ export function NewSession({ who }: { who: SignedIn }) {
 }
 
 /** One of a few values, as radio buttons under a legend. */
-function Choice({ legend, name, options, value, onChange }: { legend: string; name: string; options: string[]; value: string; onChange(e: Event): void }) {
+function Choice({
+  legend,
+  name,
+  options,
+  value,
+  onChange,
+}: {
+  legend: string
+  name: string
+  options: string[]
+  value: string
+  onChange(e: Event): void
+}) {
   return (
     <fieldset>
       <legend>{legend}</legend>

@@ -58,7 +58,10 @@ export function ProjectEnvironment({ who, project, forbidden }: { who: SignedIn;
     if (!data) {
       const refused = refusal(error, response.status)
       // The API names an entry by its place in the list; the box by its line.
-      const text = refused.text.replace(/^network\.allow\.(\d+):/, (_, i: string) => `Allowlist, line ${allow[Number(i)]?.line ?? Number(i) + 1}:`)
+      const text = refused.text.replace(
+        /^network\.allow\.(\d+):/,
+        (_, i: string) => `Allowlist, line ${allow[Number(i)]?.line ?? Number(i) + 1}:`,
+      )
       return setProblem({ text, fields: refused.fields })
     }
     setEnv(data)
@@ -66,12 +69,15 @@ export function ProjectEnvironment({ who, project, forbidden }: { who: SignedIn;
     setNotice(`Saved: revision ${data.revision}. Sessions started from now on run in it.`)
   }
 
-  const described = (prefix: string, hint?: string) => fieldAria(problem?.fields.some((f) => f === prefix || f.startsWith(`${prefix}.`)) ?? false, 'environment-problem', hint)
+  const described = (prefix: string, hint?: string) =>
+    fieldAria(problem?.fields.some((f) => f === prefix || f.startsWith(`${prefix}.`)) ?? false, 'environment-problem', hint)
   return (
     <section aria-labelledby="environment-title">
       <h2 id="environment-title">Environment</h2>
       {env === null ? (
-        problem ? null : <p aria-live="polite">Loading…</p>
+        problem ? null : (
+          <p aria-live="polite">Loading…</p>
+        )
       ) : (
         <p class="meta" id="environment-revision">
           {env.updated_at ? (
@@ -86,18 +92,45 @@ export function ProjectEnvironment({ who, project, forbidden }: { who: SignedIn;
       {env && (
         <form class="environment" onSubmit={save}>
           <label for="env-setup">Setup script</label>
-          <textarea id="env-setup" class="code" rows={8} spellcheck={false} value={form.setup} onInput={(e) => setForm({ ...form, setup: e.currentTarget.value })} {...described('setup', 'env-setup-hint')} />
+          <textarea
+            id="env-setup"
+            class="code"
+            rows={8}
+            spellcheck={false}
+            value={form.setup}
+            onInput={(e) => setForm({ ...form, setup: e.currentTarget.value })}
+            {...described('setup', 'env-setup-hint')}
+          />
           <p class="hint" id="env-setup-hint">
-            Runs once per sandbox before the first turn, as <code>bash -e</code> in <code>/workspace</code> after the checkout, with the secrets and the network below. Exiting with anything but 0 fails
-            the session. A setup that succeeds is kept as a prebuilt image: later sessions start from it until the environment, the commit or a secret changes. Empty: no setup.
+            Runs once per sandbox before the first turn, as <code>bash -e</code> in <code>/workspace</code> after the checkout, with the
+            secrets and the network below. Exiting with anything but 0 fails the session. A setup that succeeds is kept as a prebuilt image:
+            later sessions start from it until the environment, the commit or a secret changes. Empty: no setup.
           </p>
           <label for="env-timeout">Setup time limit (seconds)</label>
-          <input id="env-timeout" type="number" min={1} max={3600} step={1} value={form.timeout} onInput={(e) => setForm({ ...form, timeout: e.currentTarget.value })} {...described('setup_timeout_s')} />
+          <input
+            id="env-timeout"
+            type="number"
+            min={1}
+            max={3600}
+            step={1}
+            value={form.timeout}
+            onInput={(e) => setForm({ ...form, timeout: e.currentTarget.value })}
+            {...described('setup_timeout_s')}
+          />
           <label for="env-allow">Network allowlist</label>
-          <textarea id="env-allow" class="code" rows={5} spellcheck={false} value={form.allow} onInput={(e) => setForm({ ...form, allow: e.currentTarget.value })} {...described('network', 'env-allow-hint')} />
+          <textarea
+            id="env-allow"
+            class="code"
+            rows={5}
+            spellcheck={false}
+            value={form.allow}
+            onInput={(e) => setForm({ ...form, allow: e.currentTarget.value })}
+            {...described('network', 'env-allow-hint')}
+          />
           <p class="hint" id="env-allow-hint">
-            One entry per line: a host name (<code>api.example.com</code>), <code>*.example.com</code> for every name below it, or an IP address, each optionally with <code>:port</code> (else 443 and
-            80); or the word <code>registries</code> for the public package registries of npm, PyPI, crates.io, the Go module proxy and Debian. Empty: no network at all.
+            One entry per line: a host name (<code>api.example.com</code>), <code>*.example.com</code> for every name below it, or an IP
+            address, each optionally with <code>:port</code> (else 443 and 80); or the word <code>registries</code> for the public package
+            registries of npm, PyPI, crates.io, the Go module proxy and Debian. Empty: no network at all.
           </p>
           <button type="submit" disabled={busy}>
             Save environment

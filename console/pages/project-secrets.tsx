@@ -22,7 +22,9 @@ export function ProjectSecrets({ who, project, forbidden }: { who: SignedIn; pro
   const [notice, setNotice] = useState<string | null>(null)
 
   const load = async () => {
-    const { data, error, response } = await client.GET('/o/{org}/projects/{project}/secrets', { params: { path: { org: who.org, project } } })
+    const { data, error, response } = await client.GET('/o/{org}/projects/{project}/secrets', {
+      params: { path: { org: who.org, project } },
+    })
     if (response.status === 403) return forbidden()
     if (!data) return setProblem(refusal(error, response.status))
     setSecrets(data.data)
@@ -39,7 +41,10 @@ export function ProjectSecrets({ who, project, forbidden }: { who: SignedIn; pro
     setProblem(null)
     setNotice(null)
     const replacing = secrets?.some((s) => s.name === secret) ?? false
-    const { error, response } = await client.PUT('/o/{org}/projects/{project}/secrets/{name}', { params: { path: { org: who.org, project, name: secret } }, body: { value: input.value } })
+    const { error, response } = await client.PUT('/o/{org}/projects/{project}/secrets/{name}', {
+      params: { path: { org: who.org, project, name: secret } },
+      body: { value: input.value },
+    })
     setBusy(false)
     if (response.status === 403) return forbidden()
     if (!response.ok) return setProblem(refusal(error, response.status))
@@ -53,7 +58,9 @@ export function ProjectSecrets({ who, project, forbidden }: { who: SignedIn; pro
     if (!confirm(`Delete the secret ${secret.name}? Sessions started from now on no longer have it.`)) return
     setProblem(null)
     setNotice(null)
-    const { error, response } = await client.DELETE('/o/{org}/projects/{project}/secrets/{name}', { params: { path: { org: who.org, project, name: secret.name } } })
+    const { error, response } = await client.DELETE('/o/{org}/projects/{project}/secrets/{name}', {
+      params: { path: { org: who.org, project, name: secret.name } },
+    })
     if (response.status === 403) return forbidden()
     if (!response.ok) return setProblem(refusal(error, response.status))
     setNotice(`Deleted ${secret.name}.`)
@@ -65,8 +72,8 @@ export function ProjectSecrets({ who, project, forbidden }: { who: SignedIn; pro
     <section aria-labelledby="secrets-title">
       <h2 id="secrets-title">Secrets</h2>
       <p class="hint">
-        Each secret is an environment variable of its name in the setup script, each turn's CLI and everything they start. Values are sealed at rest and never shown again; in what agentd stores
-        about a session, a value reads <code>***</code>.
+        Each secret is an environment variable of its name in the setup script, each turn's CLI and everything they start. Values are sealed
+        at rest and never shown again; in what agentd stores about a session, a value reads <code>***</code>.
       </p>
       {secrets === null ? (
         <p aria-live="polite">Loading…</p>
@@ -104,10 +111,20 @@ export function ProjectSecrets({ who, project, forbidden }: { who: SignedIn; pro
       <form class="secret-form" onSubmit={save}>
         <h3>Add or replace a secret</h3>
         <label for="secret-name">Name</label>
-        <input id="secret-name" class="code" required maxLength={128} autoComplete="off" spellcheck={false} value={name} onInput={(e) => setName(e.currentTarget.value)} {...described('name', 'secret-name-hint')} />
+        <input
+          id="secret-name"
+          class="code"
+          required
+          maxLength={128}
+          autoComplete="off"
+          spellcheck={false}
+          value={name}
+          onInput={(e) => setName(e.currentTarget.value)}
+          {...described('name', 'secret-name-hint')}
+        />
         <p class="hint" id="secret-name-hint">
-          Capital letters, digits and <code>_</code>, not starting with a digit; not a variable agentd sets (<code>PATH</code>, <code>HOME</code>, <code>AGENTD_…</code>, proxies…). The same name
-          replaces the value.
+          Capital letters, digits and <code>_</code>, not starting with a digit; not a variable agentd sets (<code>PATH</code>,{' '}
+          <code>HOME</code>, <code>AGENTD_…</code>, proxies…). The same name replaces the value.
         </p>
         <label for="secret-value">Value</label>
         <input id="secret-value" ref={value} type="password" required autoComplete="new-password" {...described('value')} />

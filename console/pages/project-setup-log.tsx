@@ -39,7 +39,9 @@ export function ProjectSetupLog({ who, project }: { who: SignedIn; project: stri
       let hit: Found | null = null
       // One after the other, newest first: the first with setup lines ends the search.
       for (const session of data.executions) {
-        const logs = await client.GET('/o/{org}/p/{project}/sessions/{session}/logs', { params: { path: { ...path, session: session.execution_id } } })
+        const logs = await client.GET('/o/{org}/p/{project}/sessions/{session}/logs', {
+          params: { path: { ...path, session: session.execution_id } },
+        })
         if (stop) return
         const lines = logs.data ? setupLines(logs.data.logs) : []
         if (lines.length > 0) {

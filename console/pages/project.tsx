@@ -52,7 +52,8 @@ export function ProjectPage({ who, name }: { who: SignedIn; name: string }) {
         </>
       ) : (
         <p class="notice admins-only" role="note">
-          Only org admins can change a Project's environment: its secrets, setup script and network allowlist. Ask an admin of {who.org} to change them.
+          Only org admins can change a Project's environment: its secrets, setup script and network allowlist. Ask an admin of {who.org} to
+          change them.
         </p>
       )}
       <ProjectSetupLog who={who} project={project.name} />

@@ -24,7 +24,9 @@ export function Projects({ who }: { who: SignedIn }) {
       {projects === null ? (
         !problem && <p aria-live="polite">Loading…</p>
       ) : projects.length === 0 ? (
-        <p>This org has no Projects yet. An admin makes one with <code>agentd admin project create</code>.</p>
+        <p>
+          This org has no Projects yet. An admin makes one with <code>agentd admin project create</code>.
+        </p>
       ) : (
         <table>
           <caption class="visually-hidden">The org's Projects, by name</caption>

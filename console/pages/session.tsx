@@ -130,7 +130,15 @@ export function SessionPage({ who, id }: { who: SignedIn; id: string }) {
     const { data, error, response } = await client.PATCH('/o/{org}/p/{project}/sessions/{session}', { params: { path }, body: { status } })
     if (!data) return setProblem(said(error, response.status))
     if (status !== 'stop_turn') setAwaiting(before)
-    setNotice(status === 'paused' ? 'Pausing…' : status === 'running' ? 'Resuming…' : status === 'stop_turn' ? 'The turn was stopped.' : 'Cancelled.')
+    setNotice(
+      status === 'paused'
+        ? 'Pausing…'
+        : status === 'running'
+          ? 'Resuming…'
+          : status === 'stop_turn'
+            ? 'The turn was stopped.'
+            : 'Cancelled.',
+    )
     await refresh()
     if (status === 'running') setStreamRound((n) => n + 1)
   }
@@ -138,17 +146,25 @@ export function SessionPage({ who, id }: { who: SignedIn; id: string }) {
   const send = async (event: Event) => {
     event.preventDefault()
     setProblem(null)
-    const { data, error, response } = await client.POST('/o/{org}/p/{project}/sessions/{session}/messages', { params: { path }, body: { content: followUp } })
+    const { data, error, response } = await client.POST('/o/{org}/p/{project}/sessions/{session}/messages', {
+      params: { path },
+      body: { content: followUp },
+    })
     if (!data) return setProblem(said(error, response.status))
     const sent = data as { status: string; position?: number }
-    setNotice(sent.status === 'queued' ? `Queued: number ${sent.position} in line, delivered when the turn ends.` : 'Sent: a new turn starts.')
+    setNotice(
+      sent.status === 'queued' ? `Queued: number ${sent.position} in line, delivered when the turn ends.` : 'Sent: a new turn starts.',
+    )
     setFollowUp('')
     if (!live) setStreamRound((n) => n + 1)
     await refresh()
   }
 
   const download = async (name: string) => {
-    const res = await fetch(`/o/${encodeURIComponent(who.org)}/p/_/sessions/${encodeURIComponent(id)}/artifacts/${encodeURIComponent(name)}`, { headers: { authorization: `Bearer ${who.token}` } })
+    const res = await fetch(
+      `/o/${encodeURIComponent(who.org)}/p/_/sessions/${encodeURIComponent(id)}/artifacts/${encodeURIComponent(name)}`,
+      { headers: { authorization: `Bearer ${who.token}` } },
+    )
     if (!res.ok) return setProblem(`${name} could not be downloaded (${res.status})`)
     const link = document.createElement('a')
     link.href = URL.createObjectURL(await res.blob())
@@ -164,7 +180,11 @@ export function SessionPage({ who, id }: { who: SignedIn; id: string }) {
       <header class="session-head">
         <h1 id="session-title">{session.prompt.split('\n')[0]!.slice(0, 120) || id}</h1>
         <p>
-          <StatusBadge status={session.status} /> <span class="meta">{session.agent} · {session.model} · {session.persistence_mode} · {session.total_tokens ?? 0} tokens · ${(session.total_cost_usd ?? 0).toFixed(4)}</span>
+          <StatusBadge status={session.status} />{' '}
+          <span class="meta">
+            {session.agent} · {session.model} · {session.persistence_mode} · {session.total_tokens ?? 0} tokens · $
+            {(session.total_cost_usd ?? 0).toFixed(4)}
+          </span>
         </p>
         {session.pr_url && (
           <p>
@@ -174,17 +194,34 @@ export function SessionPage({ who, id }: { who: SignedIn; id: string }) {
         {session.error && <p class="problem">{session.error}</p>}
       </header>
       <div class="controls" role="group" aria-label="Session controls">
-        <button type="button" disabled={!can.pause} onClick={() => change('paused')}>Pause</button>
-        <button type="button" disabled={!can.resume} onClick={() => change('running')}>Resume</button>
-        <button type="button" disabled={!can.stopTurn} onClick={() => change('stop_turn')}>Stop turn</button>
-        <button type="button" class="danger" disabled={!can.cancel} onClick={() => change('cancelled', 'Cancel this session? It takes nothing more after this.')}>Cancel session</button>
+        <button type="button" disabled={!can.pause} onClick={() => change('paused')}>
+          Pause
+        </button>
+        <button type="button" disabled={!can.resume} onClick={() => change('running')}>
+          Resume
+        </button>
+        <button type="button" disabled={!can.stopTurn} onClick={() => change('stop_turn')}>
+          Stop turn
+        </button>
+        <button
+          type="button"
+          class="danger"
+          disabled={!can.cancel}
+          onClick={() => change('cancelled', 'Cancel this session? It takes nothing more after this.')}
+        >
+          Cancel session
+        </button>
       </div>
-      <p class="notice" role="status">{notice}</p>
+      <p class="notice" role="status">
+        {notice}
+      </p>
       <Problem text={problem} />
       <form class="follow-up" onSubmit={send}>
         <label for="follow-up">Follow-up</label>
         <textarea id="follow-up" rows={3} value={followUp} onInput={(e) => setFollowUp(e.currentTarget.value)} disabled={!can.followUp} />
-        <button type="submit" disabled={!can.followUp || followUp.trim() === ''}>Send</button>
+        <button type="submit" disabled={!can.followUp || followUp.trim() === ''}>
+          Send
+        </button>
       </form>
       <section aria-labelledby="answer-title">
         <h2 id="answer-title">Answer</h2>
@@ -204,7 +241,8 @@ export function SessionPage({ who, id }: { who: SignedIn; id: string }) {
         <ol class="events" aria-live="polite" aria-relevant="additions" tabIndex={0} aria-labelledby="events-title">
           {events.map((e, i) => (
             <li key={`${e.id}-${i}`}>
-              <code>{e.type === 'message' ? (JSON.parse(e.data) as { type?: string }).type ?? 'event' : e.type}</code> {e.data.slice(0, 200)}
+              <code>{e.type === 'message' ? ((JSON.parse(e.data) as { type?: string }).type ?? 'event') : e.type}</code>{' '}
+              {e.data.slice(0, 200)}
             </li>
           ))}
         </ol>
@@ -260,7 +298,9 @@ export function SessionPage({ who, id }: { who: SignedIn; id: string }) {
               <button type="button" class="link" onClick={() => download(a.name)}>
                 {a.name}
               </button>{' '}
-              <span class="meta">({a.size} bytes, {a.content_type})</span>
+              <span class="meta">
+                ({a.size} bytes, {a.content_type})
+              </span>
             </li>
           ))}
         </ul>

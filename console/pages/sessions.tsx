@@ -48,7 +48,9 @@ export function Sessions({ who }: { who: SignedIn }) {
       do {
         // A small first page draws the list sooner; the rest come 500 at a time.
         const page = cursor ? { limit: NEXT_PAGE, cursor } : { limit: FIRST_PAGE }
-        const { data, error, response } = await api(who.token).GET('/o/{org}/sessions', { params: { path: { org: who.org }, query: { ...query, ...page } } })
+        const { data, error, response } = await api(who.token).GET('/o/{org}/sessions', {
+          params: { path: { org: who.org }, query: { ...query, ...page } },
+        })
         if (stop) return
         if (!data || !('sessions' in data)) return setProblem(said(error, response.status))
         found.push(...(data.sessions as unknown as Row[]))
@@ -56,7 +58,8 @@ export function Sessions({ who }: { who: SignedIn }) {
         cursor = (data as { next_cursor?: string | null }).next_cursor ?? undefined
         // The next page is asked once these rows are on screen: its answer then never holds up
         // the frame that draws them, nor the first keys typed after.
-        if (cursor && found.length === FIRST_PAGE && !shown.current) await new Promise((drawn) => requestAnimationFrame(() => setTimeout(drawn)))
+        if (cursor && found.length === FIRST_PAGE && !shown.current)
+          await new Promise((drawn) => requestAnimationFrame(() => setTimeout(drawn)))
         if (stop) return
       } while (cursor && found.length < MAX_ROWS)
       setProblem(null)
@@ -86,8 +89,21 @@ export function Sessions({ who }: { who: SignedIn }) {
           Text
           <input type="search" name="q" value={filters.q} onInput={(e) => setFilters({ ...filters, q: e.currentTarget.value })} />
         </label>
-        <AnyOf label="Status" name="status" options={SESSION_STATUSES} text={(s) => s.replace('_', ' ')} value={filters.status} onChange={(status) => setFilters({ ...filters, status })} />
-        <AnyOf label="Harness" name="harness" options={HARNESSES} value={filters.harness} onChange={(harness) => setFilters({ ...filters, harness })} />
+        <AnyOf
+          label="Status"
+          name="status"
+          options={SESSION_STATUSES}
+          text={(s) => s.replace('_', ' ')}
+          value={filters.status}
+          onChange={(status) => setFilters({ ...filters, status })}
+        />
+        <AnyOf
+          label="Harness"
+          name="harness"
+          options={HARNESSES}
+          value={filters.harness}
+          onChange={(harness) => setFilters({ ...filters, harness })}
+        />
         <button type="submit">Search</button>
       </form>
       <Problem text={problem} />
@@ -112,7 +128,8 @@ export function Sessions({ who }: { who: SignedIn }) {
                 <StatusBadge status={row.status} />
                 <span class="title">{row.title ?? row.id}</span>
                 <span class="meta">
-                  {row.harness} · {row.model ?? 'default model'} · ${(row.cost_usd ?? 0).toFixed(4)} · <time dateTime={row.created_at}>{when(row.created_at)}</time>
+                  {row.harness} · {row.model ?? 'default model'} · ${(row.cost_usd ?? 0).toFixed(4)} ·{' '}
+                  <time dateTime={row.created_at}>{when(row.created_at)}</time>
                 </span>
               </Link>
             )}
@@ -124,7 +141,21 @@ export function Sessions({ who }: { who: SignedIn }) {
 }
 
 /** A filter: any, or one of `options`, each shown as `text` says. */
-function AnyOf({ label, name, options, value, onChange, text = (option) => option }: { label: string; name: string; options: readonly string[]; value: string; onChange(value: string): void; text?(option: string): string }) {
+function AnyOf({
+  label,
+  name,
+  options,
+  value,
+  onChange,
+  text = (option) => option,
+}: {
+  label: string
+  name: string
+  options: readonly string[]
+  value: string
+  onChange(value: string): void
+  text?(option: string): string
+}) {
   return (
     <label>
       {label}

@@ -14,7 +14,9 @@ export function SignIn({ done }: { done(who: SignedIn): void }) {
   const [busy, setBusy] = useState(false)
   const [oidc, setOidc] = useState<OidcConfig | null>(null)
   const enter = async (bearer: string) => {
-    const { data, error, response } = await api(bearer).GET('/me', {}).catch(() => ({ data: undefined, error: undefined, response: undefined }))
+    const { data, error, response } = await api(bearer)
+      .GET('/me', {})
+      .catch(() => ({ data: undefined, error: undefined, response: undefined }))
     if (!data) return setProblem(said(error, response?.status))
     if (data.orgs.length === 0) return setProblem('You belong to no org yet: ask an admin to add you to one.')
     const who: SignedIn = { token: bearer, email: data.email, orgs: data.orgs, org: data.orgs[0]!.slug }
@@ -50,7 +52,15 @@ export function SignIn({ done }: { done(who: SignedIn): void }) {
       )}
       <form onSubmit={submit}>
         <label for="token">Your token</label>
-        <input id="token" name="token" type="password" autoComplete="off" required value={token} onInput={(e) => setToken(e.currentTarget.value)} />
+        <input
+          id="token"
+          name="token"
+          type="password"
+          autoComplete="off"
+          required
+          value={token}
+          onInput={(e) => setToken(e.currentTarget.value)}
+        />
         <p class="hint">A signed-in user token (agt_…); it stays in this tab and is forgotten when the tab closes.</p>
         <button type="submit" disabled={busy || token.trim() === ''}>
           Sign in

@@ -9,6 +9,11 @@ import type { SessionRow } from '../session-record/store'
  */
 export function ownAccountOnly(principal: Principal, row: SessionRow, toolServers = false): void {
   if (row.startedByUserId === principal.userId) return
-  if (row.accountId !== null) throw new ApiError('forbidden', "This session runs on another user's own provider account: only they can give it more work")
-  if (toolServers) throw new ApiError('forbidden', "This session calls another user's tool servers with their credentials: only they can give it more work")
+  if (row.accountId !== null)
+    throw new ApiError('forbidden', "This session runs on another user's own provider account: only they can give it more work")
+  if (toolServers)
+    throw new ApiError(
+      'forbidden',
+      "This session calls another user's tool servers with their credentials: only they can give it more work",
+    )
 }

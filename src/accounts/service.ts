@@ -25,12 +25,15 @@ type Row = typeof providerAccounts.$inferSelect
  * org's plan.
  */
 export class AccountService {
-  constructor(
-    private readonly deps: { db: Db; sealer: KeySealer | null; catalog: Catalog; providers: Providers; now: () => number },
-  ) {}
+  constructor(private readonly deps: { db: Db; sealer: KeySealer | null; catalog: Catalog; providers: Providers; now: () => number }) {}
 
   async create(principal: Principal, access: OrgAccess, body: CreateAccountBody): Promise<ProviderAccount> {
-    if (!this.deps.sealer) throw new ApiError('unprocessable', 'This server cannot store provider keys: its operator has not set accounts.encryption_key in the config file', 'ACCOUNTS_NOT_CONFIGURED')
+    if (!this.deps.sealer)
+      throw new ApiError(
+        'unprocessable',
+        'This server cannot store provider keys: its operator has not set accounts.encryption_key in the config file',
+        'ACCOUNTS_NOT_CONFIGURED',
+      )
     const id = `acct_${newId()}`
     const row: Row = {
       id,

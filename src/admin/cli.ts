@@ -47,7 +47,12 @@ function count(name: string, raw: string | undefined): number | null | undefined
   return value
 }
 
-export async function run(argv: string[], identity: IdentityService, plans: PlanService, installations: InstallationService): Promise<unknown> {
+export async function run(
+  argv: string[],
+  identity: IdentityService,
+  plans: PlanService,
+  installations: InstallationService,
+): Promise<unknown> {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -87,7 +92,8 @@ export async function run(argv: string[], identity: IdentityService, plans: Plan
     }
     case 'github link': {
       const number = Number(required(values, 'installation'))
-      if (!Number.isSafeInteger(number) || number < 1) throw new UsageError(`--installation must be GitHub's installation id (a number), got "${values.installation}"`)
+      if (!Number.isSafeInteger(number) || number < 1)
+        throw new UsageError(`--installation must be GitHub's installation id (a number), got "${values.installation}"`)
       return installationView(await installations.link(identity.orgBySlug(required(values, 'org')).id, number))
     }
     case 'github unlink':
@@ -96,7 +102,8 @@ export async function run(argv: string[], identity: IdentityService, plans: Plan
       return installations.list(identity.orgBySlug(required(values, 'org')).id).map(installationView)
     case 'plan set': {
       const spend = values['spend-cap-usd']
-      if (spend !== undefined && spend !== 'none' && !(Number(spend) >= 0)) throw new UsageError(`--spend-cap-usd must be a number, got "${spend}"`)
+      if (spend !== undefined && spend !== 'none' && !(Number(spend) >= 0))
+        throw new UsageError(`--spend-cap-usd must be a number, got "${spend}"`)
       const payment = values['payment-method']
       if (payment !== undefined && payment !== 'none' && payment !== 'card') throw new UsageError('--payment-method must be none or card')
       const maxConcurrent = count('max-concurrent', values['max-concurrent'])
@@ -137,14 +144,29 @@ if (import.meta.main) {
         console.log(JSON.stringify(backup(database.db.$client, config.dataDir, target!)))
         process.exit(0)
       }
-      const plans = new PlanService({ db: database.db, catalog: loadCatalog(config.configFile), defaultPlan: loadDefaultPlan(config.configFile), now: Date.now })
+      const plans = new PlanService({
+        db: database.db,
+        catalog: loadCatalog(config.configFile),
+        defaultPlan: loadDefaultPlan(config.configFile),
+        now: Date.now,
+      })
       const github = config.githubApp ? new GithubApp(config.githubApiUrl, config.githubApp) : null
-      console.log(JSON.stringify(await run(process.argv.slice(2), new IdentityService(database.db), plans, new InstallationService(database.db, github))))
+      console.log(
+        JSON.stringify(
+          await run(process.argv.slice(2), new IdentityService(database.db), plans, new InstallationService(database.db, github)),
+        ),
+      )
     } finally {
       database.close()
     }
   } catch (err) {
-    const known = err instanceof UsageError || err instanceof IdentityError || err instanceof InstallationError || err instanceof ConfigError || err instanceof BackupError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
+    const known =
+      err instanceof UsageError ||
+      err instanceof IdentityError ||
+      err instanceof InstallationError ||
+      err instanceof ConfigError ||
+      err instanceof BackupError ||
+      (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
     console.error(`agentd admin: ${(err as Error).message}`)
     if (err instanceof UsageError) console.error(USAGE)
     process.exit(known ? 2 : 1)

@@ -41,7 +41,6 @@ const digest = (secret: string) => createHash('sha256').update(secret).digest()
 const newSecret = () => `${API_KEY_PREFIX}${randomBytes(32).toString('base64url')}`
 const newWebhookSecret = () => `whsec_${randomBytes(32).toString('base64')}`
 
-
 /**
  * Org API keys (spec 4.5): mint, list, set the webhook, rotate, revoke; and the bearer check that
  * turns a key secret into a Principal acting as the key's creator.
@@ -250,7 +249,13 @@ export class ApiKeyService {
   }
 
   private inOrg(access: OrgAccess, keyId: string): KeyRow | null {
-    return this.db.select().from(apiKeys).where(and(eq(apiKeys.id, keyId), eq(apiKeys.orgId, access.orgId))).get() ?? null
+    return (
+      this.db
+        .select()
+        .from(apiKeys)
+        .where(and(eq(apiKeys.id, keyId), eq(apiKeys.orgId, access.orgId)))
+        .get() ?? null
+    )
   }
 
   /** A key that is neither revoked nor expired; anything else is 404 (spec 4.5 rotate). */

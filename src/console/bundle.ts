@@ -42,7 +42,8 @@ async function build(): Promise<ConsoleAssets> {
   })
   if (!result.success) throw new Error(`the console did not build: ${result.logs.map(String).join('; ')}`)
   const files = new Map<string, { body: Uint8Array; type: string }>()
-  for (const output of result.outputs) files.set(basename(output.path), { body: new Uint8Array(await output.arrayBuffer()), type: output.type })
+  for (const output of result.outputs)
+    files.set(basename(output.path), { body: new Uint8Array(await output.arrayBuffer()), type: output.type })
   const named = (ext: string) => [...files.keys()].filter((name) => name.endsWith(ext))
   const early = await inline(EARLY)
   const html = [

@@ -6,9 +6,9 @@ import { Database } from 'bun:sqlite'
  * never blocks readers or the writer; a busy checkpoint simply copies less this time.
  */
 declare const self: Worker
-const { path, intervalMs } = (await new Promise<{ path: string; intervalMs: number }>((resolve) => {
+const { path, intervalMs } = await new Promise<{ path: string; intervalMs: number }>((resolve) => {
   self.onmessage = (event: MessageEvent) => resolve(event.data)
-}))
+})
 const db = new Database(path)
 db.exec('PRAGMA busy_timeout = 1000')
 const timer = setInterval(() => {

@@ -2,7 +2,18 @@
  * What went wrong, said in the request's terms, never a protocol's: src/http/errors.ts maps each
  * kind to an HTTP status, so services and the machine know nothing of HTTP.
  */
-export const ERROR_KINDS = ['invalid', 'unauthenticated', 'payment_required', 'forbidden', 'not_found', 'conflict', 'too_large', 'unprocessable', 'rate_limited', 'unavailable'] as const
+export const ERROR_KINDS = [
+  'invalid',
+  'unauthenticated',
+  'payment_required',
+  'forbidden',
+  'not_found',
+  'conflict',
+  'too_large',
+  'unprocessable',
+  'rate_limited',
+  'unavailable',
+] as const
 export type ErrorKind = (typeof ERROR_KINDS)[number]
 
 /**

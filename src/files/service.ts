@@ -26,7 +26,9 @@ export interface AttachmentView {
 }
 
 /** A file to attach to a session being created: one already stored, or bytes to store with it. */
-export type AttachmentSource = { kind: 'stored'; fileId: string; name: string; size: number } | { kind: 'new'; name: string; mime: string; bytes: Uint8Array }
+export type AttachmentSource =
+  | { kind: 'stored'; fileId: string; name: string; size: number }
+  | { kind: 'new'; name: string; mime: string; bytes: Uint8Array }
 
 export interface FileServiceDeps {
   db: Db
@@ -79,7 +81,8 @@ export class FileService {
       .from(files)
       .where(and(eq(files.id, fileId), eq(files.orgId, orgId), eq(files.caller, callerOf(principal))))
       .get()
-    if (!row || row.expiresAt <= this.deps.now()) throw badRequest(`input[${block}]: file_id ${JSON.stringify(fileId)} names no upload of yours (unknown or expired)`)
+    if (!row || row.expiresAt <= this.deps.now())
+      throw badRequest(`input[${block}]: file_id ${JSON.stringify(fileId)} names no upload of yours (unknown or expired)`)
     return { kind: 'stored', fileId: row.id, name: row.name, size: row.size }
   }
 
@@ -95,7 +98,11 @@ export class FileService {
       .where(and(eq(files.orgId, orgId), eq(files.caller, callerOf(principal)), gt(files.createdAt, since)))
       .get()!.bytes
     if (held + adding > this.deps.quotaBytes) {
-      throw new ApiError('rate_limited', `Your files of the last 7 days would pass the ${Math.round(this.deps.quotaBytes / 1024 / 1024)} MiB quota; wait for older uploads to expire`, 'RATE_LIMITED')
+      throw new ApiError(
+        'rate_limited',
+        `Your files of the last 7 days would pass the ${Math.round(this.deps.quotaBytes / 1024 / 1024)} MiB quota; wait for older uploads to expire`,
+        'RATE_LIMITED',
+      )
     }
   }
 
@@ -106,18 +113,33 @@ export class FileService {
   attach(principal: Principal, orgId: string, sessionId: string, sources: AttachmentSource[]): void {
     const taken = new Set<string>()
     const now = this.deps.now()
-    this.assertQuota(principal, orgId, sources.reduce((sum, s) => sum + (s.kind === 'new' ? s.bytes.byteLength : 0), 0))
+    this.assertQuota(
+      principal,
+      orgId,
+      sources.reduce((sum, s) => sum + (s.kind === 'new' ? s.bytes.byteLength : 0), 0),
+    )
     sources.forEach((source, position) => {
       let fileId: string
       if (source.kind === 'stored') {
         // Checked again in the insert's transaction: the sweep may have removed it while the create waited.
         const still = this.deps.db.select({ expiresAt: files.expiresAt }).from(files).where(eq(files.id, source.fileId)).get()
-        if (!still || still.expiresAt <= now) throw badRequest(`file_id ${JSON.stringify(source.fileId)} expired while the session was being created`)
+        if (!still || still.expiresAt <= now)
+          throw badRequest(`file_id ${JSON.stringify(source.fileId)} expired while the session was being created`)
         fileId = source.fileId
       } else {
         fileId = newFileId()
         const data = Buffer.from(source.bytes.buffer, source.bytes.byteOffset, source.bytes.byteLength)
-        const row = { id: fileId, orgId, caller: callerOf(principal), name: source.name, mime: source.mime, size: data.byteLength, data, createdAt: now, expiresAt: now + this.deps.unusedMs }
+        const row = {
+          id: fileId,
+          orgId,
+          caller: callerOf(principal),
+          name: source.name,
+          mime: source.mime,
+          size: data.byteLength,
+          data,
+          createdAt: now,
+          expiresAt: now + this.deps.unusedMs,
+        }
         this.deps.db.insert(files).values(row).run()
       }
       const name = attachmentName(source.name, taken)
@@ -158,7 +180,11 @@ export class FileService {
   /** Removes uploads past their expiry that no session uses; the server calls it periodically. */
   sweep(): number {
     const used = this.deps.db.select({ one: sql`1` }).from(sessionAttachments).where(eq(sessionAttachments.fileId, files.id))
-    return this.deps.db.delete(files).where(and(lt(files.expiresAt, this.deps.now()), notExists(used))).returning({ id: files.id }).all().length
+    return this.deps.db
+      .delete(files)
+      .where(and(lt(files.expiresAt, this.deps.now()), notExists(used)))
+      .returning({ id: files.id })
+      .all().length
   }
 }
 
@@ -177,4 +203,5 @@ export function mimeOf(mime: string): string {
 const newFileId = () => `file_${randomBytes(16).toString('hex')}`
 
 /** An upload over its limit: 413 PAYLOAD_TOO_LARGE, as any oversized body. */
-export const fileTooLarge = (limitBytes: number) => new ApiError('too_large', `The file is larger than ${limitBytes / 1024 / 1024} MiB`, 'PAYLOAD_TOO_LARGE')
+export const fileTooLarge = (limitBytes: number) =>
+  new ApiError('too_large', `The file is larger than ${limitBytes / 1024 / 1024} MiB`, 'PAYLOAD_TOO_LARGE')

@@ -24,15 +24,16 @@ export function parseProviders(raw: unknown): Providers {
   if (!isObject(raw)) throw new ConfigError('AGENTD_CONFIG providers must be an object keyed by anthropic, openai or google')
   const providers: Providers = {}
   for (const [name, entry] of Object.entries(raw)) {
-    if (!(NAMES as readonly string[]).includes(name)) throw new ConfigError(`AGENTD_CONFIG providers.${name}: unknown provider (use ${NAMES.join(', ')})`)
+    if (!(NAMES as readonly string[]).includes(name))
+      throw new ConfigError(`AGENTD_CONFIG providers.${name}: unknown provider (use ${NAMES.join(', ')})`)
     if (!isObject(entry)) throw new ConfigError(`AGENTD_CONFIG providers.${name} must be {base_url, api_key}`)
     const { base_url: baseUrl, api_key: apiKey } = entry
     if (typeof baseUrl !== 'string' || !/^https?:\/\/[^/]/.test(baseUrl) || !URL.canParse(baseUrl)) {
       throw new ConfigError(`AGENTD_CONFIG providers.${name}.base_url must be an http(s) URL`)
     }
-    if (typeof apiKey !== 'string' || apiKey === '') throw new ConfigError(`AGENTD_CONFIG providers.${name}.api_key must be a non-empty string`)
+    if (typeof apiKey !== 'string' || apiKey === '')
+      throw new ConfigError(`AGENTD_CONFIG providers.${name}.api_key must be a non-empty string`)
     providers[name as ProviderName] = { baseUrl: baseUrl.replace(/\/+$/, ''), apiKey }
   }
   return providers
 }
-

@@ -252,7 +252,10 @@ function stepProblem(item: unknown): string | null {
     case 'usage':
       return usageProblem(value)
     case 'mcp':
-      return isObject(value) && typeof value.server === 'string' && typeof value.tool === 'string' && (value.input === undefined || isObject(value.input))
+      return isObject(value) &&
+        typeof value.server === 'string' &&
+        typeof value.tool === 'string' &&
+        (value.input === undefined || isObject(value.input))
         ? null
         : '"mcp" takes {"server": string, "tool": string, "input"?: object}'
     default:
@@ -282,7 +285,6 @@ function usageProblem(value: unknown): string | null {
   }
   return null
 }
-
 
 /**
  * The name a CLI offers a tool server's tool under, among the tools of its request: Claude Code

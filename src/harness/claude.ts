@@ -5,8 +5,26 @@
  */
 import { join, posix } from 'node:path'
 import type { SessionEvent } from '../domain/session-event'
-import { BUNDLED_MODULES, nearestEffort, DEFAULT_PATH, event, JsonLineParser, PROMPT_FILE, str, withPromptOnStdin, type Json } from './common'
-import { mcpUrl, type HarnessAdapter, type HarnessEvent, type TokenUsage, type TurnCommand, type TurnOutcome, type TurnSpec } from './harness'
+import {
+  BUNDLED_MODULES,
+  nearestEffort,
+  DEFAULT_PATH,
+  event,
+  JsonLineParser,
+  PROMPT_FILE,
+  str,
+  withPromptOnStdin,
+  type Json,
+} from './common'
+import {
+  mcpUrl,
+  type HarnessAdapter,
+  type HarnessEvent,
+  type TokenUsage,
+  type TurnCommand,
+  type TurnOutcome,
+  type TurnSpec,
+} from './harness'
 
 /** The session's tool servers, for `--mcp-config` (home-relative). */
 const MCP_CONFIG = '.claude/agentd-mcp.json'
@@ -31,7 +49,16 @@ export const claudeAdapter: HarnessAdapter = {
 }
 
 export function buildTurn(spec: TurnSpec): TurnCommand {
-  const argv = [claudeBinPath(spec.cliRoot), '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--model', spec.model]
+  const argv = [
+    claudeBinPath(spec.cliRoot),
+    '-p',
+    '--output-format',
+    'stream-json',
+    '--verbose',
+    '--dangerously-skip-permissions',
+    '--model',
+    spec.model,
+  ]
   if (spec.resumeId) argv.push('--resume', spec.resumeId)
   const effort = nearestEffort(spec.effort, EFFORT_FLAGS)
   if (effort) argv.push('--effort', effort)
@@ -42,7 +69,10 @@ export function buildTurn(spec: TurnSpec): TurnCommand {
   const files: Record<string, string> = { [PROMPT_FILE]: spec.prompt }
   if (spec.mcpServers?.length) {
     // A file, not an argument: the gateway key it carries stays out of argv.
-    const servers = spec.mcpServers.map((name) => [name, { type: 'http', url: mcpUrl(spec, name), headers: { Authorization: `Bearer ${spec.gatewayToken}` } }])
+    const servers = spec.mcpServers.map((name) => [
+      name,
+      { type: 'http', url: mcpUrl(spec, name), headers: { Authorization: `Bearer ${spec.gatewayToken}` } },
+    ])
     files[MCP_CONFIG] = JSON.stringify({ mcpServers: Object.fromEntries(servers) })
     argv.push('--mcp-config', posix.join(spec.home, MCP_CONFIG), '--strict-mcp-config')
   }

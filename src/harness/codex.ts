@@ -5,8 +5,30 @@
  */
 import { join, posix } from 'node:path'
 import { SCRIPTED_MODEL } from '../gateway/wire'
-import { BUNDLED_MODULES, nearestEffort, DEFAULT_PATH, event, jsonObject, num, packageVersion, JsonLineParser, PROMPT_FILE, str, usageEvent, withPromptOnStdin, type Json } from './common'
-import { mcpUrl, type HarnessAdapter, type HarnessEvent, type TokenUsage, type TurnCommand, type TurnOutcome, type TurnSpec } from './harness'
+import {
+  BUNDLED_MODULES,
+  nearestEffort,
+  DEFAULT_PATH,
+  event,
+  jsonObject,
+  num,
+  packageVersion,
+  JsonLineParser,
+  PROMPT_FILE,
+  str,
+  usageEvent,
+  withPromptOnStdin,
+  type Json,
+} from './common'
+import {
+  mcpUrl,
+  type HarnessAdapter,
+  type HarnessEvent,
+  type TokenUsage,
+  type TurnCommand,
+  type TurnOutcome,
+  type TurnSpec,
+} from './harness'
 import { isObject } from '../domain/values'
 
 const AGENT = 'harness_2'
@@ -134,7 +156,8 @@ function configToml(spec: TurnSpec, codexHome: string): string {
     '',
   )
   // Tool servers through the gateway's egress proxy, with the gateway key as their bearer token.
-  for (const name of spec.mcpServers ?? []) lines.push(`[mcp_servers.${q(name)}]`, `url = ${q(mcpUrl(spec, name))}`, 'bearer_token_env_var = "AGENTD_GATEWAY_KEY"', '')
+  for (const name of spec.mcpServers ?? [])
+    lines.push(`[mcp_servers.${q(name)}]`, `url = ${q(mcpUrl(spec, name))}`, 'bearer_token_env_var = "AGENTD_GATEWAY_KEY"', '')
   return lines.join('\n')
 }
 

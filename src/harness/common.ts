@@ -42,7 +42,14 @@ export const PROMPT_FILE = '.agentd/prompt'
  * prompt is the CLI's alone from then on) and execs the CLI, whose argv is then free of it.
  */
 export function withPromptOnStdin(home: string, argv: string[]): string[] {
-  return ['/bin/sh', '-c', 'exec <"$1" || exit 126; rm -f -- "$1"; shift; exec "$@"', 'agentd-prompt', posix.join(home, PROMPT_FILE), ...argv]
+  return [
+    '/bin/sh',
+    '-c',
+    'exec <"$1" || exit 126; rm -f -- "$1"; shift; exec "$@"',
+    'agentd-prompt',
+    posix.join(home, PROMPT_FILE),
+    ...argv,
+  ]
 }
 
 /** The version in a package's manifest under `modules`, or null when it is not installed there. */
@@ -127,7 +134,6 @@ export function str(value: unknown): string | undefined {
 export function num(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) ? value : 0
 }
-
 
 /** The JSON object a text holds, or null (for answers that should be structured output). */
 export function jsonObject(text: string | null): Json | null {

@@ -4,8 +4,29 @@
  * gemini-cli 0.61.0.
  */
 import { join } from 'node:path'
-import { BUNDLED_MODULES, nearestEffort, DEFAULT_PATH, event, num, packageVersion, JsonLineParser, PROMPT_FILE, str, usageEvent, withPromptOnStdin, type Json } from './common'
-import { mcpUrl, type HarnessAdapter, type HarnessEvent, type TokenUsage, type TurnCommand, type TurnOutcome, type TurnSpec } from './harness'
+import {
+  BUNDLED_MODULES,
+  nearestEffort,
+  DEFAULT_PATH,
+  event,
+  num,
+  packageVersion,
+  JsonLineParser,
+  PROMPT_FILE,
+  str,
+  usageEvent,
+  withPromptOnStdin,
+  type Json,
+} from './common'
+import {
+  mcpUrl,
+  type HarnessAdapter,
+  type HarnessEvent,
+  type TokenUsage,
+  type TurnCommand,
+  type TurnOutcome,
+  type TurnSpec,
+} from './harness'
 import { isObject } from '../domain/values'
 
 const AGENT = 'harness_3'
@@ -66,12 +87,21 @@ function settings(spec: TurnSpec): Json {
     telemetry: { enabled: false },
     // Tool servers through the gateway's egress proxy, with the gateway key as their bearer token.
     ...(spec.mcpServers?.length
-      ? { mcpServers: Object.fromEntries(spec.mcpServers.map((name) => [name, { httpUrl: mcpUrl(spec, name), headers: { Authorization: `Bearer ${spec.gatewayToken}` }, trust: true }])) }
+      ? {
+          mcpServers: Object.fromEntries(
+            spec.mcpServers.map((name) => [
+              name,
+              { httpUrl: mcpUrl(spec, name), headers: { Authorization: `Bearer ${spec.gatewayToken}` }, trust: true },
+            ]),
+          ),
+        }
       : {}),
     ...(level
       ? {
           modelConfigs: {
-            customOverrides: [{ match: { model: spec.model }, modelConfig: { generateContentConfig: { thinkingConfig: { thinkingLevel: level } } } }],
+            customOverrides: [
+              { match: { model: spec.model }, modelConfig: { generateContentConfig: { thinkingConfig: { thinkingLevel: level } } } },
+            ],
           },
         }
       : {}),
@@ -204,7 +234,14 @@ class GeminiStreamParser extends JsonLineParser {
     }
     const error = resultError(raw)
     if (error) events.push(event(AGENT, 'error', { content: error }, timestamp))
-    events.push(event(AGENT, 'result', { content: raw.status === 'success' ? this.answer.join('') : undefined, success: raw.status === 'success' }, timestamp))
+    events.push(
+      event(
+        AGENT,
+        'result',
+        { content: raw.status === 'success' ? this.answer.join('') : undefined, success: raw.status === 'success' },
+        timestamp,
+      ),
+    )
     return events
   }
 }

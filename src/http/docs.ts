@@ -22,7 +22,8 @@ export const docsAssets = () =>
     '/docs/assets/:asset',
     ({ params, headers }) => {
       const asset = ASSETS[params.asset]
-      if (!asset) return new Response(JSON.stringify({ error: 'Not found' }), { status: 404, headers: { 'content-type': 'application/json' } })
+      if (!asset)
+        return new Response(JSON.stringify({ error: 'Not found' }), { status: 404, headers: { 'content-type': 'application/json' } })
       const type = { 'content-type': asset.type, 'cache-control': 'public, max-age=86400' }
       if (!/\bgzip\b/.test(headers['accept-encoding'] ?? '')) return new Response(Bun.file(asset.file), { headers: type })
       let body = gzipped.get(params.asset)

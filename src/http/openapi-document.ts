@@ -8,7 +8,11 @@
  * - a `servers` entry: the API is served from this document's own origin.
  */
 
-type Operation = { operationId?: string; parameters?: { name: string; in: string; description?: string }[]; responses?: Record<string, { content?: Record<string, unknown> }> }
+type Operation = {
+  operationId?: string
+  parameters?: { name: string; in: string; description?: string }[]
+  responses?: Record<string, { content?: Record<string, unknown> }>
+}
 type Doc = { servers?: unknown[]; info?: Record<string, unknown>; paths: Record<string, Record<string, Operation>> }
 
 /** The media type of a 2xx string body, by operation. */
@@ -27,15 +31,19 @@ export function finishOpenApi(raw: unknown): unknown {
     const named = path.replace(/\/\*$/, '/{name}')
     for (const operation of Object.values(operations)) {
       for (const param of operation.parameters ?? []) {
-        if (param.in === 'path' && param.name === '*') Object.assign(param, { name: 'name', description: 'The artifact’s name; it may contain `/`.' })
+        if (param.in === 'path' && param.name === '*')
+          Object.assign(param, { name: 'name', description: 'The artifact’s name; it may contain `/`.' })
       }
       for (const [status, response] of Object.entries(operation.responses ?? {})) {
         const content = response.content
         if (content && 'type' in content) delete response.content
         const media = operation.operationId ? MEDIA_TYPES[operation.operationId] : undefined
-        if (media && status.startsWith('2') && response.content?.['text/plain']) response.content = { [media]: response.content['text/plain'] }
+        if (media && status.startsWith('2') && response.content?.['text/plain'])
+          response.content = { [media]: response.content['text/plain'] }
         if (operation.operationId === 'sessions.trajectory' && status === '200' && response.content) {
-          response.content['application/x-ndjson'] = { schema: { type: 'string', description: 'The raw transcript, one JSON line per CLI output line.' } }
+          response.content['application/x-ndjson'] = {
+            schema: { type: 'string', description: 'The raw transcript, one JSON line per CLI output line.' },
+          }
         }
       }
     }

@@ -56,6 +56,7 @@ export class AuthService {
   authorizeKey(principal: Principal, scope: ApiKeyScope | null): void {
     if (!principal.apiKey) return
     if (scope === null) throw authFailed('An API key cannot call this route; sign in instead')
-    if (!principal.apiKey.scopes.includes(scope)) throw new ApiError('forbidden', `This API key lacks the ${scope} scope`, 'INSUFFICIENT_SCOPE')
+    if (!principal.apiKey.scopes.includes(scope))
+      throw new ApiError('forbidden', `This API key lacks the ${scope} scope`, 'INSUFFICIENT_SCOPE')
   }
 }

@@ -21,7 +21,12 @@ class ProjectLookup {
     this.query = db
       .select()
       .from(projects)
-      .where(and(eq(projects.orgId, sql.placeholder('orgId')), or(eq(projects.name, sql.placeholder('ref')), eq(projects.id, sql.placeholder('ref')))))
+      .where(
+        and(
+          eq(projects.orgId, sql.placeholder('orgId')),
+          or(eq(projects.name, sql.placeholder('ref')), eq(projects.id, sql.placeholder('ref'))),
+        ),
+      )
       .prepare()
     this.found = new DataCache(DataVersion.of(db.$client))
   }

@@ -18,7 +18,8 @@ export interface Principal {
 }
 
 /** Who a request acts as, for what belongs to a caller (uploads, Idempotency-Keys): the API key when there is one, else the user. */
-export const callerOf = (principal: Principal): string => (principal.apiKey ? `key:${principal.apiKey.id}` : `user:${principal.userId ?? principal.email}`)
+export const callerOf = (principal: Principal): string =>
+  principal.apiKey ? `key:${principal.apiKey.id}` : `user:${principal.userId ?? principal.email}`
 
 /** The API key behind a Principal: only its own org, only its scopes, at most `maxConcurrent` runs. */
 export interface KeyPrincipal {
@@ -117,7 +118,9 @@ export class IdentityService {
 
   private issueToken(userId: string, tx: Pick<Db, 'insert'> = this.db): string {
     const token = newUserToken()
-    tx.insert(userTokens).values({ tokenHash: sha256(token), userId, createdAt: this.now() }).run()
+    tx.insert(userTokens)
+      .values({ tokenHash: sha256(token), userId, createdAt: this.now() })
+      .run()
     return token
   }
 
@@ -160,7 +163,11 @@ export class IdentityService {
     const org = this.orgBySlug(orgSlug)
     const parsed = repo === null ? null : parseRepo(repo)
     if (repo !== null && !parsed) throw new IdentityError(`repository must be owner/name or a https URL to one: "${repo}"`)
-    const exists = this.db.select().from(projects).where(and(eq(projects.orgId, org.id), eq(projects.name, name))).get()
+    const exists = this.db
+      .select()
+      .from(projects)
+      .where(and(eq(projects.orgId, org.id), eq(projects.name, name)))
+      .get()
     if (exists) throw new IdentityError(`project "${name}" exists in org "${orgSlug}"`)
     const project = {
       id: newId(),

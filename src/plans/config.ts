@@ -8,7 +8,14 @@ import { DefaultPlanConfig, type PlanTerms } from './model'
  * runs agentd for itself, on its own provider keys, sets no plan at all.
  */
 export function loadDefaultPlan(configFile: string | null): PlanTerms {
-  const unlimited: PlanTerms = { tokenLimit: null, computeMinutes: null, weeklyComputeMinutes: null, spendCapUsd: null, maxConcurrent: null, paymentMethod: 'card' }
+  const unlimited: PlanTerms = {
+    tokenLimit: null,
+    computeMinutes: null,
+    weeklyComputeMinutes: null,
+    spendCapUsd: null,
+    maxConcurrent: null,
+    paymentMethod: 'card',
+  }
   const plans = readConfigFile(configFile).plans
   if (plans === undefined) return unlimited
   const error = Value.Errors(DefaultPlanConfig, plans).First()

@@ -33,9 +33,12 @@ export function meterTransition(change: {
   const base = { orgId: row.orgId, sessionId: row.id }
   // Every piece but the last ends just before a period's start, so it counts in the period before.
   const cuts = periodStartsWithin(billedFrom, now)
-  const usage: UsageRecord[] = [billedFrom, ...cuts].slice(0, -1).map((from, i) => ({ ...base, at: cuts[i]! - 1, tokens: 0, spendUsd: 0, computeMs: cuts[i]! - from }))
+  const usage: UsageRecord[] = [billedFrom, ...cuts]
+    .slice(0, -1)
+    .map((from, i) => ({ ...base, at: cuts[i]! - 1, tokens: 0, spendUsd: 0, computeMs: cuts[i]! - from }))
   const lastMs = now - (cuts.at(-1) ?? billedFrom)
-  if (lastMs > 0 || tokens > 0 || spendUsd > 0) usage.push({ ...base, at: now, tokens: Math.max(0, tokens), spendUsd: Math.max(0, spendUsd), computeMs: lastMs })
+  if (lastMs > 0 || tokens > 0 || spendUsd > 0)
+    usage.push({ ...base, at: now, tokens: Math.max(0, tokens), spendUsd: Math.max(0, spendUsd), computeMs: lastMs })
   // A restart that starts a queued follow-up at once begins a new stretch: the old one's end is unknown.
   if (to === 'running' && (from !== 'running' || turnEnded || change.restarted)) return { fields: { runningSince: now }, usage }
   if (to !== 'running' && row.runningSince !== null) return { fields: { runningSince: null }, usage }

@@ -28,16 +28,37 @@ export interface LimitReached {
 }
 
 const CHECKS: { kind: LimitKind; code: LimitReached['code']; says: (limit: number, used: number) => string }[] = [
-  { kind: 'tokens', code: 'TOKEN_LIMIT_REACHED', says: (limit, used) => `The org's plan allows ${limit} tokens a month and ${used} are used` },
-  { kind: 'compute_minutes', code: 'COMPUTE_LIMIT_REACHED', says: (limit, used) => `The org's plan allows ${limit} compute minutes a month and ${round(used)} are used` },
-  { kind: 'weekly_compute_minutes', code: 'WEEKLY_COMPUTE_LIMIT_REACHED', says: (limit, used) => `The org's plan allows ${limit} compute minutes a week and ${round(used)} are used` },
-  { kind: 'spend_usd', code: 'SPEND_CAP_REACHED', says: (limit, used) => `The org's plan caps spend at $${limit} a month and $${used.toFixed(2)} is spent` },
+  {
+    kind: 'tokens',
+    code: 'TOKEN_LIMIT_REACHED',
+    says: (limit, used) => `The org's plan allows ${limit} tokens a month and ${used} are used`,
+  },
+  {
+    kind: 'compute_minutes',
+    code: 'COMPUTE_LIMIT_REACHED',
+    says: (limit, used) => `The org's plan allows ${limit} compute minutes a month and ${round(used)} are used`,
+  },
+  {
+    kind: 'weekly_compute_minutes',
+    code: 'WEEKLY_COMPUTE_LIMIT_REACHED',
+    says: (limit, used) => `The org's plan allows ${limit} compute minutes a week and ${round(used)} are used`,
+  },
+  {
+    kind: 'spend_usd',
+    code: 'SPEND_CAP_REACHED',
+    says: (limit, used) => `The org's plan caps spend at $${limit} a month and $${used.toFixed(2)} is spent`,
+  },
 ]
 
 const round = (minutes: number) => Math.round(minutes * 1000) / 1000
 
 export function limitsOf(plan: PlanTerms): PlanLimits {
-  return { tokens: plan.tokenLimit, compute_minutes: plan.computeMinutes, weekly_compute_minutes: plan.weeklyComputeMinutes, spend_usd: plan.spendCapUsd }
+  return {
+    tokens: plan.tokenLimit,
+    compute_minutes: plan.computeMinutes,
+    weekly_compute_minutes: plan.weeklyComputeMinutes,
+    spend_usd: plan.spendCapUsd,
+  }
 }
 
 /**
@@ -61,9 +82,7 @@ export function limitReached(standing: PlanStanding, extra: Partial<PlanUsage> =
  * each period: what ended turns stored; the gateway adds the turns still in progress.
  */
 export class PlanService {
-  constructor(
-    private readonly deps: { db: Db; catalog: Catalog; defaultPlan: PlanTerms; now: () => number },
-  ) {}
+  constructor(private readonly deps: { db: Db; catalog: Catalog; defaultPlan: PlanTerms; now: () => number }) {}
 
   planOf(orgId: string): OrgPlan | null {
     const row = this.deps.db.select().from(plans).where(eq(plans.orgId, orgId)).get()
@@ -89,7 +108,12 @@ export class PlanService {
       .from(usageRecords)
       .where(and(eq(usageRecords.orgId, orgId), gte(usageRecords.at, Math.min(month, week))))
       .get()!
-    return { tokens: row.tokens, compute_minutes: row.computeMs / 60_000, weekly_compute_minutes: row.weekMs / 60_000, spend_usd: row.spend }
+    return {
+      tokens: row.tokens,
+      compute_minutes: row.computeMs / 60_000,
+      weekly_compute_minutes: row.weekMs / 60_000,
+      spend_usd: row.spend,
+    }
   }
 
   standing(orgId: string): PlanStanding {
@@ -125,7 +149,10 @@ export class PlanService {
   assertAllows(orgId: string, modelId: string | null, ownAccount = false): void {
     const standing = this.standing(orgId)
     const refuse = (code: string, message: string) => {
-      throw new ApiError('payment_required', message, code, { usage: present(standing.usage), limits: standing.plan && limitsOf(standing.plan) })
+      throw new ApiError('payment_required', message, code, {
+        usage: present(standing.usage),
+        limits: standing.plan && limitsOf(standing.plan),
+      })
     }
     if (!standing.plan) refuse('PLAN_REQUIRED', 'The org has no plan; an operator gives it one with `plan set`')
     const model = modelId === null ? undefined : this.deps.catalog.models.find((m) => m.id === modelId)

@@ -31,7 +31,11 @@ export class ProjectService {
   create(access: OrgAccess, body: { name: string; repository?: string; github_installation?: string }) {
     if (access.role !== 'admin') throw forbidden('Only org admins can create Projects')
     const link = body.github_installation === undefined ? null : this.installations.find(access.orgId, body.github_installation)
-    if (body.github_installation !== undefined && !link) throw unprocessable(`github_installation: the org has no installation ${body.github_installation} (GET /o/${access.slug}/github)`, 'INSTALLATION_NOT_LINKED')
+    if (body.github_installation !== undefined && !link)
+      throw unprocessable(
+        `github_installation: the org has no installation ${body.github_installation} (GET /o/${access.slug}/github)`,
+        'INSTALLATION_NOT_LINKED',
+      )
     if (findProject(this.db, access.orgId, body.name)) throw conflict(`A Project named ${body.name} exists in this org`)
     try {
       const made = this.identity.createProject(access.slug, body.name, body.repository ?? null, link?.id ?? null)

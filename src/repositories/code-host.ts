@@ -33,7 +33,11 @@ export interface CodeHost {
   /** A token of installation `installationId` for `repository` alone. */
   token(installationId: number, repository: Repository): Promise<string>
   /** The open pull request of `head` into `base`, opened now if there is none. */
-  openFor(installationId: number, repository: Repository, pull: { head: string; base: string; title: string; body: string }): Promise<{ url: string; number: number }>
+  openFor(
+    installationId: number,
+    repository: Repository,
+    pull: { head: string; base: string; title: string; body: string },
+  ): Promise<{ url: string; number: number }>
   /** The branch of pull request `number` when it is open (and not a fork's), else null. */
   openHead(installationId: number, repository: Repository, number: number): Promise<string | null>
   /** The files pull request `number` changed. */

@@ -49,7 +49,12 @@ export class GithubApp implements CodeHost {
 
   /** An installation token for `repository` alone (git's credential, put on by the gateway). */
   async token(installationId: number, repository: Repository): Promise<string> {
-    const auth = (await this.app.auth({ type: 'installation', installationId, repositoryNames: [repository.name], permissions: PERMISSIONS })) as { token: string }
+    const auth = (await this.app.auth({
+      type: 'installation',
+      installationId,
+      repositoryNames: [repository.name],
+      permissions: PERMISSIONS,
+    })) as { token: string }
     return auth.token
   }
 
@@ -58,11 +63,17 @@ export class GithubApp implements CodeHost {
   }
 
   /** The open pull request of `head` into `base`, opened now if there is none: its page and number. */
-  async openFor(installationId: number, repository: Repository, pull: { head: string; base: string; title: string; body: string }): Promise<{ url: string; number: number }> {
+  async openFor(
+    installationId: number,
+    repository: Repository,
+    pull: { head: string; base: string; title: string; body: string },
+  ): Promise<{ url: string; number: number }> {
     const octokit = await this.as(installationId, repository)
     const { owner, name: repo } = repository
     const open = await octokit.rest.pulls.list({ owner, repo, head: `${owner}:${pull.head}`, state: 'open', per_page: 1 })
-    const found = open.data[0] ?? (await octokit.rest.pulls.create({ owner, repo, head: pull.head, base: pull.base, title: pull.title, body: pull.body })).data
+    const found =
+      open.data[0] ??
+      (await octokit.rest.pulls.create({ owner, repo, head: pull.head, base: pull.base, title: pull.title, body: pull.body })).data
     return { url: found.html_url, number: found.number }
   }
 
@@ -71,7 +82,9 @@ export class GithubApp implements CodeHost {
     const octokit = await this.as(installationId, repository)
     try {
       const pull = (await octokit.rest.pulls.get({ owner: repository.owner, repo: repository.name, pull_number: number })).data
-      const own = pull.head.repo?.full_name === undefined || pull.head.repo.full_name.toLowerCase() === `${repository.owner}/${repository.name}`.toLowerCase()
+      const own =
+        pull.head.repo?.full_name === undefined ||
+        pull.head.repo.full_name.toLowerCase() === `${repository.owner}/${repository.name}`.toLowerCase()
       return pull.state === 'open' && own ? pull.head.ref : null
     } catch (err) {
       if (missing(err)) return null
@@ -82,8 +95,20 @@ export class GithubApp implements CodeHost {
   /** Every file the pull request changed (GitHub lists at most 3000). */
   async files(installationId: number, repository: Repository, number: number): Promise<ChangedFile[]> {
     const octokit = await this.as(installationId, repository)
-    const files = await octokit.paginate(octokit.rest.pulls.listFiles, { owner: repository.owner, repo: repository.name, pull_number: number, per_page: 100 })
-    return files.map((f) => ({ filename: f.filename, status: f.status, additions: f.additions, deletions: f.deletions, changes: f.changes, ...(f.patch !== undefined ? { patch: f.patch } : {}) }))
+    const files = await octokit.paginate(octokit.rest.pulls.listFiles, {
+      owner: repository.owner,
+      repo: repository.name,
+      pull_number: number,
+      per_page: 100,
+    })
+    return files.map((f) => ({
+      filename: f.filename,
+      status: f.status,
+      additions: f.additions,
+      deletions: f.deletions,
+      changes: f.changes,
+      ...(f.patch !== undefined ? { patch: f.patch } : {}),
+    }))
   }
 }
 

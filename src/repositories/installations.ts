@@ -9,7 +9,12 @@ import type { CodeHost, Installation, Repository } from './code-host'
 export type InstallationRow = typeof githubInstallations.$inferSelect
 
 /** An installation as `GET /o/{org}/github` and the admin CLI show it. */
-export const installationView = (row: InstallationRow) => ({ id: row.id, installation_id: row.installationId, account: row.account, created_at: new Date(row.createdAt).toISOString() })
+export const installationView = (row: InstallationRow) => ({
+  id: row.id,
+  installation_id: row.installationId,
+  account: row.account,
+  created_at: new Date(row.createdAt).toISOString(),
+})
 
 /** A mistake of the operator's (admin CLI): said, never a 500. */
 export class InstallationError extends Error {}
@@ -22,7 +27,8 @@ export interface RunRepositoryScope {
   connection: string | null
 }
 
-const unavailable = (err: unknown) => new ApiError('unavailable', `the code host could not be asked about the repository: ${(err as Error).message}`)
+const unavailable = (err: unknown) =>
+  new ApiError('unavailable', `the code host could not be asked about the repository: ${(err as Error).message}`)
 
 /**
  * The GitHub App installations each org links (`GET /o/{org}/github`), and which one a run reaches
@@ -38,7 +44,12 @@ export class InstallationService {
   ) {}
 
   list(orgId: string): InstallationRow[] {
-    return this.db.select().from(githubInstallations).where(eq(githubInstallations.orgId, orgId)).orderBy(asc(githubInstallations.createdAt), asc(githubInstallations.id)).all()
+    return this.db
+      .select()
+      .from(githubInstallations)
+      .where(eq(githubInstallations.orgId, orgId))
+      .orderBy(asc(githubInstallations.createdAt), asc(githubInstallations.id))
+      .all()
   }
 
   /** One of the org's installations by its link id or GitHub's number (spec 4.1 `connection`). */
@@ -85,10 +96,21 @@ export class InstallationService {
   async forRun(orgId: string, repository: Repository, scope: RunRepositoryScope): Promise<string> {
     const full = `${repository.owner}/${repository.name}`
     const refuse = (project: string, code: 'INSTALLATION_NOT_LINKED' | 'REPO_NOT_IN_INSTALLATION') =>
-      scope.named ? unprocessable(`resources: no code-host app installation of yours covers ${full}`, 'RESOURCE_NOT_ACCESSIBLE') : forbidden(project, code)
+      scope.named
+        ? unprocessable(`resources: no code-host app installation of yours covers ${full}`, 'RESOURCE_NOT_ACCESSIBLE')
+        : forbidden(project, code)
     const bound = scope.project?.githubInstallation ?? null
-    const candidates = bound !== null ? [this.byId(bound)].filter((row) => row !== null) : scope.connection !== null ? [this.find(orgId, scope.connection)].filter((row) => row !== null) : this.list(orgId)
-    if (candidates.length === 0 || !this.github) throw refuse(`no GitHub App installation is linked to ${scope.project ? `Project ${scope.project.name}` : 'this org'}`, 'INSTALLATION_NOT_LINKED')
+    const candidates =
+      bound !== null
+        ? [this.byId(bound)].filter((row) => row !== null)
+        : scope.connection !== null
+          ? [this.find(orgId, scope.connection)].filter((row) => row !== null)
+          : this.list(orgId)
+    if (candidates.length === 0 || !this.github)
+      throw refuse(
+        `no GitHub App installation is linked to ${scope.project ? `Project ${scope.project.name}` : 'this org'}`,
+        'INSTALLATION_NOT_LINKED',
+      )
     let installation: Installation | null
     try {
       installation = await this.github.installationFor(repository)
@@ -96,7 +118,11 @@ export class InstallationService {
       throw unavailable(err)
     }
     const link = installation && candidates.find((row) => row.installationId === installation.id)
-    if (!installation || !link) throw refuse(`${full} is not in ${candidates.length === 1 ? `the installation on ${candidates[0]!.account}` : 'any installation linked to this org'}`, 'REPO_NOT_IN_INSTALLATION')
+    if (!installation || !link)
+      throw refuse(
+        `${full} is not in ${candidates.length === 1 ? `the installation on ${candidates[0]!.account}` : 'any installation linked to this org'}`,
+        'REPO_NOT_IN_INSTALLATION',
+      )
     if (installation.suspended) throw conflict(`the GitHub App installation on ${installation.account} is suspended`)
     return link.id
   }

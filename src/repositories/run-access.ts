@@ -16,7 +16,13 @@ export interface RepositoryAccess {
  * (409 when it is not open). Resolves to the installation's link id; null when the run has no
  * repository or agentd no GitHub App (the repository is then only recorded).
  */
-export async function checkRunRepository(access: RepositoryAccess | undefined, orgId: string, repository: Repository | null, scope: RunRepositoryScope, onPr: number | null): Promise<string | null> {
+export async function checkRunRepository(
+  access: RepositoryAccess | undefined,
+  orgId: string,
+  repository: Repository | null,
+  scope: RunRepositoryScope,
+  onPr: number | null,
+): Promise<string | null> {
   if (!repository || !access) return null
   const link = await access.forRun(orgId, repository, scope)
   if (onPr === null) return link

@@ -59,7 +59,13 @@ export function takeHandover(stateDir: string): Handover | null {
   try {
     const h = JSON.parse(text) as Handover
     const numbers = [h.turn, h.startedAt, h.meter?.calls, h.meter?.input, h.meter?.output, h.meter?.costUsd]
-    if (numbers.every((n) => typeof n === 'number') && typeof h.ref === 'string' && /^gw_[\w-]+$/.test(h.token) && typeof h.prompt === 'string') return h
+    if (
+      numbers.every((n) => typeof n === 'number') &&
+      typeof h.ref === 'string' &&
+      /^gw_[\w-]+$/.test(h.token) &&
+      typeof h.prompt === 'string'
+    )
+      return h
   } catch {
     // written by an older agentd, or cut short: the turn is lost, as after a crash
   }
@@ -129,7 +135,8 @@ export async function handOver(deps: HandoverDeps, id: string, live: HandedTurn,
   let waited = 0
   if (!live.parked) {
     waited = (await deps.quiesce(id, deadline)) ?? -1
-    if (waited < 0) deps.log('a model request of the turn was still open at the shutdown deadline; the turn is frozen with it', { session: id })
+    if (waited < 0)
+      deps.log('a model request of the turn was still open at the shutdown deadline; the turn is frozen with it', { session: id })
     if (live.turn !== turn) return // it ended meanwhile, and was told so
     try {
       await deps.driver.park(live.handle, { keepProcesses: true })
@@ -155,7 +162,12 @@ export async function handOver(deps: HandoverDeps, id: string, live: HandedTurn,
  * its sandbox recovered with the CLI's process kept, and that process; null when there is none or
  * it is gone (the turn is then lost, as after a crash).
  */
-export async function reclaim(driver: SandboxDriver, spec: SandboxSpec, turn: number, log: (line: string) => void): Promise<{ handover: Handover; handle: SandboxHandle; proc: SandboxProcess } | null> {
+export async function reclaim(
+  driver: SandboxDriver,
+  spec: SandboxSpec,
+  turn: number,
+  log: (line: string) => void,
+): Promise<{ handover: Handover; handle: SandboxHandle; proc: SandboxProcess } | null> {
   const handover = driver.reattach ? takeHandover(spec.stateDir) : null
   if (!handover || handover.turn !== turn) return null
   const handle = await driver.recover(spec, { keep: [handover.ref] }).catch(() => null)

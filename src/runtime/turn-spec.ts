@@ -17,7 +17,14 @@ export interface TurnSpecDeps {
  * workspace and home, the gateway and its key for this turn, the session's model settings, the
  * CLI's own session to resume, a pinned CLI version's install and the usage earlier turns reported.
  */
-export async function turnSpec(deps: TurnSpecDeps, row: SessionRow, turn: number, prompt: string, handle: SandboxHandle, gatewayToken: string): Promise<TurnSpec> {
+export async function turnSpec(
+  deps: TurnSpecDeps,
+  row: SessionRow,
+  turn: number,
+  prompt: string,
+  handle: SandboxHandle,
+  gatewayToken: string,
+): Promise<TurnSpec> {
   const cliRoot = await pinnedCli(deps, row)
   const servers = deps.mcpServers(row.id)
   return {

@@ -23,7 +23,6 @@ interface RowExtras {
   artifacts: ArtifactPreview[]
 }
 
-
 /** Session, the org-wide search row (spec 2.4). */
 export function searchSession(row: SessionRow, extras: RowExtras) {
   return {
@@ -113,7 +112,11 @@ export class SearchRows {
   private startedBy(rows: SessionRow[]): Map<string, StartedBy> {
     const ids = [...new Set(rows.flatMap((row) => (row.startedByUserId ? [row.startedByUserId] : [])))]
     if (ids.length === 0) return new Map()
-    const found = this.db.select({ id: users.id, name: users.name, avatarUrl: users.avatarUrl }).from(users).where(inArray(users.id, ids)).all()
+    const found = this.db
+      .select({ id: users.id, name: users.name, avatarUrl: users.avatarUrl })
+      .from(users)
+      .where(inArray(users.id, ids))
+      .all()
     return new Map(found.map((u) => [u.id, { name: u.name, avatar_url: u.avatarUrl }]))
   }
 

@@ -114,7 +114,8 @@ export class SessionSearch {
     } else {
       const value = SORT_VALUE[sort].sql
       order = [desc(value), desc(docs.key)]
-      if (page.after) where.push(sql`${value} <= ${page.after.value}`, sql`(${value}, ${docs.key}) < (${page.after.value}, ${page.after.key})`)
+      if (page.after)
+        where.push(sql`${value} <= ${page.after.value}`, sql`(${value}, ${docs.key}) < (${page.after.value}, ${page.after.key})`)
     }
     return this.db
       .select(columns)
@@ -129,7 +130,13 @@ export class SessionSearch {
   count(filter: SessionFilter): number {
     const n = sql<number>`count(*)`
     if (!filter.phrases?.length) {
-      return this.db.select({ n }).from(sessions).where(and(...this.conditions(filter))).get()?.n ?? 0
+      return (
+        this.db
+          .select({ n })
+          .from(sessions)
+          .where(and(...this.conditions(filter)))
+          .get()?.n ?? 0
+      )
     }
     const phrases = filter.phrases
     // One snapshot: the org bound chosen for the phrases holds for the read of the index.
@@ -169,7 +176,10 @@ export class SessionSearch {
       ? sqlite.query<Doc, [number]>('SELECT doc FROM session_search_docs WHERE key < ? ORDER BY key DESC LIMIT 1').get(page.after.key)?.doc
       : sqlite.query<Doc, []>('SELECT max(doc) AS doc FROM session_search_docs').get()?.doc
     const from = fromKey(filter)
-    const oldest = from === undefined ? 1 : sqlite.query<Doc, [number]>('SELECT doc FROM session_search_docs WHERE key >= ? ORDER BY key LIMIT 1').get(from)?.doc
+    const oldest =
+      from === undefined
+        ? 1
+        : sqlite.query<Doc, [number]>('SELECT doc FROM session_search_docs WHERE key >= ? ORDER BY key LIMIT 1').get(from)?.doc
     if (newest == null || oldest == null) return []
     const runs = new RarestRuns(sqlite, this.orgPhrases(filter.orgId, phrases), oldest, newest + 1)
     const found: KeyedRow[] = []
@@ -237,7 +247,9 @@ export class SessionSearch {
    * across this check and the reads, so an org created in between cannot slip in.
    */
   private orgPhrases(orgId: string, phrases: string[]): string[] {
-    const others = this.db.$client.query<{ found: number }, [string, string]>('SELECT EXISTS (SELECT 1 FROM sessions WHERE org_id < ? OR org_id > ?) AS found').get(orgId, orgId)
+    const others = this.db.$client
+      .query<{ found: number }, [string, string]>('SELECT EXISTS (SELECT 1 FROM sessions WHERE org_id < ? OR org_id > ?) AS found')
+      .get(orgId, orgId)
     return others?.found ? phrases.map((phrase) => inOrg(orgId, phrase)) : phrases
   }
 

@@ -37,12 +37,21 @@ export function skillSource(raw: string): SkillSource | null {
     const inside = path.filter((p) => p !== '')
     if (inside.some((p) => p === '.' || p === '..')) return null
     if (kind === 'tree') return { kind: 'code-host', url: raw, owner, repo, ref, path: inside.join('/'), file: false }
-    if (kind === 'blob' && inside.at(-1) === 'SKILL.md') return { kind: 'code-host', url: raw, owner, repo, ref, path: inside.join('/'), file: true }
+    if (kind === 'blob' && inside.at(-1) === 'SKILL.md')
+      return { kind: 'code-host', url: raw, owner, repo, ref, path: inside.join('/'), file: true }
     return null
   }
   if (url.hostname === RAW_HOST && !url.port) {
     const [owner, repo, ref, ...path] = parts
-    if (!owner || !repo || !ref || ![owner, repo, ref].every((p) => SEGMENT.test(p)) || path.at(-1) !== 'SKILL.md' || path.some((p) => p === '..' || p === '.')) return null
+    if (
+      !owner ||
+      !repo ||
+      !ref ||
+      ![owner, repo, ref].every((p) => SEGMENT.test(p)) ||
+      path.at(-1) !== 'SKILL.md' ||
+      path.some((p) => p === '..' || p === '.')
+    )
+      return null
     return { kind: 'code-host', url: raw, owner, repo, ref, path: path.join('/'), file: true }
   }
   const last = parts.at(-1) ?? ''

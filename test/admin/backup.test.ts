@@ -29,24 +29,38 @@ test('a backup taken under load restores to a server that serves every session a
   try {
     // A Project secret, sealed under the key the server generated in DATA_DIR: it must open after a restore.
     expect((await admin(seeded.dir, 'project', 'create', '--org', 'acme', '--name', 'web')).code).toBe(0)
-    const put = await fetch(`${server.url}/o/acme/projects/web/secrets/APP_TOKEN`, { method: 'PUT', headers: { authorization: `Bearer ${seeded.token}`, 'content-type': 'application/json' }, body: JSON.stringify({ value: 'restored-secret-value' }) })
+    const put = await fetch(`${server.url}/o/acme/projects/web/secrets/APP_TOKEN`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${seeded.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ value: 'restored-secret-value' }),
+    })
     expect(put.status).toBe(204)
     const done: string[] = []
     for (let i = 0; i < 4; i++) {
-      const created = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: script([{ artifact: { name: `report-${i}.md`, content: `# report ${i}` } }, { answer: `done ${i}` }]) })
+      const created = await call('POST', '/o/acme/p/_/sessions', {
+        agent: 'harness_2',
+        prompt: script([{ artifact: { name: `report-${i}.md`, content: `# report ${i}` } }, { answer: `done ${i}` }]),
+      })
       done.push(created.body.execution_id)
     }
-    await poll('the first sessions to complete', async () => {
-      const views = await Promise.all(done.map((id) => call('GET', `/o/acme/p/_/sessions/${id}`)))
-      return views.every((v) => v.body.status === 'completed')
-    }, { timeoutMs: 60_000 })
+    await poll(
+      'the first sessions to complete',
+      async () => {
+        const views = await Promise.all(done.map((id) => call('GET', `/o/acme/p/_/sessions/${id}`)))
+        return views.every((v) => v.body.status === 'completed')
+      },
+      { timeoutMs: 60_000 },
+    )
 
     // Load: new sessions keep coming, and a turn keeps writing, while the backup is taken.
     let loading = true
     const made: string[] = []
     const load = (async () => {
       while (loading) {
-        const created = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: script([{ say: 'busy' }, { sleep: 200 }, { say: 'still busy' }, { answer: 'ok' }]) })
+        const created = await call('POST', '/o/acme/p/_/sessions', {
+          agent: 'harness_2',
+          prompt: script([{ say: 'busy' }, { sleep: 200 }, { say: 'still busy' }, { answer: 'ok' }]),
+        })
         made.push(created.body.execution_id)
         await Bun.sleep(20)
       }
@@ -74,19 +88,30 @@ test('a backup taken under load restores to a server that serves every session a
     // Not over a database: the operator moves the old one aside first.
     expect((await admin(fresh, 'restore', backupDir)).code).toBe(2)
     server = await startServer({ DATA_DIR: fresh, AGENTD_SANDBOX: 'process' })
-    const listed = (await call('GET', '/o/acme/p/_/sessions?limit=100')).body.executions.map((s: { execution_id: string }) => s.execution_id)
+    const listed = (await call('GET', '/o/acme/p/_/sessions?limit=100')).body.executions.map(
+      (s: { execution_id: string }) => s.execution_id,
+    )
     for (const id of [...done, ...made.slice(0, before)]) expect(listed).toContain(id)
     // The generated sealing key came back with it (0600): the Project's secret opens for its session.
     expect(readFileSync(join(fresh, 'encryption.key'))).toEqual(readFileSync(join(seeded.dir, 'encryption.key')))
     expect(statSync(join(fresh, 'encryption.key')).mode & 0o777).toBe(0o600)
-    const uses = await call('POST', '/o/acme/p/web/sessions', { agent: 'harness_2', prompt: script([{ bash: 'test "$APP_TOKEN" = restored-secret-value && echo opened' }, { answer: 'ok' }]) })
-    await poll('the secret-using session to complete', async () => (await call('GET', `/o/acme/p/web/sessions/${uses.body.execution_id}`)).body.status === 'completed', { timeoutMs: 60_000 })
+    const uses = await call('POST', '/o/acme/p/web/sessions', {
+      agent: 'harness_2',
+      prompt: script([{ bash: 'test "$APP_TOKEN" = restored-secret-value && echo opened' }, { answer: 'ok' }]),
+    })
+    await poll(
+      'the secret-using session to complete',
+      async () => (await call('GET', `/o/acme/p/web/sessions/${uses.body.execution_id}`)).body.status === 'completed',
+      { timeoutMs: 60_000 },
+    )
     const calls = (await call('GET', `/o/acme/p/web/sessions/${uses.body.execution_id}/tool-calls`)).body
     expect(JSON.stringify(calls)).toContain('opened')
     for (const [i, id] of done.entries()) {
       const view = await call('GET', `/o/acme/p/_/sessions/${id}`)
       expect(view.body).toMatchObject({ status: 'completed', artifact_count: 1 })
-      const res = await fetch(`${server.url}/o/acme/p/_/sessions/${id}/artifacts/report-${i}.md`, { headers: { authorization: `Bearer ${seeded.token}` } })
+      const res = await fetch(`${server.url}/o/acme/p/_/sessions/${id}/artifacts/report-${i}.md`, {
+        headers: { authorization: `Bearer ${seeded.token}` },
+      })
       expect(await res.text()).toBe(`# report ${i}`)
     }
   } finally {
@@ -142,8 +167,17 @@ test('with AGENTD_LITESTREAM_URL the database is replicated while the server run
   const call = client(() => server, seeded.token)
   const ids: string[] = []
   try {
-    for (let i = 0; i < 3; i++) ids.push((await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: script([{ answer: `replicated ${i}` }]) })).body.execution_id)
-    await poll('the sessions to complete', async () => (await Promise.all(ids.map((id) => call('GET', `/o/acme/p/_/sessions/${id}`)))).every((v) => v.body.status === 'completed'), { timeoutMs: 60_000 })
+    for (let i = 0; i < 3; i++)
+      ids.push(
+        (await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: script([{ answer: `replicated ${i}` }]) })).body
+          .execution_id,
+      )
+    await poll(
+      'the sessions to complete',
+      async () =>
+        (await Promise.all(ids.map((id) => call('GET', `/o/acme/p/_/sessions/${id}`)))).every((v) => v.body.status === 'completed'),
+      { timeoutMs: 60_000 },
+    )
     expect(server.log()).toContain('litestream: ')
   } finally {
     // SIGTERM: the server stops writing, lets Litestream copy the last writes, then stops it.

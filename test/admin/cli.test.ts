@@ -24,15 +24,34 @@ describe('npm run admin', () => {
     const project = await admin(dir, 'project', 'create', '--org', 'acme', '--name', 'web', '--repo', 'https://github.com/acme/web.git')
     expect(project.json).toEqual({ id: expect.any(String), name: 'web' })
 
-    const plan = await admin(dir, 'plan', 'set', '--org', 'acme', '--max-concurrent', '3', '--spend-cap-usd', '12.5', '--payment-method', 'card')
+    const plan = await admin(
+      dir,
+      'plan',
+      'set',
+      '--org',
+      'acme',
+      '--max-concurrent',
+      '3',
+      '--spend-cap-usd',
+      '12.5',
+      '--payment-method',
+      'card',
+    )
     expect(plan.json).toMatchObject({ org: 'acme', max_concurrent: 3, spend_cap_usd: 12.5, payment_method: 'card', token_limit: null })
     // A second `plan set` changes only what it names.
     const again = await admin(dir, 'plan', 'set', '--org', 'acme', '--token-limit', '1000')
     expect(again.json).toMatchObject({ max_concurrent: 3, token_limit: 1000 })
     // "none" removes a limit; `plan clear` leaves the org with no plan, and `plan set` gives it one again.
-    expect((await admin(dir, 'plan', 'set', '--org', 'acme', '--token-limit', 'none', '--spend-cap-usd', 'none')).json).toMatchObject({ token_limit: null, spend_cap_usd: null, max_concurrent: 3 })
+    expect((await admin(dir, 'plan', 'set', '--org', 'acme', '--token-limit', 'none', '--spend-cap-usd', 'none')).json).toMatchObject({
+      token_limit: null,
+      spend_cap_usd: null,
+      max_concurrent: 3,
+    })
     expect((await admin(dir, 'plan', 'clear', '--org', 'acme')).json).toEqual({ org: 'acme', plan: null })
-    expect((await admin(dir, 'plan', 'set', '--org', 'acme', '--compute-minutes', '60')).json).toMatchObject({ compute_minutes: 60, max_concurrent: null })
+    expect((await admin(dir, 'plan', 'set', '--org', 'acme', '--compute-minutes', '60')).json).toMatchObject({
+      compute_minutes: 60,
+      max_concurrent: null,
+    })
   })
 
   test('errors go to stderr with a non-zero exit', async () => {

@@ -21,7 +21,10 @@ afterAll(async () => {
   await t?.[Symbol.asyncDispose]()
 })
 
-async function agentd(args: string[], options: { stdin?: string; token?: string } = {}): Promise<{ code: number; out: string; err: string }> {
+async function agentd(
+  args: string[],
+  options: { stdin?: string; token?: string } = {},
+): Promise<{ code: number; out: string; err: string }> {
   const proc = Bun.spawn([process.execPath, join(root, 'clients/cli/agentd.ts'), ...args], {
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', AGENTD_URL: base, AGENTD_TOKEN: options.token ?? t.admin.token, AGENTD_ORG: 'acme' },
     stdin: options.stdin === undefined ? 'ignore' : new Blob([options.stdin]),
@@ -34,7 +37,8 @@ async function agentd(args: string[], options: { stdin?: string; token?: string 
 
 test('agentd --help documents the secrets and env commands', async () => {
   const help = await agentd(['--help'])
-  for (const command of ['secrets set', 'secrets list', 'secrets rm', 'env show', 'env set']) expect(help.out).toMatch(new RegExp(`^  ${command}\\b`, 'm'))
+  for (const command of ['secrets set', 'secrets list', 'secrets rm', 'env show', 'env set'])
+    expect(help.out).toMatch(new RegExp(`^  ${command}\\b`, 'm'))
   expect((await agentd(['secrets', 'set', 'web'])).code).toBe(2)
   expect((await agentd(['secrets', 'frob', 'web'])).code).toBe(2)
   expect((await agentd(['env', 'show'])).code).toBe(2)
@@ -42,7 +46,11 @@ test('agentd --help documents the secrets and env commands', async () => {
 
 test('secrets set reads the value from stdin (or --value), list shows names only, rm removes; the value is never printed', async () => {
   const value = `cli-${randomBytes(12).toString('hex')}`
-  expect(await agentd(['secrets', 'set', 'web', 'NPM_TOKEN'], { stdin: `${value}\n` })).toEqual({ code: 0, out: 'set NPM_TOKEN\n', err: '' })
+  expect(await agentd(['secrets', 'set', 'web', 'NPM_TOKEN'], { stdin: `${value}\n` })).toEqual({
+    code: 0,
+    out: 'set NPM_TOKEN\n',
+    err: '',
+  })
   expect(await t.secrets.values(t.project.id)).toEqual({ NPM_TOKEN: value })
   expect((await agentd(['secrets', 'set', 'web', 'OTHER', '--value', 'from-flag'])).code).toBe(0)
   expect((await t.secrets.values(t.project.id)).OTHER).toBe('from-flag')
@@ -70,12 +78,29 @@ test('env show prints the environment; env set changes only what its options nam
   expect(shown).toEqual({ code: 0, out: 'revision 0 (never set)\nsetup_timeout_s 900\nallow (none: no network)\nsetup (none)\n', err: '' })
   const script = join(dir, 'setup.sh')
   writeFileSync(script, 'npm ci\nnpm test\n')
-  const set = await agentd(['env', 'set', 'web', '--setup-file', script, '--setup-timeout', '600', '--allow', 'registries, api.example.com:443'])
+  const set = await agentd([
+    'env',
+    'set',
+    'web',
+    '--setup-file',
+    script,
+    '--setup-timeout',
+    '600',
+    '--allow',
+    'registries, api.example.com:443',
+  ])
   expect(set.code).toBe(0)
-  expect(set.out).toMatch(/^revision 1 \(updated [^)]+\)\nsetup_timeout_s 600\nallow registries, api\.example\.com:443\nsetup:\nnpm ci\nnpm test\n$/)
+  expect(set.out).toMatch(
+    /^revision 1 \(updated [^)]+\)\nsetup_timeout_s 600\nallow registries, api\.example\.com:443\nsetup:\nnpm ci\nnpm test\n$/,
+  )
   // Only the allow list changes; the setup and its timeout stay.
   expect((await agentd(['env', 'set', 'web', '--allow', '*.example.org'])).code).toBe(0)
-  expect(t.environments.get(t.project.id)).toMatchObject({ setup: 'npm ci\nnpm test\n', setup_timeout_s: 600, network: { allow: ['*.example.org'] }, revision: 2 })
+  expect(t.environments.get(t.project.id)).toMatchObject({
+    setup: 'npm ci\nnpm test\n',
+    setup_timeout_s: 600,
+    network: { allow: ['*.example.org'] },
+    revision: 2,
+  })
   // The setup from stdin; an empty one removes it; --allow '' empties the list.
   expect((await agentd(['env', 'set', 'web', '--setup-file', '-'], { stdin: 'make\n' })).code).toBe(0)
   expect(t.environments.get(t.project.id).setup).toBe('make\n')

@@ -38,13 +38,20 @@ test('the typed client’s schema.d.ts is what openapi-typescript makes of the l
 test('agentd --help documents every command', async () => {
   const help = await agentd('--help')
   expect(help.code).toBe(0)
-  for (const command of ['run', 'follow', 'send', 'pause', 'resume', 'cancel', 'search', 'keys']) expect(help.out).toMatch(new RegExp(`^  ${command}\\b`, 'm'))
+  for (const command of ['run', 'follow', 'send', 'pause', 'resume', 'cancel', 'search', 'keys'])
+    expect(help.out).toMatch(new RegExp(`^  ${command}\\b`, 'm'))
   const bad = await agentd('nonsense')
   expect(bad.code).toBe(2)
 })
 
 test('agentd run --follow shows status, the tool call, tokens and cost, and exits 0 with the answer', async () => {
-  const run = await agentd('run', '--agent', 'harness_2', '--follow', script([{ bash: 'echo from-the-cli' }, { answer: 'followed to the end' }]))
+  const run = await agentd(
+    'run',
+    '--agent',
+    'harness_2',
+    '--follow',
+    script([{ bash: 'echo from-the-cli' }, { answer: 'followed to the end' }]),
+  )
   expect({ code: run.code, err: run.err }).toEqual({ code: 0, err: '' })
   const lines = run.out.trim().split('\n')
   expect(lines[0]).toMatch(/^[0-9a-f-]{36} (queued|allocating)$/)
@@ -61,7 +68,10 @@ test('send, cancel, follow of a cancelled run (exit 1), keys, and an API refusal
   const started = await agentd('run', '--agent', 'harness_2', script([{ sleep: 20_000 }, { answer: 'never' }]))
   const id = started.out.split(' ')[0]!
   // A message is taken once the run has started (before, it is 409).
-  await waitFor(async () => t.store.get(id)?.status, (status) => status === 'running')
+  await waitFor(
+    async () => t.store.get(id)?.status,
+    (status) => status === 'running',
+  )
   expect((await agentd('send', id, 'one more thing')).out.trim()).toMatch(/^(sent|queued at 1)$/)
   expect(await agentd('cancel', id)).toMatchObject({ code: 0, out: 'cancel: cancelled\n' })
   expect((await agentd('follow', id)).code).toBe(1)

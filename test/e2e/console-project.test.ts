@@ -50,13 +50,18 @@ async function signedIn(token: string): Promise<Page> {
 /** axe-core on the page as it is: no serious or critical violation; and a screenshot of it. */
 async function scan(page: Page, name: string): Promise<void> {
   await page.evaluate(AXE)
-  const found = (await page.evaluate("axe.run(document, { resultTypes: ['violations'] })")) as { violations: { id: string; impact: string; nodes: { target: string[] }[] }[] }
-  const serious = found.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`)
+  const found = (await page.evaluate("axe.run(document, { resultTypes: ['violations'] })")) as {
+    violations: { id: string; impact: string; nodes: { target: string[] }[] }[]
+  }
+  const serious = found.violations
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`)
   await page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: true })
   expect({ page: name, serious }).toEqual({ page: name, serious: [] })
 }
 
-const asAdmin = async (method: string, path: string, body?: unknown) => json(await t.app.handle(req(method, path, { token: t.admin.token, ...(body !== undefined ? { body } : {}) })))
+const asAdmin = async (method: string, path: string, body?: unknown) =>
+  json(await t.app.handle(req(method, path, { token: t.admin.token, ...(body !== undefined ? { body } : {}) })))
 const secretNames = async () => ((await asAdmin('GET', '/o/acme/projects/web/secrets')).data as { name: string }[]).map((s) => s.name)
 
 test('an admin edits a Project: a secret added (its value never in the page), refusals shown by field, the environment saved whole, the secret deleted; the last setup’s lines', async () => {
@@ -114,7 +119,12 @@ test('an admin edits a Project: a secret added (its value never in the page), re
   await page.getByLabel('Network allowlist').fill('')
   await page.getByRole('button', { name: 'Save environment' }).click()
   await page.getByText('Saved: revision 2.').waitFor()
-  expect(await asAdmin('GET', '/o/acme/projects/web/environment')).toMatchObject({ setup: 'echo hello from setup', setup_timeout_s: 120, network: { allow: [] }, revision: 2 })
+  expect(await asAdmin('GET', '/o/acme/projects/web/environment')).toMatchObject({
+    setup: 'echo hello from setup',
+    setup_timeout_s: 120,
+    network: { allow: [] },
+    revision: 2,
+  })
 
   // A session of the Project: the page finds its setup's lines and links to it.
   const started = await asAdmin('POST', '/o/acme/p/web/sessions', { agent: 'harness_1', prompt: script([{ answer: 'set up and done' }]) })
@@ -122,7 +132,11 @@ test('an admin edits a Project: a secret added (its value never in the page), re
   expect(id).toBeString()
   await page.getByRole('button', { name: 'Look again' }).click()
   await page.locator('.setup-log', { hasText: 'setup: hello from setup' }).waitFor({ timeout: 120_000 })
-  await waitFor(async () => t.store.get(id)!.status, (status) => status === 'completed', 120_000)
+  await waitFor(
+    async () => t.store.get(id)!.status,
+    (status) => status === 'completed',
+    120_000,
+  )
   await page.locator('.setup-log', { hasText: 'agentd: setup done' }).waitFor()
   expect(await page.getByRole('link', { name: id }).getAttribute('href')).toBe(`/console/sessions/${id}`)
   expect(await page.content()).not.toContain(VALUE)

@@ -35,7 +35,8 @@ beforeAll(async () => {
   // Confirmations (cancel, revoke) are accepted as a person would.
   page.on('dialog', (dialog) => void dialog.accept())
   page.on('request', (r) => {
-    if (!r.url().startsWith(base) && !r.url().startsWith('blob:') && !r.url().startsWith('data:') && r.url() !== 'about:srcdoc') external.push(r.url())
+    if (!r.url().startsWith(base) && !r.url().startsWith('blob:') && !r.url().startsWith('data:') && r.url() !== 'about:srcdoc')
+      external.push(r.url())
     if (r.url().startsWith(`${base}/o/`)) asked.push(r.url().slice(base.length))
   })
   page.on('console', (m) => {
@@ -51,8 +52,12 @@ afterAll(async () => {
 async function scan(name: string): Promise<void> {
   await page.evaluate(AXE)
   // A string: it runs in the page, where `axe` is (the test's own types know no DOM).
-  const found = (await page.evaluate("axe.run(document, { resultTypes: ['violations'] })")) as { violations: { id: string; impact: string; nodes: { target: string[] }[] }[] }
-  const serious = found.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`)
+  const found = (await page.evaluate("axe.run(document, { resultTypes: ['violations'] })")) as {
+    violations: { id: string; impact: string; nodes: { target: string[] }[] }[]
+  }
+  const serious = found.violations
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`)
   await page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: true })
   expect({ page: name, serious }).toEqual({ page: name, serious: [] })
 }
@@ -75,7 +80,9 @@ test('sign in, start a session and watch it live, a follow-up queued then delive
   await page.getByRole('link', { name: 'New session' }).click()
   await page.getByLabel('Harness').selectOption('harness_1')
   // The turn waits for a file the test puts in its workspace: it runs as long as the test needs.
-  await page.getByLabel('Prompt').fill(script([{ bash: 'echo started; while [ ! -e go ]; do sleep 0.1; done; echo released' }, { answer: 'first answer' }]))
+  await page
+    .getByLabel('Prompt')
+    .fill(script([{ bash: 'echo started; while [ ! -e go ]; do sleep 0.1; done; echo released' }, { answer: 'first answer' }]))
   await page.getByLabel('Output schema (JSON Schema, optional)').fill('{ not json')
   await page.getByText('The output schema is not JSON').waitFor()
   await page.getByLabel('Output schema (JSON Schema, optional)').fill('')
@@ -132,7 +139,8 @@ test('sign in, start a session and watch it live, a follow-up queued then delive
   await page.getByRole('button', { name: 'Create key' }).click()
   const secret = (await page.locator('.secret code').textContent())!
   expect(secret).toMatch(/^sk_live_/)
-  const keys = async () => (await json(await t.app.handle(req('GET', '/o/acme/api-keys', { token: t.admin.token })))).data as { name: string }[]
+  const keys = async () =>
+    (await json(await t.app.handle(req('GET', '/o/acme/api-keys', { token: t.admin.token })))).data as { name: string }[]
   expect((await keys()).map((k) => k.name)).toEqual(['ci'])
   // The key works: it reads the session the console started.
   expect((await t.app.handle(req('GET', `/o/acme/p/_/sessions/${id}`, { token: secret }))).status).toBe(200)
@@ -151,7 +159,9 @@ test('a session started with an attachment has it in its workspace; a key gets a
   await page.goto(`${base}/console/new`)
   await page.getByLabel('Harness').selectOption('harness_1')
   await page.getByLabel('Prompt').fill(script([{ bash: 'cat /workspace/.agentd/attachments/notes.txt' }, { answer: 'read it' }]))
-  await page.getByLabel('Attachments').setInputFiles({ name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('words from the attachment') })
+  await page
+    .getByLabel('Attachments')
+    .setInputFiles({ name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('words from the attachment') })
   await page.getByRole('button', { name: 'Start' }).click()
   await page.waitForURL(/\/console\/sessions\/[0-9a-f-]{36}$/)
   const id = page.url().split('/').pop()!
@@ -175,7 +185,6 @@ test('a session started with an attachment has it in its workspace; a key gets a
   expect([await read(first), await read(rotated)]).toEqual([401, 200])
   await scan('keys-webhook')
 }, 300_000)
-
 
 /** Tab until the focused element matches `selector`, at most `most` presses: the focus order gets there. */
 async function tabTo(selector: string, most = 40): Promise<void> {

@@ -10,14 +10,15 @@ import { script, waitFor } from '../helpers/http'
 import { client, seededDataDir, startServer } from '../helpers/server'
 import { openSse, type SseFrame } from '../helpers/sse'
 
-
 /** Requests the gateway logged for a session (its `…/logs`). */
 const modelRequests = (logs: string) => logs.split('\n').filter((line) => / gateway: POST \S+$/.test(line)).length
 
 /** The same, read from the database file while no server runs. */
 async function storedRequests(dir: string, id: string): Promise<number> {
   const db = new Database(join(dir, 'agentd.db'), { readonly: true })
-  const rows = db.query("SELECT data FROM session_events WHERE session_id = ? AND kind = 'log' AND type = 'agentd'").all(id) as { data: string }[]
+  const rows = db.query("SELECT data FROM session_events WHERE session_id = ? AND kind = 'log' AND type = 'agentd'").all(id) as {
+    data: string
+  }[]
   db.close()
   return modelRequests(rows.map((row) => (JSON.parse(row.data) as { text?: string }).text ?? '').join(''))
 }
@@ -60,10 +61,16 @@ export function gracefulRestartTest(agent: 'harness_1' | 'harness_2' | 'harness_
       // test has it run one. Its calls go through the gateway's egress proxy, to the new server's after the restart.
       const lookup = (id: string) => ({ mcp: { server: 'tickets', tool: 'lookup', input: { id } } })
       const [first, second] =
-        agent === 'harness_2' ? [lookup('T-1'), lookup('T-2')] : [{ bash: 'echo one > one.txt' }, { bash: 'cat one.txt > two.txt; echo two >> two.txt' }]
+        agent === 'harness_2'
+          ? [lookup('T-1'), lookup('T-2')]
+          : [{ bash: 'echo one > one.txt' }, { bash: 'cat one.txt > two.txt; echo two >> two.txt' }]
       const steps = [first, { sleep: 2000 }, second, { answer: 'finished after the restart' }]
       const connections = [{ url: mcp.url, name: 'tickets', auth: { mode: 'bearer', token: 'tickets-secret' } }]
-      const created = await call('POST', '/o/acme/p/_/sessions', { harness: agent, input: script(steps), ...(agent === 'harness_2' ? { connections } : {}) })
+      const created = await call('POST', '/o/acme/p/_/sessions', {
+        harness: agent,
+        input: script(steps),
+        ...(agent === 'harness_2' ? { connections } : {}),
+      })
       expect(created.status, JSON.stringify(created.body)).toBe(202)
       const id = created.body.execution_id as string
       const url = (base: string) => `${base}/o/acme/p/_/sessions/${id}/events`
@@ -72,7 +79,11 @@ export function gracefulRestartTest(agent: 'harness_1' | 'harness_2' | 'harness_
       // the `sleep` and the second, then the answer): the model holds that reply 2 s.
       const head: SseFrame[] = []
       const logs = async () => String((await call('GET', `/o/acme/p/_/sessions/${id}/logs`)).body.logs ?? '')
-      await waitFor(async () => modelRequests(await logs()), (n) => n >= 2, 60_000)
+      await waitFor(
+        async () => modelRequests(await logs()),
+        (n) => n >= 2,
+        60_000,
+      )
       const stopping = performance.now()
       // Read on until the server drops the stream (a reset, as a client sees a server that went away).
       const reading = (async () => {
@@ -83,10 +94,16 @@ export function gracefulRestartTest(agent: 'harness_1' | 'harness_2' | 'harness_
       await server.stop('SIGTERM')
       const stopMs = performance.now() - stopping
       await reading // the stream ended with the server, the turn still under way
-      expect(head.some((f) => f.event === 'done'), JSON.stringify(head.slice(-3))).toBe(false)
+      expect(
+        head.some((f) => f.event === 'done'),
+        JSON.stringify(head.slice(-3)),
+      ).toBe(false)
       // The stopping server let that request finish before it froze the sandbox.
       const handedOver = /turn 1 handed over to the next server once its model request ended \((\d+) ms\)/.exec(server.log())
-      expect(handedOver, `exit ${server.proc.exitCode} handover ${existsSync(join(dir, "sandboxes", id, "sandbox", "exec", "handover.json"))}: ${server.log().slice(-600)}`).not.toBeNull()
+      expect(
+        handedOver,
+        `exit ${server.proc.exitCode} handover ${existsSync(join(dir, 'sandboxes', id, 'sandbox', 'exec', 'handover.json'))}: ${server.log().slice(-600)}`,
+      ).not.toBeNull()
       expect(Number(handedOver![1])).toBeGreaterThan(0)
       const requestsBefore = await storedRequests(dir, id)
 
@@ -103,14 +120,18 @@ export function gracefulRestartTest(agent: 'harness_1' | 'harness_2' | 'harness_
       const ids = seen.map((f) => f.id!)
       // Exactly what the database holds for the run, in order: nothing missed, nothing twice.
       const db = new Database(join(dir, 'agentd.db'), { readonly: true })
-      const visible = db.query("SELECT seq FROM session_events WHERE session_id = ? AND kind != 'log' ORDER BY seq").all(id) as { seq: number }[]
+      const visible = db.query("SELECT seq FROM session_events WHERE session_id = ? AND kind != 'log' ORDER BY seq").all(id) as {
+        seq: number
+      }[]
       expect(ids).toEqual(visible.map((row) => row.seq))
       const calls = seen.filter((f) => f.data?.type === 'tool_use').map((f) => JSON.stringify(f.data.input ?? f.data))
       expect(calls).toHaveLength(2)
       if (agent === 'harness_2') expect(mcp.lookups.filter((id) => id.startsWith('T-'))).toEqual(['T-1', 'T-2'])
       expect(tail.at(-1)!.event).toBe('done')
       // The raw transcript holds each line of the CLI once.
-      const lines = db.query('SELECT line FROM session_transcript_lines WHERE session_id = ? ORDER BY line_no').all(id) as { line: string }[]
+      const lines = db.query('SELECT line FROM session_transcript_lines WHERE session_id = ? ORDER BY line_no').all(id) as {
+        line: string
+      }[]
       expect(new Set(lines.map((l) => l.line)).size).toBe(lines.length)
       db.close()
       console.log(`graceful restart (${agent}): the stop took ${stopMs.toFixed(0)} ms (the model's reply let finish: ${handedOver![1]} ms)`)

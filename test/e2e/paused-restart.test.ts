@@ -16,13 +16,23 @@ test('a server stops, and starts again, with a turn paused on gVisor: the sessio
   try {
     const request = client(() => server, token)
     const read = async (id: string) => (await request('GET', `/o/acme/p/_/sessions/${id}`)).body
-    const events = async (id: string) => ((await request('GET', `/o/acme/p/_/sessions/${id}/messages`)).body.events ?? []) as { type: string; output?: string }[] // 404 before the first event
+    const events = async (id: string) =>
+      ((await request('GET', `/o/acme/p/_/sessions/${id}/messages`)).body.events ?? []) as { type: string; output?: string }[] // 404 before the first event
     // Paused while its shell call runs; the call's file shows it ran on after the restart.
     // Claude Code: Codex on gVisor 2022 can stall under load on its own (docs/decisions.md).
-    const inTool = (await request('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ bash: 'sleep 2 && echo late > late.txt' }, { bash: 'cat late.txt' }, { answer: 'after' }]) })).body.execution_id as string
+    const inTool = (
+      await request('POST', '/o/acme/p/_/sessions', {
+        agent: 'harness_1',
+        prompt: script([{ bash: 'sleep 2 && echo late > late.txt' }, { bash: 'cat late.txt' }, { answer: 'after' }]),
+      })
+    ).body.execution_id as string
     await waitFor(async () => (await events(inTool)).some((e) => e.type === 'tool_use'), Boolean, 60_000)
     expect((await request('PATCH', `/o/acme/p/_/sessions/${inTool}`, { status: 'paused' })).status).toBe(202)
-    await waitFor(() => read(inTool), (s) => s.machine_state === 'paused', 30_000)
+    await waitFor(
+      () => read(inTool),
+      (s) => s.machine_state === 'paused',
+      30_000,
+    )
 
     await server.stop() // SIGTERM: it must not wait for a turn that cannot end while paused
     expect(server.log()).toContain('turn 1 handed over to the next server, its sandbox frozen')

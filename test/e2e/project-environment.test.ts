@@ -26,11 +26,15 @@ let host: GithubApp
 let registry: NpmRegistry
 beforeAll(async () => {
   registry = await startNpmRegistry()
-  await registry.publish(PACKAGE, '1.0.0', { 'index.js': "module.exports = (s) => `[${s}]`\n" })
+  await registry.publish(PACKAGE, '1.0.0', { 'index.js': 'module.exports = (s) => `[${s}]`\n' })
   const registryAt = `${REGISTRY_HOST}:${registry.port}`
   host = await startGithubApp()
   host.git.repo('acme', 'app', {
-    'package.json': JSON.stringify({ name: 'app', version: '1.0.0', private: true, scripts: { test: 'node test.js' }, dependencies: { [PACKAGE]: '1.0.0' } }, null, 2),
+    'package.json': JSON.stringify(
+      { name: 'app', version: '1.0.0', private: true, scripts: { test: 'node test.js' }, dependencies: { [PACKAGE]: '1.0.0' } },
+      null,
+      2,
+    ),
     'package-lock.json': await registry.lockfile({ [PACKAGE]: '1.0.0' }, registryAt),
     '.npmrc': `registry=http://${registryAt}/\naudit=false\nfund=false\nupdate-notifier=false\n`,
     'test.js': [
@@ -58,15 +62,25 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
     let key: string
     beforeAll(async () => {
       t = await makeTestApp(
-        { AGENTD_SANDBOX: driver, ...host.env, AGENTD_EGRESS_ALLOW_PRIVATE: '1', AGENTD_WEBHOOK_ALLOW_PRIVATE: '1', AGENTD_TIME_SCALE: '0.005' },
+        {
+          AGENTD_SANDBOX: driver,
+          ...host.env,
+          AGENTD_EGRESS_ALLOW_PRIVATE: '1',
+          AGENTD_WEBHOOK_ALLOW_PRIVATE: '1',
+          AGENTD_TIME_SCALE: '0.005',
+        },
         { resolveHost: resolve },
       )
       const linked = await adminWith(host.env, t.dir, 'github', 'link', '--org', 'acme', '--installation', String(INSTALLATION))
       expect(linked.json, linked.stderr).toMatchObject({ installation_id: INSTALLATION })
       t.identity.createProject('acme', 'app', 'acme/app')
-      const admin = (method: string, path: string, body?: unknown) => t.app.handle(req(method, path, { token: t.admin.token, ...(body !== undefined ? { body } : {}) }))
+      const admin = (method: string, path: string, body?: unknown) =>
+        t.app.handle(req(method, path, { token: t.admin.token, ...(body !== undefined ? { body } : {}) }))
       expect((await admin('PUT', '/o/acme/projects/app/secrets/APP_TOKEN', { value: SECRET })).status).toBe(204)
-      const env = await admin('PUT', '/o/acme/projects/app/environment', { setup: 'npm ci\necho "setup saw $APP_TOKEN"', network: { allow: [`${REGISTRY_HOST}:${registry.port}`] } })
+      const env = await admin('PUT', '/o/acme/projects/app/environment', {
+        setup: 'npm ci\necho "setup saw $APP_TOKEN"',
+        network: { allow: [`${REGISTRY_HOST}:${registry.port}`] },
+      })
       expect(env.status).toBe(200)
       // An API key whose runs post their turns' ends to a receiver: the webhook body is checked too.
       rx = startReceiver()
@@ -79,16 +93,24 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       await t?.[Symbol.asyncDispose]()
     })
 
-    const settled = (id: string) => waitFor(async () => t.store.get(id)!, (row) => row.turnsCount >= 1 && !['queued', 'allocating', 'running'].includes(row.status), 240_000)
+    const settled = (id: string) =>
+      waitFor(
+        async () => t.store.get(id)!,
+        (row) => row.turnsCount >= 1 && !['queued', 'allocating', 'running'].includes(row.status),
+        240_000,
+      )
     const start = async (steps: unknown[]) => {
-      const res = await t.app.handle(req('POST', '/o/acme/p/app/sessions', { token: key, body: { agent: 'harness_1', prompt: script(steps) } }))
+      const res = await t.app.handle(
+        req('POST', '/o/acme/p/app/sessions', { token: key, body: { agent: 'harness_1', prompt: script(steps) } }),
+      )
       expect(res.status).toBe(202)
       return (await json(res)).execution_id as string
     }
-    const read = async (id: string, what: string) => json(await t.app.handle(req('GET', `/o/acme/p/app/sessions/${id}${what}`, { token: t.admin.token })))
+    const read = async (id: string, what: string) =>
+      json(await t.app.handle(req('GET', `/o/acme/p/app/sessions/${id}${what}`, { token: t.admin.token })))
     const tarballs = () => registry.requests().filter((line) => line.includes('.tgz')).length
 
-    test('setup installs the dependency through the egress proxy; the agent\'s npm test passes; the secret reads *** in messages, trajectory, logs, result and the webhook body', async () => {
+    test("setup installs the dependency through the egress proxy; the agent's npm test passes; the secret reads *** in messages, trajectory, logs, result and the webhook body", async () => {
       const id = await start([{ bash: 'npm test' }, { answer: `npm test printed ${SECRET}` }])
       const row = await settled(id)
       const logs = (await read(id, '/logs')).logs as string
@@ -99,11 +121,18 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       expect(logs).toContain('setup: setup saw ***')
       expect(logs).toMatch(/agentd: kept prebuilt image \S+/)
       // The agent's npm test ran against the installed package and saw the secret.
-      const outputs = t.store.allEvents(id).filter((e) => e.type === 'tool_result').map((e) => String(e.data.output ?? ''))
+      const outputs = t.store
+        .allEvents(id)
+        .filter((e) => e.type === 'tool_result')
+        .map((e) => String(e.data.output ?? ''))
       expect(outputs.join('\n')).toContain('tests passed with token ***')
       const result = await read(id, '/result')
       expect(JSON.stringify(result)).toContain('npm test printed ***')
-      await waitFor(async () => rx.requests.filter((r) => r.body.includes(id)).length, (n) => n >= 1, 30_000)
+      await waitFor(
+        async () => rx.requests.filter((r) => r.body.includes(id)).length,
+        (n) => n >= 1,
+        30_000,
+      )
       const everywhere = [
         JSON.stringify(await read(id, '/messages')),
         JSON.stringify(await read(id, '/trajectory')),
@@ -123,7 +152,10 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
     test('the next session starts from the prebuilt image: the registry is not asked, node_modules is there, setup is not run', async () => {
       const before = tarballs()
       const asked = registry.requests().length
-      const id = await start([{ bash: "node -e \"console.log(require('fs').readdirSync('node_modules').join(' '))\"; npm test" }, { answer: 'ok' }])
+      const id = await start([
+        { bash: "node -e \"console.log(require('fs').readdirSync('node_modules').join(' '))\"; npm test" },
+        { answer: 'ok' },
+      ])
       const row = await settled(id)
       const logs = (await read(id, '/logs')).logs as string
       expect(row.status, `${row.error}\n${logs}`).toBe('completed')
@@ -131,7 +163,10 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       expect(logs).not.toContain('setup: added')
       expect(registry.requests().length).toBe(asked)
       expect(tarballs()).toBe(before)
-      const outputs = t.store.allEvents(id).filter((e) => e.type === 'tool_result').map((e) => String(e.data.output ?? ''))
+      const outputs = t.store
+        .allEvents(id)
+        .filter((e) => e.type === 'tool_result')
+        .map((e) => String(e.data.output ?? ''))
       expect(outputs.join('\n')).toContain(PACKAGE)
       expect(outputs.join('\n')).toContain('tests passed with token ***')
     }, 300_000)
@@ -139,7 +174,10 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
     test('a new secret value runs setup again; the value is in no file of the database in plaintext though setup and the agent printed it', async () => {
       if (driver !== 'bwrap') return // agentd's own keying: shown once
       const second = 'tok-0b7e55d2-second-value'
-      expect((await t.app.handle(req('PUT', '/o/acme/projects/app/secrets/APP_TOKEN', { token: t.admin.token, body: { value: second } }))).status).toBe(204)
+      expect(
+        (await t.app.handle(req('PUT', '/o/acme/projects/app/secrets/APP_TOKEN', { token: t.admin.token, body: { value: second } })))
+          .status,
+      ).toBe(204)
       const id = await start([{ bash: 'npm test' }, { answer: 'ok' }])
       const row = await settled(id)
       const logs = (await read(id, '/logs')).logs as string
@@ -148,7 +186,8 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       expect(logs).toContain('setup: setup saw ***')
       expect(logs).not.toContain('reused prebuilt image')
       t.store.events.flush()
-      for (const file of [t.config.dbPath, `${t.config.dbPath}-wal`]) expect(existsSync(file) && readFileSync(file).includes(second)).toBe(false)
+      for (const file of [t.config.dbPath, `${t.config.dbPath}-wal`])
+        expect(existsSync(file) && readFileSync(file).includes(second)).toBe(false)
     }, 300_000)
   })
 }

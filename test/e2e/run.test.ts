@@ -87,6 +87,10 @@ describe('a harness_1 run end to end', () => {
     expect(session.status).toBe('completed')
     expect(session.machine_state).toBe('stopped')
     // The sandbox goes right after the status is committed.
-    await waitFor(async () => existsSync(join(dir, 'sandboxes', id)), (exists) => !exists, 10_000)
+    await waitFor(
+      async () => existsSync(join(dir, 'sandboxes', id)),
+      (exists) => !exists,
+      10_000,
+    )
   })
 })

@@ -17,20 +17,32 @@ afterAll(async () => {
 test("Debian's runsc, named by AGENTD_RUNSC: the log and /metrics say so; a session runs, parks and wakes on it", async () => {
   const seeded = await seededDataDir('agentd-runsc-compat')
   dirs.push(seeded.dir)
-  const server: RunningServer = await startServer({ DATA_DIR: seeded.dir, AGENTD_SANDBOX: 'gvisor', AGENTD_RUNSC: '/usr/bin/runsc', AGENTD_METRICS_TOKEN: 'compat-metrics' })
+  const server: RunningServer = await startServer({
+    DATA_DIR: seeded.dir,
+    AGENTD_SANDBOX: 'gvisor',
+    AGENTD_RUNSC: '/usr/bin/runsc',
+    AGENTD_METRICS_TOKEN: 'compat-metrics',
+  })
   const call = client(() => server, seeded.token)
   try {
     expect(server.log()).toContain('runsc 0.0~20221219.0 from AGENTD_RUNSC at /usr/bin/runsc, platform ptrace')
     const metrics = await (await fetch(`${server.url}/metrics`, { headers: { authorization: 'Bearer compat-metrics' } })).text()
     expect(metrics).toContain('agentd_runsc_info{version="0.0~20221219.0",platform="ptrace",source="AGENTD_RUNSC"} 1')
-    const created = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: script([{ bash: 'echo kept > note.txt' }, { answer: 'written' }]) })
+    const created = await call('POST', '/o/acme/p/_/sessions', {
+      agent: 'harness_2',
+      prompt: script([{ bash: 'echo kept > note.txt' }, { answer: 'written' }]),
+    })
     expect(created.status).toBe(202)
     const id = created.body.execution_id as string
     const view = () => call('GET', `/o/acme/p/_/sessions/${id}`).then((r) => r.body)
     await poll('the first turn to end', async () => (await view()).status === 'completed', { timeoutMs: 90_000 })
-    const follow = await call('POST', `/o/acme/p/_/sessions/${id}/messages`, { content: script([{ bash: 'cat note.txt' }, { answer: 'read' }]) })
+    const follow = await call('POST', `/o/acme/p/_/sessions/${id}/messages`, {
+      content: script([{ bash: 'cat note.txt' }, { answer: 'read' }]),
+    })
     expect([200, 202]).toContain(follow.status)
-    await poll('the second turn to end', async () => (await view()).turns_count === 2 && (await view()).status === 'completed', { timeoutMs: 90_000 })
+    await poll('the second turn to end', async () => (await view()).turns_count === 2 && (await view()).status === 'completed', {
+      timeoutMs: 90_000,
+    })
     const calls = (await call('GET', `/o/acme/p/_/sessions/${id}/tool-calls`)).body
     expect(JSON.stringify(calls)).toContain('kept')
   } finally {

@@ -64,7 +64,10 @@ for (const driver of ['gvisor', 'bwrap'] as const) {
 
       await Bun.sleep(1500)
       const sent = await call('POST', `/o/acme/p/_/sessions/${id}/messages`, {
-        content: script([{ bash: driver === 'gvisor' ? 'cat kept.txt; cat count; sleep 1; cat count' : 'cat kept.txt' }, { answer: 'turn two' }]),
+        content: script([
+          { bash: driver === 'gvisor' ? 'cat kept.txt; cat count; sleep 1; cat count' : 'cat kept.txt' },
+          { answer: 'turn two' },
+        ]),
       })
       expect(sent.status).toBe(200)
       const second = await turnsDone(id, 2)
@@ -83,8 +86,14 @@ for (const driver of ['gvisor', 'bwrap'] as const) {
     test('shape B: a document block and an uploaded file are in the attachments folder when turn 1 runs', async () => {
       const form = new FormData()
       form.append('file', new File(['id,value\n7,seven\n'], 'data.csv', { type: 'text/csv' }))
-      const uploaded = await (await fetch(`${server.url}/o/acme/files`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: form })).json() as { id: string }
-      const document = { type: 'document', name: 'notes.txt', source: { type: 'base64', media_type: 'text/plain', data: Buffer.from('remember the milk\n').toString('base64') } }
+      const uploaded = (await (
+        await fetch(`${server.url}/o/acme/files`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: form })
+      ).json()) as { id: string }
+      const document = {
+        type: 'document',
+        name: 'notes.txt',
+        source: { type: 'base64', media_type: 'text/plain', data: Buffer.from('remember the milk\n').toString('base64') },
+      }
       const created = await call('POST', '/o/acme/p/_/sessions', {
         harness: 'harness_1',
         input: [

@@ -12,7 +12,28 @@ const fixed =
   }
 
 test('address classes', () => {
-  for (const ip of ['127.0.0.1', '127.1.2.3', '10.0.0.1', '172.16.5.4', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '224.0.0.1', '255.255.255.255', '::1', '::', 'fe80::1', 'fc00::1', 'fd00:ec2::254', '::ffff:127.0.0.1', '::ffff:a9fe:a9fe', '64:ff9b::a00:1', '2002:7f00:1::1', 'ff02::1']) {
+  for (const ip of [
+    '127.0.0.1',
+    '127.1.2.3',
+    '10.0.0.1',
+    '172.16.5.4',
+    '192.168.1.1',
+    '169.254.169.254',
+    '100.64.0.1',
+    '0.0.0.0',
+    '224.0.0.1',
+    '255.255.255.255',
+    '::1',
+    '::',
+    'fe80::1',
+    'fc00::1',
+    'fd00:ec2::254',
+    '::ffff:127.0.0.1',
+    '::ffff:a9fe:a9fe',
+    '64:ff9b::a00:1',
+    '2002:7f00:1::1',
+    'ff02::1',
+  ]) {
     expect([ip, isPublicAddress(ip)]).toEqual([ip, false])
   }
   for (const ip of ['93.184.216.34', '8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '::ffff:8.8.8.8', '172.32.0.1', '100.128.0.1']) {
@@ -37,9 +58,14 @@ test('resolvePublic: every address public, or AddressRefused naming the inside o
 })
 
 test('checkedLookup answers in both of node’s callback forms, or with the refusal', async () => {
-  const lookup = checkedLookup({ resolve: fixed({ 'public.test': ['93.184.216.34', '2606:4700:4700::1111'], 'loop.test': ['127.0.0.1'] }), allowPrivate: false })
+  const lookup = checkedLookup({
+    resolve: fixed({ 'public.test': ['93.184.216.34', '2606:4700:4700::1111'], 'loop.test': ['127.0.0.1'] }),
+    allowPrivate: false,
+  })
   const call = (host: string, all: boolean) =>
-    new Promise<{ err: Error | null; address: unknown; family?: number }>((resolve) => lookup(host, { all }, (err, address, family) => resolve({ err, address, family })))
+    new Promise<{ err: Error | null; address: unknown; family?: number }>((resolve) =>
+      lookup(host, { all }, (err, address, family) => resolve({ err, address, family })),
+    )
   expect(await call('public.test', false)).toEqual({ err: null, address: '93.184.216.34', family: 4 })
   expect(await call('public.test', true)).toEqual({
     err: null,

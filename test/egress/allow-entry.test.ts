@@ -23,7 +23,33 @@ test('each form parses to its kind, host (lower case, canonical address) and por
 })
 
 test('anything else is null', () => {
-  for (const text of ['', 'a b', 'http://a.com', 'a.com/', 'a.com.', '*.com', '*.a', '**.a.com', 'a.*.com', 'a.com:0', 'a.com:65536', 'a.com:01', 'a.com:x', '1.2.3', '1.2.3.4.5', '999.1.1.1', '[::1', '[::1]x', '[::1]:', '[1.2.3.4]', '::1:80:', 'fe80::1%eth0', 'registries:80', `${'a'.repeat(64)}.com`, 'x'.repeat(301)]) {
+  for (const text of [
+    '',
+    'a b',
+    'http://a.com',
+    'a.com/',
+    'a.com.',
+    '*.com',
+    '*.a',
+    '**.a.com',
+    'a.*.com',
+    'a.com:0',
+    'a.com:65536',
+    'a.com:01',
+    'a.com:x',
+    '1.2.3',
+    '1.2.3.4.5',
+    '999.1.1.1',
+    '[::1',
+    '[::1]x',
+    '[::1]:',
+    '[1.2.3.4]',
+    '::1:80:',
+    'fe80::1%eth0',
+    'registries:80',
+    `${'a'.repeat(64)}.com`,
+    'x'.repeat(301),
+  ]) {
     expect({ text, entry: parseAllowEntry(text) }).toEqual({ text, entry: null })
   }
 })
@@ -48,7 +74,19 @@ test('allowedBy: names without case, suffixes below the domain only, the port na
 
 test('REGISTRY_HOSTS: npm, PyPI, crates.io, the Go module proxy and Debian', () => {
   expect([...REGISTRY_HOSTS].sort()).toEqual(
-    ['crates.io', 'deb.debian.org', 'files.pythonhosted.org', 'index.crates.io', 'proxy.golang.org', 'pypi.org', 'registry.npmjs.org', 'registry.yarnpkg.com', 'security.debian.org', 'static.crates.io', 'sum.golang.org'].sort(),
+    [
+      'crates.io',
+      'deb.debian.org',
+      'files.pythonhosted.org',
+      'index.crates.io',
+      'proxy.golang.org',
+      'pypi.org',
+      'registry.npmjs.org',
+      'registry.yarnpkg.com',
+      'security.debian.org',
+      'static.crates.io',
+      'sum.golang.org',
+    ].sort(),
   )
   for (const host of REGISTRY_HOSTS) expect(parseAllowEntry(host)?.kind).toBe('host')
 })

@@ -12,7 +12,28 @@ test('entries parse to their kind, host and port', () => {
   expect(parseAllowEntry('[2606:4700:0::1111]:443')).toEqual({ kind: 'ip', host: '2606:4700::1111', port: 443 })
   expect(parseAllowEntry('[::1]')).toEqual({ kind: 'ip', host: '::1', port: null })
   expect(parseAllowEntry('registries')).toEqual({ kind: 'registries', host: 'registries', port: null })
-  for (const bad of ['', 'https://example.com', 'example.com/path', 'example.com.', 'exa mple.com', '*.com', '*example.com', 'a.*.example.com', 'example.com:0', 'example.com:65536', 'example.com:08', 'example.com:', '[::1', '[::1]x', '[example.com]:80', '::1:443x', 'user@example.com', '-a.example.com', '1.2.3', 'x'.repeat(301)]) {
+  for (const bad of [
+    '',
+    'https://example.com',
+    'example.com/path',
+    'example.com.',
+    'exa mple.com',
+    '*.com',
+    '*example.com',
+    'a.*.example.com',
+    'example.com:0',
+    'example.com:65536',
+    'example.com:08',
+    'example.com:',
+    '[::1',
+    '[::1]x',
+    '[example.com]:80',
+    '::1:443x',
+    'user@example.com',
+    '-a.example.com',
+    '1.2.3',
+    'x'.repeat(301),
+  ]) {
     expect([bad, parseAllowEntry(bad)]).toEqual([bad, null])
   }
 })

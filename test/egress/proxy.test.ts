@@ -32,7 +32,13 @@ async function listen(server: Server): Promise<number> {
 
 /** A session whose log lines are kept. */
 function session(entries: string[]): EgressSession & { lines: string[]; done: number } {
-  const s = { allow: AllowList.parse(entries), lines: [] as string[], done: 0, log: (line: string) => s.lines.push(line), onDone: () => s.done++ }
+  const s = {
+    allow: AllowList.parse(entries),
+    lines: [] as string[],
+    done: 0,
+    log: (line: string) => s.lines.push(line),
+    onDone: () => s.done++,
+  }
   return s
 }
 
@@ -92,7 +98,11 @@ async function echoOrigin(): Promise<{ port: number; connections: () => number; 
 }
 
 async function curl(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  const child = Bun.spawn(['curl', '-sS', '--max-time', '10', '--noproxy', '', ...args], { stdout: 'pipe', stderr: 'pipe', env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } })
+  const child = Bun.spawn(['curl', '-sS', '--max-time', '10', '--noproxy', '', ...args], {
+    stdout: 'pipe',
+    stderr: 'pipe',
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+  })
   const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
   return { code, out, err }
 }
@@ -104,7 +114,12 @@ beforeAll(() => {
 
 describe('allowed', () => {
   test('CONNECT: curl reaches an https origin through the tunnel, and the proxy passes only ciphertext', async () => {
-    const origin = Bun.serve({ port: 0, hostname: '127.0.0.1', tls: { cert: ca.cert, key: ca.key }, fetch: (req) => new Response(`${MARKER} ${new URL(req.url).pathname}`) })
+    const origin = Bun.serve({
+      port: 0,
+      hostname: '127.0.0.1',
+      tls: { cert: ca.cert, key: ca.key },
+      fetch: (req) => new Response(`${MARKER} ${new URL(req.url).pathname}`),
+    })
     closers.push(() => origin.stop(true))
     // A tap between the proxy and the origin keeps every byte the proxy relays, both ways.
     const relayed: Buffer[] = []
@@ -119,7 +134,15 @@ describe('allowed', () => {
     const tapPort = await listen(tap)
     const s = session([`localhost:${tapPort}`])
     const proxyPort = await front({}, s)
-    const got = await curl(['--proxy', `http://127.0.0.1:${proxyPort}`, '--proxy-user', 'agentd:token-in-proxy-url', '--cacert', ca.caFile, `https://localhost:${tapPort}/${MARKER}-path?secret=1`])
+    const got = await curl([
+      '--proxy',
+      `http://127.0.0.1:${proxyPort}`,
+      '--proxy-user',
+      'agentd:token-in-proxy-url',
+      '--cacert',
+      ca.caFile,
+      `https://localhost:${tapPort}/${MARKER}-path?secret=1`,
+    ])
     expect(got.err).toBe('')
     expect(got.out).toBe(`${MARKER} /${MARKER}-path`)
     const seen = Buffer.concat(relayed)
@@ -134,7 +157,11 @@ describe('allowed', () => {
     const origin = await echoOrigin()
     const s = session([`tunnel.test:${origin.port}`])
     const port = await front({}, s)
-    const { answer } = await exchange(port, `CONNECT tunnel.test:${origin.port} HTTP/1.1\r\nHost: tunnel.test:${origin.port}\r\n\r\nPIPELINED`, 500)
+    const { answer } = await exchange(
+      port,
+      `CONNECT tunnel.test:${origin.port} HTTP/1.1\r\nHost: tunnel.test:${origin.port}\r\n\r\nPIPELINED`,
+      500,
+    )
     expect(answer).toBe('HTTP/1.1 200 Connection Established\r\n\r\nPIPELINED')
   })
 
@@ -149,7 +176,25 @@ describe('allowed', () => {
     const port = await listen(origin)
     const s = session([`plain.test:${port}`])
     const proxyPort = await front({}, s)
-    const got = await curl(['--proxy', `http://127.0.0.1:${proxyPort}`, '--proxy-user', 'agentd:sekrit', '-H', 'X-Kept: yes', '-H', 'Keep-Alive: timeout=5', '-H', 'Connection: x-dropped', '-H', 'X-Dropped: 1', '--data-binary', 'the body', '-w', ' %{http_code}', `http://plain.test:${port}/p/a?token=abc`])
+    const got = await curl([
+      '--proxy',
+      `http://127.0.0.1:${proxyPort}`,
+      '--proxy-user',
+      'agentd:sekrit',
+      '-H',
+      'X-Kept: yes',
+      '-H',
+      'Keep-Alive: timeout=5',
+      '-H',
+      'Connection: x-dropped',
+      '-H',
+      'X-Dropped: 1',
+      '--data-binary',
+      'the body',
+      '-w',
+      ' %{http_code}',
+      `http://plain.test:${port}/p/a?token=abc`,
+    ])
     expect(got.out).toBe('from host 201')
     const [head, body] = received.split('\r\n\r\n') as [string, string]
     const lines = head.split('\r\n')
@@ -176,8 +221,15 @@ describe('refused', () => {
     expect(denied.closed).toBe(true)
     expect((await exchange(port, 'CONNECT allowed.test:8443 HTTP/1.1\r\n\r\n')).answer).toStartWith('HTTP/1.1 403 ')
     expect((await exchange(port, 'CONNECT example.com:443 HTTP/1.1\r\n\r\n')).answer).toStartWith('HTTP/1.1 403 ')
-    expect((await exchange(port, 'GET http://Example.ORG./x?key=s3cret HTTP/1.1\r\nAuthorization: Bearer t0ken\r\n\r\n')).answer).toStartWith('HTTP/1.1 403 ')
-    expect(s.lines).toEqual(['egress denied: example.org:443', 'egress denied: allowed.test:8443', 'egress denied: example.com:443', 'egress denied: example.org:80'])
+    expect(
+      (await exchange(port, 'GET http://Example.ORG./x?key=s3cret HTTP/1.1\r\nAuthorization: Bearer t0ken\r\n\r\n')).answer,
+    ).toStartWith('HTTP/1.1 403 ')
+    expect(s.lines).toEqual([
+      'egress denied: example.org:443',
+      'egress denied: allowed.test:8443',
+      'egress denied: example.com:443',
+      'egress denied: example.org:80',
+    ])
   })
 
   test('an allowed name that resolves to an inside address (all, or one of several) is refused and never connected to', async () => {
@@ -209,7 +261,13 @@ describe('refused', () => {
     const listener = await echoOrigin()
     const s = session([`127.0.0.1:${listener.port}`, '169.254.169.254', '[::1]:443', '10.1.2.3:80'])
     const port = await front({ allowPrivate: false }, s)
-    for (const request of [`CONNECT 127.0.0.1:${listener.port} HTTP/1.1`, 'CONNECT 169.254.169.254:443 HTTP/1.1', 'CONNECT [::1]:443 HTTP/1.1', 'GET http://169.254.169.254/latest/meta-data/ HTTP/1.1', 'GET http://10.1.2.3/ HTTP/1.1']) {
+    for (const request of [
+      `CONNECT 127.0.0.1:${listener.port} HTTP/1.1`,
+      'CONNECT 169.254.169.254:443 HTTP/1.1',
+      'CONNECT [::1]:443 HTTP/1.1',
+      'GET http://169.254.169.254/latest/meta-data/ HTTP/1.1',
+      'GET http://10.1.2.3/ HTTP/1.1',
+    ]) {
       const { answer } = await exchange(port, `${request}\r\n\r\n`)
       expect([request, answer.split('\r\n')[0]]).toEqual([request, 'HTTP/1.1 403 Forbidden'])
     }
@@ -228,7 +286,10 @@ describe('refused', () => {
     const port = await front({ resolve: resolver({ 'registry.npmjs.org': ['127.0.0.1'] }), allowPrivate: false }, s)
     expect((await exchange(port, 'CONNECT registry.npmjs.org:443 HTTP/1.1\r\n\r\n')).answer).toStartWith('HTTP/1.1 403 ')
     expect((await exchange(port, 'CONNECT example.com:443 HTTP/1.1\r\n\r\n')).answer).toStartWith('HTTP/1.1 403 ')
-    expect(s.lines).toEqual(['egress refused: registry.npmjs.org:443 resolves to a non-public address (127.0.0.1)', 'egress denied: example.com:443'])
+    expect(s.lines).toEqual([
+      'egress refused: registry.npmjs.org:443 resolves to a non-public address (127.0.0.1)',
+      'egress denied: example.com:443',
+    ])
   })
 
   test('malformed heads are 400, a head over 16 KiB is 431, and nothing is logged or connected', async () => {
@@ -293,7 +354,11 @@ describe('time and count limits', () => {
     const s = session([`cap.test:${origin.port}`])
     const proxy = new EgressProxy({ resolve: resolver(), allowPrivate: true })
     // The gateway is never reached here: every connection is a proxy request.
-    const relay = new GatewayRelay(join(dir, 'r'), { host: '127.0.0.1', port: 9 }, { egress: (inner, head) => proxy.handle(inner, head, s) })
+    const relay = new GatewayRelay(
+      join(dir, 'r'),
+      { host: '127.0.0.1', port: 9 },
+      { egress: (inner, head) => proxy.handle(inner, head, s) },
+    )
     await relay.start()
     try {
       const tunnel = () =>
@@ -301,7 +366,9 @@ describe('time and count limits', () => {
           const socket = createConnection({ path: relay.socketPath })
           socket.on('error', reject)
           socket.once('connect', () => socket.write(`CONNECT cap.test:${origin.port} HTTP/1.1\r\n\r\n`))
-          socket.once('data', (chunk) => (chunk.toString().startsWith('HTTP/1.1 200 ') ? resolve(socket) : reject(new Error(chunk.toString()))))
+          socket.once('data', (chunk) =>
+            chunk.toString().startsWith('HTTP/1.1 200 ') ? resolve(socket) : reject(new Error(chunk.toString())),
+          )
         })
       const open: Socket[] = []
       for (let i = 0; i < RELAY_MAX_CONNECTIONS; i++) open.push(await tunnel())
@@ -333,4 +400,3 @@ describe('time and count limits', () => {
     }
   })
 })
-

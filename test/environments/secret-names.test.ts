@@ -20,7 +20,10 @@ const spec: TurnSpec = {
 }
 
 test('every variable a harness adapter sets for its CLI is refused as a secret name', () => {
-  const set = Object.values(ADAPTERS).flatMap((adapter) => [...Object.keys(adapter!.buildTurn(spec).env), ...Object.keys(adapter!.buildTurn({ ...spec, resumeId: undefined, mcpServers: [] }).env)])
+  const set = Object.values(ADAPTERS).flatMap((adapter) => [
+    ...Object.keys(adapter!.buildTurn(spec).env),
+    ...Object.keys(adapter!.buildTurn({ ...spec, resumeId: undefined, mcpServers: [] }).env),
+  ])
   expect(set.length).toBeGreaterThan(10)
   for (const name of new Set(set)) expect({ name, refused: secretNameProblem(name) !== null }).toEqual({ name, refused: true })
 })

@@ -130,15 +130,27 @@ describe('replies', () => {
     expect((await json(res)).content[0].name).toBe('Bash')
 
     const messages = [
-      { role: 'user', content: script([{ bash: 'ls' }, { write: { path: 'src/a.ts', content: 'A' } }, { artifact: { name: 'r.md', content: '#' } }]) },
+      {
+        role: 'user',
+        content: script([{ bash: 'ls' }, { write: { path: 'src/a.ts', content: 'A' } }, { artifact: { name: 'r.md', content: '#' } }]),
+      },
       { role: 'system', content: 'Available agent types: ...' },
       { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'Bash', input: { command: 'ls' } }] },
-      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'x' }, { type: 'text', text: '<system-reminder>r</system-reminder>' }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'tool_result', tool_use_id: 'toolu_1', content: 'x' },
+          { type: 'text', text: '<system-reminder>r</system-reminder>' },
+        ],
+      },
     ]
     const second = await json(await post({ model: 'scripted', max_tokens: 10, messages }))
     expect(second.content[0]).toMatchObject({ type: 'tool_use', name: 'Write', input: { file_path: '/workspace/src/a.ts', content: 'A' } })
 
-    messages.push({ role: 'assistant', content: [second.content[0]] }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'x', content: 'ok' }] })
+    messages.push(
+      { role: 'assistant', content: [second.content[0]] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'x', content: 'ok' }] },
+    )
     const third = await json(await post({ model: 'scripted', max_tokens: 10, messages }))
     expect(third.content[0].input).toEqual({ file_path: '/workspace/.agentd/artifacts/r.md', content: '#' })
   })
@@ -180,9 +192,21 @@ describe('metering and stalls', () => {
       { sessionId: 'sess-1', model: 'scripted', input: Math.ceil(JSON.stringify(body).length / 4), output: 2, cacheRead: 0, cacheWrite: 0 },
     ])
 
-    const events = await readSse(await post(request(script([{ usage: { input: 5, output: 6, cache_read: 7, cache_write: 8 } }, { answer: 'x' }]))))
-    expect(events[0]!.data.message.usage).toEqual({ input_tokens: 5, output_tokens: 0, cache_read_input_tokens: 7, cache_creation_input_tokens: 8 })
-    expect(events.at(-2)!.data.usage).toEqual({ input_tokens: 5, output_tokens: 6, cache_read_input_tokens: 7, cache_creation_input_tokens: 8 })
+    const events = await readSse(
+      await post(request(script([{ usage: { input: 5, output: 6, cache_read: 7, cache_write: 8 } }, { answer: 'x' }]))),
+    )
+    expect(events[0]!.data.message.usage).toEqual({
+      input_tokens: 5,
+      output_tokens: 0,
+      cache_read_input_tokens: 7,
+      cache_creation_input_tokens: 8,
+    })
+    expect(events.at(-2)!.data.usage).toEqual({
+      input_tokens: 5,
+      output_tokens: 6,
+      cache_read_input_tokens: 7,
+      cache_creation_input_tokens: 8,
+    })
     expect(usage[1]).toEqual({ sessionId: 'sess-1', model: 'scripted', input: 5, output: 6, cacheRead: 7, cacheWrite: 8 })
   })
 

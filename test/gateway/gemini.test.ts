@@ -69,7 +69,10 @@ describe('routes and auth', () => {
 
 describe('the agent loop', () => {
   test('streams one chunk per part, text in pieces; the last has the finish reason and usage', async () => {
-    const res = await post('streamGenerateContent', request(script([{ think: 'plan' }, { say: 'now running it' }, { bash: 'ls / | head -3' }, { answer: 'ok' }])))
+    const res = await post(
+      'streamGenerateContent',
+      request(script([{ think: 'plan' }, { say: 'now running it' }, { bash: 'ls / | head -3' }, { answer: 'ok' }])),
+    )
     expect(res.headers.get('content-type')).toStartWith('text/event-stream')
     const chunks = await readChunks(res)
     expect(chunks.map((c) => c.candidates[0].content.parts)).toEqual([
@@ -85,13 +88,22 @@ describe('the agent loop', () => {
   })
 
   test('after a function response the next step follows; write uses write_file with an absolute path', async () => {
-    const body = request(script([{ bash: 'ls' }, { write: { path: 'a/b.txt', content: 'B' } }, { artifact: { name: 'r.md', content: '#' } }, { answer: 'fin' }]))
+    const body = request(
+      script([
+        { bash: 'ls' },
+        { write: { path: 'a/b.txt', content: 'B' } },
+        { artifact: { name: 'r.md', content: '#' } },
+        { answer: 'fin' },
+      ]),
+    )
     body.contents.push(
       { role: 'model', parts: [{ functionCall: { name: 'run_shell_command', args: { command: 'ls' } } } as never] },
       { role: 'user', parts: [{ functionResponse: { name: 'run_shell_command', response: { output: 'x' } } } as never] },
     )
     const second = await json(await post('generateContent', body))
-    expect(second.candidates[0].content.parts).toEqual([{ functionCall: { name: 'write_file', args: { file_path: '/workspace/a/b.txt', content: 'B' } } }])
+    expect(second.candidates[0].content.parts).toEqual([
+      { functionCall: { name: 'write_file', args: { file_path: '/workspace/a/b.txt', content: 'B' } } },
+    ])
     body.contents.push(
       { role: 'model', parts: [second.candidates[0].content.parts[0]] },
       { role: 'user', parts: [{ functionResponse: { name: 'write_file', response: {} } } as never] },
@@ -131,7 +143,16 @@ describe('side calls without tools', () => {
   })
 
   test('schemas in Gemini’s OpenAPI subset (upper-case types, enums, arrays) are sampled too', () => {
-    expect(sampleOf({ type: 'OBJECT', properties: { kind: { type: 'STRING', enum: ['a', 'b'] }, list: { type: 'ARRAY', minItems: 2, items: { type: 'BOOLEAN' } }, n: { type: 'NUMBER' } } })).toEqual({
+    expect(
+      sampleOf({
+        type: 'OBJECT',
+        properties: {
+          kind: { type: 'STRING', enum: ['a', 'b'] },
+          list: { type: 'ARRAY', minItems: 2, items: { type: 'BOOLEAN' } },
+          n: { type: 'NUMBER' },
+        },
+      }),
+    ).toEqual({
       kind: 'a',
       list: [false, false],
       n: 1,
@@ -142,7 +163,9 @@ describe('side calls without tools', () => {
 describe('metering', () => {
   test('usage is metered per reply under the model of the path; cached tokens are inside the prompt count', async () => {
     usage.length = 0
-    const res = await json(await post('generateContent', request(script([{ usage: { input: 5, output: 6, cache_read: 7 } }, { answer: 'x' }]))))
+    const res = await json(
+      await post('generateContent', request(script([{ usage: { input: 5, output: 6, cache_read: 7 } }, { answer: 'x' }]))),
+    )
     expect(res.usageMetadata).toEqual({ promptTokenCount: 12, candidatesTokenCount: 6, totalTokenCount: 18, cachedContentTokenCount: 7 })
     expect(usage).toEqual([{ sessionId: 'sess-g', model: 'scripted', input: 5, output: 6, cacheRead: 7, cacheWrite: 0 }])
   })

@@ -36,7 +36,11 @@ const request = (text: string, extra: Record<string, unknown> = {}) => ({
   tools: [SHELL],
   input: [
     { type: 'message', role: 'developer', content: [{ type: 'input_text', text: 'You are Codex.' }] },
-    { type: 'message', role: 'user', content: [{ type: 'input_text', text: '<environment_context>\n  <cwd>/workspace</cwd>\n</environment_context>' }] },
+    {
+      type: 'message',
+      role: 'user',
+      content: [{ type: 'input_text', text: '<environment_context>\n  <cwd>/workspace</cwd>\n</environment_context>' }],
+    },
     { type: 'message', role: 'user', content: [{ type: 'input_text', text }] },
   ],
   ...extra,
@@ -75,7 +79,9 @@ describe('routes and auth', () => {
 
 describe('replies', () => {
   test('streams reasoning, a message and a shell call in documented event order', async () => {
-    const res = await post(request(script([{ think: 'plan' }, { say: 'running' }, { bash: 'ls / | head -3' }, { answer: 'ok' }]), { stream: true }))
+    const res = await post(
+      request(script([{ think: 'plan' }, { say: 'running' }, { bash: 'ls / | head -3' }, { answer: 'ok' }]), { stream: true }),
+    )
     expect(res.headers.get('content-type')).toStartWith('text/event-stream')
     const events = await readSse(res)
     expect(events.map((e) => e.event)).toEqual([
@@ -186,8 +192,16 @@ describe('text.format json_schema is enforced', () => {
 describe('metering and stalls', () => {
   test('every reply is metered; cached tokens are inside input_tokens on the wire', async () => {
     usage.length = 0
-    const body = await json(await post(request(script([{ usage: { input: 5, output: 6, cache_read: 7, cache_write: 0 } }, { answer: 'x' }]))))
-    expect(body.usage).toEqual({ input_tokens: 12, input_tokens_details: { cached_tokens: 7 }, output_tokens: 6, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 18 })
+    const body = await json(
+      await post(request(script([{ usage: { input: 5, output: 6, cache_read: 7, cache_write: 0 } }, { answer: 'x' }]))),
+    )
+    expect(body.usage).toEqual({
+      input_tokens: 12,
+      input_tokens_details: { cached_tokens: 7 },
+      output_tokens: 6,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: 18,
+    })
     expect(usage).toEqual([{ sessionId: 'sess-o', model: 'scripted', input: 5, output: 6, cacheRead: 7, cacheWrite: 0 }])
   })
 

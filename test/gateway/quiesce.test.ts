@@ -6,17 +6,25 @@ import { startGateway } from '../../src/gateway/gateway'
  * finish to its last byte, and the turn's new requests are answered 503 with Retry-After, in the
  * CLI's own protocol, so that it asks again after the restart.
  */
-const gateway = startGateway({ resolve: (token) => (token === 'key-a' ? { sessionId: 'a', workspace: '/w' } : token === 'key-b' ? { sessionId: 'b', workspace: '/w' } : null) })
+const gateway = startGateway({
+  resolve: (token) =>
+    token === 'key-a' ? { sessionId: 'a', workspace: '/w' } : token === 'key-b' ? { sessionId: 'b', workspace: '/w' } : null,
+})
 afterAll(() => gateway.stop())
 
 const ask = (key: string, steps: unknown[]) =>
   fetch(`${gateway.url}/v1/messages`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', 'x-api-key': key },
-    body: JSON.stringify({ model: 'scripted', max_tokens: 100, stream: true, messages: [{ role: 'user', content: `go\n\`\`\`agentd-script\n${JSON.stringify(steps)}\n\`\`\`` }] }),
+    body: JSON.stringify({
+      model: 'scripted',
+      max_tokens: 100,
+      stream: true,
+      messages: [{ role: 'user', content: `go\n\`\`\`agentd-script\n${JSON.stringify(steps)}\n\`\`\`` }],
+    }),
   })
 
-test('quiesce waits for the streamed reply under way, refuses the session\'s new requests with a retryable 503, and leaves other sessions alone', async () => {
+test("quiesce waits for the streamed reply under way, refuses the session's new requests with a retryable 503, and leaves other sessions alone", async () => {
   const slow = await ask('key-a', [{ sleep: 800 }, { answer: 'late' }])
   expect(slow.status).toBe(200) // headers at once; the model holds the body
   let quietAt = 0

@@ -1,13 +1,5 @@
 import { describe, expect, test } from 'bun:test'
-import {
-  groupSteps,
-  isInjectedText,
-  nextReply,
-  parseScript,
-  replyUsage,
-  type ConversationEntry,
-  type Step,
-} from '../../src/gateway/script'
+import { groupSteps, isInjectedText, nextReply, parseScript, replyUsage, type ConversationEntry, type Step } from '../../src/gateway/script'
 
 const script = (steps: unknown) => `Do the thing\n\`\`\`agentd-script\n${JSON.stringify(steps)}\n\`\`\`\n`
 const user = (text: string): ConversationEntry => ({ role: 'user', text })

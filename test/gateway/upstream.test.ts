@@ -42,7 +42,11 @@ afterAll(async () => {
 })
 
 function gatewayWith(providers: Providers, usage: UsageRecord[]): Gateway {
-  const gateway = startGateway({ resolve: (t) => (t === SESSION_TOKEN ? { sessionId: 'sess', workspace: '/workspace' } : null), onUsage: (u) => usage.push(u), providers })
+  const gateway = startGateway({
+    resolve: (t) => (t === SESSION_TOKEN ? { sessionId: 'sess', workspace: '/workspace' } : null),
+    onUsage: (u) => usage.push(u),
+    providers,
+  })
   gateways.push(gateway)
   return gateway
 }
@@ -77,7 +81,11 @@ const requests = {
 const MODELS = { anthropic: 'claude-opus-4-8', openai: 'gpt-5.5', google: 'gemini-3.1-pro-preview' } as const
 
 function send(gateway: Gateway, req: { path: string; headers: Record<string, string>; body: unknown }) {
-  return fetch(gateway.url + req.path, { method: 'POST', headers: { 'content-type': 'application/json', ...req.headers }, body: JSON.stringify(req.body) })
+  return fetch(gateway.url + req.path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...req.headers },
+    body: JSON.stringify(req.body),
+  })
 }
 
 describe('forwarding to a configured provider', () => {
@@ -97,7 +105,11 @@ describe('forwarding to a configured provider', () => {
 
         expect(seen).toHaveLength(1)
         expect(JSON.stringify(seen[0])).not.toContain(SESSION_TOKEN)
-        const auth = { anthropic: seen[0]!.headers['x-api-key'], openai: seen[0]!.headers.authorization, google: seen[0]!.headers['x-goog-api-key'] }[name]
+        const auth = {
+          anthropic: seen[0]!.headers['x-api-key'],
+          openai: seen[0]!.headers.authorization,
+          google: seen[0]!.headers['x-goog-api-key'],
+        }[name]
         expect(auth).toBe(name === 'openai' ? `Bearer ${PROVIDER_KEY}` : PROVIDER_KEY)
         // The provider answered with its scripted model; what it metered is what the gateway meters.
         expect(providerUsage).toHaveLength(1)
@@ -114,7 +126,8 @@ describe('forwarding to a configured provider', () => {
     const usage: UsageRecord[] = []
     const gateway = gatewayWith(all(), usage)
     seen.length = 0
-    for (const name of ['anthropic', 'openai', 'google'] as const) expect((await send(gateway, requests[name]('scripted', false))).status).toBe(200)
+    for (const name of ['anthropic', 'openai', 'google'] as const)
+      expect((await send(gateway, requests[name]('scripted', false))).status).toBe(200)
     expect(seen).toEqual([])
     expect(usage.map((u) => u.model)).toEqual(['scripted', 'scripted', 'scripted'])
   })

@@ -73,7 +73,15 @@ describe('claude CLI against the scripted model', () => {
     const { outcome, exitCode } = await runTurn(session, script([{ bash: 'echo hi > hi.txt' }, { answer: 'ok' }]), { effort: 'medium' })
     expect(exitCode).toBe(0)
     expect(readFileSync(join(session.workspace, 'hi.txt'), 'utf8')).toBe('hi\n')
-    expect(outcome).toMatchObject({ answerText: 'ok', error: null, toolCalls: 1, toolErrors: 0, capture: 'complete', model: 'scripted', structured: null })
+    expect(outcome).toMatchObject({
+      answerText: 'ok',
+      error: null,
+      toolCalls: 1,
+      toolErrors: 0,
+      capture: 'complete',
+      model: 'scripted',
+      structured: null,
+    })
     expect(outcome.resumeId).toMatch(/^[0-9a-f-]{36}$/)
     expect(outcome.harnessVersion).toBe('2.1.197')
     expect(outcome.usage!.input).toBeGreaterThan(0)
@@ -186,7 +194,10 @@ describe('stream parser', () => {
     const events = parser.push(
       JSON.stringify({
         type: 'user',
-        message: { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: [{ type: 'text', text: 'Exit code 2' }], is_error: true }] },
+        message: {
+          role: 'user',
+          content: [{ type: 'tool_result', tool_use_id: 't1', content: [{ type: 'text', text: 'Exit code 2' }], is_error: true }],
+        },
       }),
     )
     expect(events).toMatchObject([{ type: 'tool_result', callId: 't1', output: 'Exit code 2', success: false }])

@@ -47,7 +47,15 @@ describe('buildTurn', () => {
   })
 
   test('a follow-up resumes the thread; schema, effort, speed and a pinned install are passed on', () => {
-    const { argv, files } = buildTurn({ ...spec, resumeId: 'thread-1', outputSchema: { type: 'object' }, effort: 'max', speed: 'fast', model: 'gpt-5.5', cliRoot: '/cache/node_modules' })
+    const { argv, files } = buildTurn({
+      ...spec,
+      resumeId: 'thread-1',
+      outputSchema: { type: 'object' },
+      effort: 'max',
+      speed: 'fast',
+      model: 'gpt-5.5',
+      cliRoot: '/cache/node_modules',
+    })
     expect(argv).toEqual([
       ...withPromptOnStdin('/home/agent', []),
       codexBinPath('/cache/node_modules'),
@@ -74,7 +82,10 @@ describe('codex CLI against the scripted model', () => {
   let threadId = ''
 
   test('the acceptance script: events in order, the real exit codes, the file written', async () => {
-    const { events, outcome, exitCode, stderr } = await lab.runTurn(codexAdapter, session, scriptPrompt(ACCEPTANCE_STEPS), { effort: 'low', speed: 'fast' })
+    const { events, outcome, exitCode, stderr } = await lab.runTurn(codexAdapter, session, scriptPrompt(ACCEPTANCE_STEPS), {
+      effort: 'low',
+      speed: 'fast',
+    })
     expect(exitCode).toBe(0)
     expect(stderr).not.toContain('Model metadata')
     expect(readFileSync(join(session.workspace, 'notes/out.txt'), 'utf8')).toBe('written by the agent')
@@ -100,7 +111,15 @@ describe('codex CLI against the scripted model', () => {
     expect(events[5]).toMatchObject({ callId: events[4]!.callId, success: true, exitCode: 0 })
     expect(events[7]).toMatchObject({ callId: events[6]!.callId, success: false, exitCode: 1 })
     expect(events[10]).toMatchObject({ role: 'assistant', content: 'all done' })
-    expect(outcome).toMatchObject({ answerText: 'all done', error: null, toolCalls: 3, toolErrors: 1, capture: 'complete', model: 'scripted', harnessVersion: '0.169.0' })
+    expect(outcome).toMatchObject({
+      answerText: 'all done',
+      error: null,
+      toolCalls: 3,
+      toolErrors: 1,
+      capture: 'complete',
+      model: 'scripted',
+      harnessVersion: '0.169.0',
+    })
     threadId = outcome.resumeId!
     // Usage is the gateway's count of the turn's four model calls.
     const metered = lab.usageOf(session).reduce((sum, u) => sum + u.input, 0)
@@ -113,7 +132,13 @@ describe('codex CLI against the scripted model', () => {
     const sent = lab.requestsOf(session).length
     const metered = lab.usageOf(session)
     // What the first turn reported, as the runtime sums it from the stored usage events.
-    const priorUsage = { input: metered.reduce((s, u) => s + u.input, 0), output: metered.reduce((s, u) => s + u.output, 0), cacheRead: 0, cacheWrite: 0, reasoning: 0 }
+    const priorUsage = {
+      input: metered.reduce((s, u) => s + u.input, 0),
+      output: metered.reduce((s, u) => s + u.output, 0),
+      cacheRead: 0,
+      cacheWrite: 0,
+      reasoning: 0,
+    }
     const { outcome, events } = await lab.runTurn(codexAdapter, session, 'And now?', { resumeId: threadId, priorUsage })
     expect(outcome).toMatchObject({ answerText: 'Done: And now?', resumeId: threadId, error: null })
     const followUp = lab.requestsOf(session).slice(sent)
@@ -127,7 +152,11 @@ describe('codex CLI against the scripted model', () => {
   })
 
   test('a fail step fails the turn with the model’s message', async () => {
-    const { outcome, events, exitCode } = await lab.runTurn(codexAdapter, lab.newSession(), scriptPrompt([{ say: 'trying' }, { fail: 'boom' }]))
+    const { outcome, events, exitCode } = await lab.runTurn(
+      codexAdapter,
+      lab.newSession(),
+      scriptPrompt([{ say: 'trying' }, { fail: 'boom' }]),
+    )
     expect(exitCode).toBe(1)
     expect(outcome).toMatchObject({ error: 'boom', answerText: null, capture: 'complete' })
     expect(events.at(-1)).toMatchObject({ type: 'result', success: false })

@@ -24,11 +24,25 @@ describe('buildTurn', () => {
     const { argv, env, files } = buildTurn(spec)
     const wrapper = withPromptOnStdin('/home/agent', [])
     expect(argv.slice(0, wrapper.length)).toEqual(wrapper)
-    expect(argv.slice(wrapper.length + 1)).toEqual([geminiEntryPath(), '--output-format', 'stream-json', '--yolo', '--skip-trust', '--model', 'scripted', '--debug'])
+    expect(argv.slice(wrapper.length + 1)).toEqual([
+      geminiEntryPath(),
+      '--output-format',
+      'stream-json',
+      '--yolo',
+      '--skip-trust',
+      '--model',
+      'scripted',
+      '--debug',
+    ])
     expect(argv[wrapper.length]).toMatch(/node$/)
     expect(files![PROMPT_FILE]).toBe('-starts with a dash')
     expect(existsSync(geminiEntryPath())).toBe(true)
-    expect(env).toMatchObject({ HOME: '/home/agent', GOOGLE_GEMINI_BASE_URL: 'http://127.0.0.1:9', GEMINI_API_KEY: 'secret', GEMINI_CLI_NO_RELAUNCH: 'true' })
+    expect(env).toMatchObject({
+      HOME: '/home/agent',
+      GOOGLE_GEMINI_BASE_URL: 'http://127.0.0.1:9',
+      GEMINI_API_KEY: 'secret',
+      GEMINI_CLI_NO_RELAUNCH: 'true',
+    })
     expect(JSON.parse(files!['.gemini/settings.json']!)).toEqual({
       security: { auth: { selectedType: 'gemini-api-key' } },
       general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
@@ -42,14 +56,20 @@ describe('buildTurn', () => {
     expect(argv).toContain(geminiEntryPath('/cache/node_modules'))
     expect(argv.slice(-2)).toEqual(['--resume', 'abc'])
     expect(JSON.parse(files!['.gemini/settings.json']!).modelConfigs).toEqual({
-      customOverrides: [{ match: { model: 'scripted' }, modelConfig: { generateContentConfig: { thinkingConfig: { thinkingLevel: 'MEDIUM' } } } }],
+      customOverrides: [
+        { match: { model: 'scripted' }, modelConfig: { generateContentConfig: { thinkingConfig: { thinkingLevel: 'MEDIUM' } } } },
+      ],
     })
   })
 
   test('the shell tool’s debug report splits into output and exit code', () => {
     expect(shellOutput('Output: bin\nboot\nProcess Group PGID: 12')).toEqual({ output: 'bin\nboot', exitCode: 0 })
     expect(shellOutput('Output: (empty)\nExit Code: 1\nProcess Group PGID: 13')).toEqual({ output: '', exitCode: 1 })
-    expect(shellOutput("Output: ls: cannot access 'x'\nError: spawn failed\nExit Code: 2\nSignal: 9\nBackground PIDs: 4, 5\nProcess Group PGID: 3")).toEqual({
+    expect(
+      shellOutput(
+        "Output: ls: cannot access 'x'\nError: spawn failed\nExit Code: 2\nSignal: 9\nBackground PIDs: 4, 5\nProcess Group PGID: 3",
+      ),
+    ).toEqual({
       output: "ls: cannot access 'x'",
       exitCode: 2,
     })
@@ -93,7 +113,15 @@ describe('gemini CLI against the scripted model', () => {
     expect(events[6]).toMatchObject({ callId: events[5]!.callId, success: false, exitCode: 1, output: '' })
     expect(events[7]).toMatchObject({ tool: 'write_file', path: join(session.workspace, 'notes/out.txt') })
     expect(events[9]).toMatchObject({ role: 'assistant', content: 'all done' })
-    expect(outcome).toMatchObject({ answerText: 'all done', error: null, toolCalls: 3, toolErrors: 1, capture: 'complete', model: 'scripted', harnessVersion: '0.61.0' })
+    expect(outcome).toMatchObject({
+      answerText: 'all done',
+      error: null,
+      toolCalls: 3,
+      toolErrors: 1,
+      capture: 'complete',
+      model: 'scripted',
+      harnessVersion: '0.61.0',
+    })
     expect(outcome.usage!.input).toBe(lab.usageOf(session).reduce((sum, u) => sum + u.input, 0))
     expect(lab.requestsOf(session)[0]!.body.generationConfig.thinkingConfig).toMatchObject({ thinkingLevel: 'LOW' })
     sessionId = outcome.resumeId!
@@ -103,7 +131,10 @@ describe('gemini CLI against the scripted model', () => {
     const sent = lab.requestsOf(session).length
     const { outcome } = await lab.runTurn(geminiAdapter, session, 'And now?', { resumeId: sessionId })
     expect(outcome).toMatchObject({ answerText: 'Done: And now?', resumeId: sessionId, error: null, capture: 'complete' })
-    const followUp = lab.requestsOf(session).slice(sent).filter((r) => r.path.includes(':streamGenerateContent'))
+    const followUp = lab
+      .requestsOf(session)
+      .slice(sent)
+      .filter((r) => r.path.includes(':streamGenerateContent'))
     expect(followUp).toHaveLength(1)
     const history = JSON.stringify(followUp[0]!.body.contents)
     expect(history).toContain('ls / | head -3')
@@ -112,7 +143,11 @@ describe('gemini CLI against the scripted model', () => {
   })
 
   test('a fail step fails the turn with the model’s message', async () => {
-    const { outcome, events, exitCode } = await lab.runTurn(geminiAdapter, lab.newSession(), scriptPrompt([{ say: 'trying' }, { fail: 'boom' }]))
+    const { outcome, events, exitCode } = await lab.runTurn(
+      geminiAdapter,
+      lab.newSession(),
+      scriptPrompt([{ say: 'trying' }, { fail: 'boom' }]),
+    )
     expect(exitCode).not.toBe(0)
     expect(outcome.error).toContain('boom')
     expect(outcome).toMatchObject({ answerText: null, capture: 'complete' })

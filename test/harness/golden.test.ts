@@ -21,7 +21,15 @@ interface Golden {
 function load(harness: string, name: string) {
   const raw = readFileSync(join(FIXTURES, harness, `${name}.jsonl`), 'utf8')
   const golden = JSON.parse(readFileSync(join(FIXTURES, harness, `${name}.expected.json`), 'utf8')) as Golden
-  const spec: TurnSpec = { workspace: '/workspace', home: '/home/agent', gatewayUrl: 'http://gateway', gatewayToken: 't', prompt: '', model: 'scripted', ...golden.spec }
+  const spec: TurnSpec = {
+    workspace: '/workspace',
+    home: '/home/agent',
+    gatewayUrl: 'http://gateway',
+    gatewayToken: 't',
+    prompt: '',
+    model: 'scripted',
+    ...golden.spec,
+  }
   return { lines: raw.split('\n').filter((l) => l !== ''), golden, spec }
 }
 

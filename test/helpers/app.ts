@@ -15,7 +15,8 @@ import { removeScope } from '../sandbox/helpers'
 export async function sweepScope(driver: { kind: string; scope?: string; sweep?(live: string[]): Promise<string[]> }): Promise<void> {
   if (driver.kind === 'process' && driver.scope) await new ProcessDriver({ scope: driver.scope }).sweep([])
   // A fresh driver: the app's own still tracks its sandboxes as live and would keep their disks mounted.
-  else if ((driver.kind === 'gvisor' || driver.kind === 'bwrap') && driver.scope) await createDriver(driver.kind, () => {}, { scope: driver.scope }).sweep([])
+  else if ((driver.kind === 'gvisor' || driver.kind === 'bwrap') && driver.scope)
+    await createDriver(driver.kind, () => {}, { scope: driver.scope }).sweep([])
   else await driver.sweep?.([])
   // And the scope's own cgroup folders and runtime files, so runs do not pile them up on the machine.
   if (driver.scope) removeScope(driver.scope)

@@ -10,13 +10,24 @@ const CHROMIUM = '/usr/bin/chromium'
  * Headless Chromium on a fresh profile (playwright takes it as the persistent context's user data
  * dir), with nothing of its own reaching the network; `close` removes the profile too.
  */
-export async function launchChromium(viewport?: { width: number; height: number }): Promise<{ browser: BrowserContext; close(): Promise<void> }> {
+export async function launchChromium(viewport?: {
+  width: number
+  height: number
+}): Promise<{ browser: BrowserContext; close(): Promise<void> }> {
   const profile = mkdtempSync(join(tmpdir(), 'agentd-chromium-'))
   const browser = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
     ...(viewport ? { viewport } : {}),
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+    ],
   })
   return {
     browser,

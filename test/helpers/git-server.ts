@@ -38,7 +38,8 @@ export function startGitServer(allows: (token: string, owner: string, name: stri
       const url = new URL(request.url)
       const authorization = request.headers.get('authorization') ?? ''
       authorizations.push(authorization)
-      if (!granted(authorization, decodeURIComponent(url.pathname))) return new Response('Authentication required', { status: 401, headers: { 'www-authenticate': 'Basic realm="git"' } })
+      if (!granted(authorization, decodeURIComponent(url.pathname)))
+        return new Response('Authentication required', { status: 401, headers: { 'www-authenticate': 'Basic realm="git"' } })
       const cgi = Bun.spawn(['git', 'http-backend'], {
         env: {
           PATH: process.env.PATH ?? '/usr/bin:/bin',
@@ -83,11 +84,22 @@ export function startGitServer(allows: (token: string, owner: string, name: stri
     },
   })
   const git = (cwd: string, ...args: string[]) => {
-    const run = Bun.spawnSync(['git', ...args], { cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: root, GIT_AUTHOR_NAME: 'ada', GIT_AUTHOR_EMAIL: 'ada@acme.test', GIT_COMMITTER_NAME: 'ada', GIT_COMMITTER_EMAIL: 'ada@acme.test' } })
+    const run = Bun.spawnSync(['git', ...args], {
+      cwd,
+      env: {
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        HOME: root,
+        GIT_AUTHOR_NAME: 'ada',
+        GIT_AUTHOR_EMAIL: 'ada@acme.test',
+        GIT_COMMITTER_NAME: 'ada',
+        GIT_COMMITTER_EMAIL: 'ada@acme.test',
+      },
+    })
     if (run.exitCode !== 0) throw new Error(`git ${args.join(' ')}: ${run.stderr.toString()}`)
   }
   const write = (work: string, files: Record<string, string>) => {
-    for (const [path, content] of Object.entries(files)) Bun.spawnSync(['sh', '-c', 'mkdir -p "$(dirname "$1")" && printf %s "$2" > "$1"', 'sh', join(work, path), content])
+    for (const [path, content] of Object.entries(files))
+      Bun.spawnSync(['sh', '-c', 'mkdir -p "$(dirname "$1")" && printf %s "$2" > "$1"', 'sh', join(work, path), content])
   }
   return {
     url: `http://127.0.0.1:${server.port}`,

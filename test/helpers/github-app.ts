@@ -21,7 +21,11 @@ export interface GithubApp {
  * only the stand-in's installation tokens, each for the repositories it was scoped to.
  */
 export async function startGithubApp(appId = '4242'): Promise<GithubApp> {
-  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs1', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } })
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', {
+    modulusLength: 2048,
+    privateKeyEncoding: { type: 'pkcs1', format: 'pem' },
+    publicKeyEncoding: { type: 'spki', format: 'pem' },
+  })
   const dir = mkdtempSync(join(tmpdir(), 'agentd-github-app-'))
   const keyFile = join(dir, 'app.pem')
   writeFileSync(keyFile, privateKey, { mode: 0o600 })
@@ -31,7 +35,12 @@ export async function startGithubApp(appId = '4242'): Promise<GithubApp> {
   return {
     git,
     github,
-    env: { AGENTD_GITHUB_APP_ID: appId, AGENTD_GITHUB_APP_KEY_FILE: keyFile, AGENTD_GITHUB_GIT_URL: git.url, AGENTD_GITHUB_API_URL: github.url },
+    env: {
+      AGENTD_GITHUB_APP_ID: appId,
+      AGENTD_GITHUB_APP_KEY_FILE: keyFile,
+      AGENTD_GITHUB_GIT_URL: git.url,
+      AGENTD_GITHUB_API_URL: github.url,
+    },
     privateKey,
     stop() {
       github?.stop()

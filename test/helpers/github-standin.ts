@@ -66,16 +66,22 @@ export interface GithubStandin {
 }
 
 export async function startGithubStandin(git: GitServer, app: { appId: string; publicKey: string }): Promise<GithubStandin> {
-  const doc = (await Bun.file(DESCRIPTION).json()) as { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: Schema }> }> }>>; components: { schemas: Record<string, Schema> } }
+  const doc = (await Bun.file(DESCRIPTION).json()) as {
+    paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: Schema }> }> }>>
+    components: { schemas: Record<string, Schema> }
+  }
   const ajv = new Ajv({ strict: false, validateFormats: false, allErrors: true })
   ajv.addSchema({ $id: 'github', components: openApiNullables(doc.components) })
   const validators = new Map<string, ValidateFunction>()
-  const schemaOf = (path: string, method: string, status: string): Schema => doc.paths[path]![method]!.responses[status]!.content!['application/json']!.schema
+  const schemaOf = (path: string, method: string, status: string): Schema =>
+    doc.paths[path]![method]!.responses[status]!.content!['application/json']!.schema
   const check = (path: string, method: string, status: string, body: unknown) => {
     const key = `${method} ${path} ${status}`
     let validate = validators.get(key)
     if (!validate) {
-      validate = ajv.compile(JSON.parse(JSON.stringify(schemaOf(path, method, status)).replaceAll('"#/components/', '"github#/components/')))
+      validate = ajv.compile(
+        JSON.parse(JSON.stringify(schemaOf(path, method, status)).replaceAll('"#/components/', '"github#/components/')),
+      )
       validators.set(key, validate)
     }
     if (!validate(body)) throw new Error(`the stand-in's answer to ${key} is not GitHub's: ${ajv.errorsText(validate.errors)}`)
@@ -115,12 +121,20 @@ export async function startGithubStandin(git: GitServer, app: { appId: string; p
   const tokens: GithubStandin['tokens'] = new Map()
   const appKey = await importSPKI(app.publicKey, 'RS256')
   const notFound = () => Response.json({ message: 'Not Found', documentation_url: 'https://docs.github.com/rest' }, { status: 404 })
-  const badCredentials = (message = 'Bad credentials') => Response.json({ message, documentation_url: 'https://docs.github.com/rest' }, { status: 401 })
-  const covers = (record: InstallationRecord | undefined, owner: string, name: string) => record?.repositories.some((full) => full.toLowerCase() === `${owner}/${name}`.toLowerCase()) ?? false
+  const badCredentials = (message = 'Bad credentials') =>
+    Response.json({ message, documentation_url: 'https://docs.github.com/rest' }, { status: 401 })
+  const covers = (record: InstallationRecord | undefined, owner: string, name: string) =>
+    record?.repositories.some((full) => full.toLowerCase() === `${owner}/${name}`.toLowerCase()) ?? false
   const allows = (token: string, owner: string, name: string) => {
     const issued = tokens.get(token)
     const record = issued && installations.get(issued.installation)
-    return !!issued && !!record && !record.suspended && covers(record, owner, name) && issued.repositories.some((r) => r.toLowerCase() === name.toLowerCase())
+    return (
+      !!issued &&
+      !!record &&
+      !record.suspended &&
+      covers(record, owner, name) &&
+      issued.repositories.some((r) => r.toLowerCase() === name.toLowerCase())
+    )
   }
   /** GitHub's check of an App's JWT: RS256 under the App's key, `iss` the App, at most ten minutes long. */
   const isApp = async (authorization: string) => {
@@ -128,7 +142,12 @@ export async function startGithubStandin(git: GitServer, app: { appId: string; p
     if (!jwt) return false
     try {
       const { payload } = await jwtVerify(jwt, appKey, { algorithms: ['RS256'], clockTolerance: 60 })
-      return String(payload.iss) === app.appId && typeof payload.exp === 'number' && typeof payload.iat === 'number' && payload.exp - payload.iat <= 660
+      return (
+        String(payload.iss) === app.appId &&
+        typeof payload.exp === 'number' &&
+        typeof payload.iat === 'number' &&
+        payload.exp - payload.iat <= 660
+      )
     } catch {
       return false
     }
@@ -155,8 +174,18 @@ export async function startGithubStandin(git: GitServer, app: { appId: string; p
       state: pull.state,
       url: `${base}/repos/${owner}/${repo}/pulls/${pull.number}`,
       html_url: `https://github.example/${owner}/${repo}/pull/${pull.number}`,
-      head: { ...body.head, ref: pull.head, label: `${owner}:${pull.head}`, repo: { ...body.head.repo, name: repo, full_name: `${owner}/${repo}` } },
-      base: { ...body.base, ref: pull.base, label: `${owner}:${pull.base}`, repo: { ...body.base.repo, name: repo, full_name: `${owner}/${repo}` } },
+      head: {
+        ...body.head,
+        ref: pull.head,
+        label: `${owner}:${pull.head}`,
+        repo: { ...body.head.repo, name: repo, full_name: `${owner}/${repo}` },
+      },
+      base: {
+        ...body.base,
+        ref: pull.base,
+        label: `${owner}:${pull.base}`,
+        repo: { ...body.base.repo, name: repo, full_name: `${owner}/${repo}` },
+      },
     }
   }
   const gitIn = async (owner: string, repo: string, ...args: string[]) => {
@@ -176,7 +205,9 @@ export async function startGithubStandin(git: GitServer, app: { appId: string; p
       if (state.down) return Response.json({ message: 'Service Unavailable' }, { status: 503 })
       const authorization = request.headers.get('authorization') ?? ''
       // The App's own routes: its JWT, nothing else.
-      let m = /^\/app\/installations\/(\d+)(\/access_tokens)?$/.exec(url.pathname) ?? /^\/repos\/([^/]+)\/([^/]+)\/installation$/.exec(url.pathname)
+      let m =
+        /^\/app\/installations\/(\d+)(\/access_tokens)?$/.exec(url.pathname) ??
+        /^\/repos\/([^/]+)\/([^/]+)\/installation$/.exec(url.pathname)
       if (m) {
         if (!(await isApp(authorization))) return badCredentials('A JSON web token could not be decoded')
         if (url.pathname.endsWith('/installation')) {
@@ -186,17 +217,35 @@ export async function startGithubStandin(git: GitServer, app: { appId: string; p
         const id = Number(m[1])
         const record = installations.get(id)
         if (!record) return notFound()
-        if (!m[2] && request.method === 'GET') return Response.json(check('/app/installations/{installation_id}', 'get', '200', installationJson(id, record)))
+        if (!m[2] && request.method === 'GET')
+          return Response.json(check('/app/installations/{installation_id}', 'get', '200', installationJson(id, record)))
         if (m[2] && request.method === 'POST') {
-          if (record.suspended) return Response.json({ message: 'This installation has been suspended', documentation_url: 'https://docs.github.com/rest' }, { status: 403 })
+          if (record.suspended)
+            return Response.json(
+              { message: 'This installation has been suspended', documentation_url: 'https://docs.github.com/rest' },
+              { status: 403 },
+            )
           const input = (await request.json().catch(() => ({}))) as { repositories?: string[]; permissions?: Record<string, string> }
           const owned = record.repositories.map((full) => full.split('/')[1]!)
           const names = input.repositories ?? owned
-          if (names.some((n) => !owned.some((o) => o.toLowerCase() === n.toLowerCase()))) return Response.json({ message: 'There is at least one repository that does not exist or is not accessible to the parent installation.', documentation_url: 'https://docs.github.com/rest' }, { status: 422 })
+          if (names.some((n) => !owned.some((o) => o.toLowerCase() === n.toLowerCase())))
+            return Response.json(
+              {
+                message: 'There is at least one repository that does not exist or is not accessible to the parent installation.',
+                documentation_url: 'https://docs.github.com/rest',
+              },
+              { status: 422 },
+            )
           const token = `ghs_${randomBytes(18).toString('base64url')}`
           tokens.set(token, { installation: id, repositories: names })
           const body = sample(doc.components.schemas['installation-token']!) as Record<string, unknown>
-          const answer = { ...body, token, expires_at: new Date(Date.now() + 3600_000).toISOString(), permissions: input.permissions ?? {}, repository_selection: 'selected' }
+          const answer = {
+            ...body,
+            token,
+            expires_at: new Date(Date.now() + 3600_000).toISOString(),
+            permissions: input.permissions ?? {},
+            repository_selection: 'selected',
+          }
           return Response.json(check('/app/installations/{installation_id}/access_tokens', 'post', '201', answer), { status: 201 })
         }
         return notFound()
@@ -215,13 +264,29 @@ export async function startGithubStandin(git: GitServer, app: { appId: string; p
           const head = url.searchParams.get('head')
           const wanted = url.searchParams.get('state') ?? 'open'
           const found = list.filter((p) => (head === null || `${owner}:${p.head}` === head) && (wanted === 'all' || p.state === wanted))
-          return Response.json(check('/repos/{owner}/{repo}/pulls', 'get', '200', found.map((p) => pullJson(base, owner, repo, p, true))))
+          return Response.json(
+            check(
+              '/repos/{owner}/{repo}/pulls',
+              'get',
+              '200',
+              found.map((p) => pullJson(base, owner, repo, p, true)),
+            ),
+          )
         }
         if (request.method === 'POST') {
           const input = (await request.json()) as { title: string; body?: string; head: string; base: string }
-          const pull: PullRecord = { number: list.length + 1, title: input.title, body: input.body ?? null, head: input.head, base: input.base, state: 'open' }
+          const pull: PullRecord = {
+            number: list.length + 1,
+            title: input.title,
+            body: input.body ?? null,
+            head: input.head,
+            base: input.base,
+            state: 'open',
+          }
           list.push(pull)
-          return Response.json(check('/repos/{owner}/{repo}/pulls', 'post', '201', pullJson(base, owner, repo, pull, false)), { status: 201 })
+          return Response.json(check('/repos/{owner}/{repo}/pulls', 'post', '201', pullJson(base, owner, repo, pull, false)), {
+            status: 201,
+          })
         }
       }
       m = /^\/repos\/([^/]+)\/([^/]+)\/pulls\/(\d+)(\/files)?$/.exec(url.pathname)
@@ -234,18 +299,34 @@ export async function startGithubStandin(git: GitServer, app: { appId: string; p
           const numstat = await gitIn(owner, repo, 'diff', '--numstat', `${pull.base}...${pull.head}`)
           const statuses = await gitIn(owner, repo, 'diff', '--name-status', `${pull.base}...${pull.head}`)
           const entries = await Promise.all(
-            numstat.trim().split('\n').filter(Boolean).map(async (line, i) => {
-              const [add, del, filename] = line.split('\t') as [string, string, string]
-              const letter = statuses.trim().split('\n')[i]!.split('\t')[0]!
-              const diff = (await gitIn(owner, repo, 'diff', `${pull.base}...${pull.head}`, '--', filename)).split('\n')
-              const patch = diff.slice(diff.findIndex((l) => l.startsWith('@@'))).join('\n').trimEnd()
-              const entry = sample(doc.components.schemas['diff-entry']!) as Record<string, unknown>
-              return { ...entry, filename, status: letter === 'A' ? 'added' : letter === 'D' ? 'removed' : 'modified', additions: Number(add), deletions: Number(del), changes: Number(add) + Number(del), patch }
-            }),
+            numstat
+              .trim()
+              .split('\n')
+              .filter(Boolean)
+              .map(async (line, i) => {
+                const [add, del, filename] = line.split('\t') as [string, string, string]
+                const letter = statuses.trim().split('\n')[i]!.split('\t')[0]!
+                const diff = (await gitIn(owner, repo, 'diff', `${pull.base}...${pull.head}`, '--', filename)).split('\n')
+                const patch = diff
+                  .slice(diff.findIndex((l) => l.startsWith('@@')))
+                  .join('\n')
+                  .trimEnd()
+                const entry = sample(doc.components.schemas['diff-entry']!) as Record<string, unknown>
+                return {
+                  ...entry,
+                  filename,
+                  status: letter === 'A' ? 'added' : letter === 'D' ? 'removed' : 'modified',
+                  additions: Number(add),
+                  deletions: Number(del),
+                  changes: Number(add) + Number(del),
+                  patch,
+                }
+              }),
           )
           return Response.json(check('/repos/{owner}/{repo}/pulls/{pull_number}/files', 'get', '200', entries))
         }
-        if (!files && request.method === 'GET') return Response.json(check('/repos/{owner}/{repo}/pulls/{pull_number}', 'get', '200', pullJson(base, owner, repo, pull, false)))
+        if (!files && request.method === 'GET')
+          return Response.json(check('/repos/{owner}/{repo}/pulls/{pull_number}', 'get', '200', pullJson(base, owner, repo, pull, false)))
         if (request.method === 'PATCH') {
           const input = (await request.json()) as { title?: string; body?: string }
           if (input.title !== undefined) pull.title = input.title

@@ -47,7 +47,11 @@ export function startLab(name: string): Lab {
     async fetch(req) {
       const url = new URL(req.url)
       const body = req.method === 'POST' ? await req.text() : undefined
-      const token = req.headers.get('x-api-key') ?? req.headers.get('x-goog-api-key') ?? req.headers.get('authorization')?.replace(/^Bearer /, '') ?? null
+      const token =
+        req.headers.get('x-api-key') ??
+        req.headers.get('x-goog-api-key') ??
+        req.headers.get('authorization')?.replace(/^Bearer /, '') ??
+        null
       if (body) requests.push({ token, path: url.pathname, body: JSON.parse(body) })
       return fetch(gateway.url + url.pathname + url.search, { method: req.method, headers: req.headers, body })
     },
@@ -76,7 +80,11 @@ export function startLab(name: string): Lab {
         await Bun.write(join(session.home, path), content)
       }
       const proc = Bun.spawn(command.argv, { cwd: session.workspace, env: command.env, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' })
-      const [stdout, stderr, exitCode] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
+      const [stdout, stderr, exitCode] = await Promise.all([
+        new Response(proc.stdout).text(),
+        new Response(proc.stderr).text(),
+        proc.exited,
+      ])
       const lines = stdout.split('\n').filter((line) => line.trim() !== '')
       const parser = adapter.createParser(spec)
       const events = lines.flatMap((line) => parser.push(line))

@@ -6,7 +6,13 @@
 import { getShortestPaths } from '@xstate/graph'
 import { initialTransition, transition } from 'xstate'
 import { chartTransitions, transitionTaken, type ChartTransition } from '../../machines/chart'
-import { refusalOf, sessionMachine, type SessionInput, type SessionMachineEvent, type SessionSnapshot } from '../../machines/session.machine'
+import {
+  refusalOf,
+  sessionMachine,
+  type SessionInput,
+  type SessionMachineEvent,
+  type SessionSnapshot,
+} from '../../machines/session.machine'
 
 export const VARIANTS = {
   resumable: { persistence: 'resumable', mode: 'headless', hasSchema: false },
@@ -22,7 +28,12 @@ export type Variant = keyof typeof VARIANTS
 export const SLOT = { activeRuns: 0, limit: 1 } as const
 export const FULL = { activeRuns: 1, limit: 1 } as const
 
-const ended = (error: string | null, schemaValid: boolean | null, stopped = false): SessionMachineEvent => ({ type: 'turn.ended', error, schemaValid, stopped })
+const ended = (error: string | null, schemaValid: boolean | null, stopped = false): SessionMachineEvent => ({
+  type: 'turn.ended',
+  error,
+  schemaValid,
+  stopped,
+})
 export const SANDBOX_FAILED: SessionMachineEvent = { type: 'sandbox.failed', error: 'the sandbox could not start' }
 /** A turn killed by the turn time limit (AGENTD_TURN_TIMEOUT_S) ends with an error. */
 export const TIMED_OUT: SessionMachineEvent = ended('the turn ran longer than the limit and was stopped', null)
@@ -52,10 +63,26 @@ export function environmentEvents(snapshot: SessionSnapshot): SessionMachineEven
   if (context.queued >= 2) return snapshot.value === 'running' && context.machineState === 'running' ? [{ type: 'message', ...SLOT }] : []
   switch (snapshot.value) {
     case 'queued':
-      events = [{ type: 'admit', ...SLOT }, { type: 'cancel' }, { type: 'message', ...SLOT }, { type: 'pause' }, { type: 'resume', ...SLOT }, { type: 'stop_turn' }]
+      events = [
+        { type: 'admit', ...SLOT },
+        { type: 'cancel' },
+        { type: 'message', ...SLOT },
+        { type: 'pause' },
+        { type: 'resume', ...SLOT },
+        { type: 'stop_turn' },
+      ]
       break
     case 'allocating':
-      events = [{ type: 'sandbox.ready' }, { type: 'cancel' }, { type: 'message', ...SLOT }, { type: 'pause' }, { type: 'resume', ...SLOT }, { type: 'stop_turn' }, SANDBOX_FAILED, { type: 'service.restarted' }]
+      events = [
+        { type: 'sandbox.ready' },
+        { type: 'cancel' },
+        { type: 'message', ...SLOT },
+        { type: 'pause' },
+        { type: 'resume', ...SLOT },
+        { type: 'stop_turn' },
+        SANDBOX_FAILED,
+        { type: 'service.restarted' },
+      ]
       break
     case 'running':
       if (context.machineState === 'resuming') {
@@ -293,7 +320,11 @@ export function unreachableRows(): ChartTransition[] {
     // As in the environment: more follow-ups only matter for the queue limit.
     if (snapshot.context.queued >= 2) return snapshot.value === 'running' ? [{ type: 'message', ...SLOT }] : []
     const events: SessionMachineEvent[] = [
-      ...[SLOT, FULL].flatMap((slots) => [{ type: 'admit', ...slots } as const, { type: 'message', ...slots } as const, { type: 'resume', ...slots } as const]),
+      ...[SLOT, FULL].flatMap((slots) => [
+        { type: 'admit', ...slots } as const,
+        { type: 'message', ...slots } as const,
+        { type: 'resume', ...slots } as const,
+      ]),
       ...endings,
       { type: 'sandbox.ready' },
       SANDBOX_FAILED,

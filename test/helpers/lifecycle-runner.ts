@@ -255,7 +255,11 @@ export class RunExecutor {
     const tracker = new PromptTracker()
     const apply = (event: SessionMachineEvent) => {
       const [next, actions] = transition(sessionMachine, snapshot, event)
-      const ended = tracker.apply(event, actions.map((a) => a.type), next)
+      const ended = tracker.apply(
+        event,
+        actions.map((a) => a.type),
+        next,
+      )
       const ending = endingOf(event)
       if (ended !== null && ending) this.endings[ended] = ending
       snapshot = next
@@ -440,7 +444,9 @@ export class RunExecutor {
       const res = await this.command(event, 'probe')
       const body = await json(res)
       if (res.status !== STATUS_OF[refusal.kind] || body.error !== refusal.message || body.code !== refusal.code) {
-        this.fail(`${eventLabel(event)} in ${statusOf(this.model)}: answered ${res.status} ${JSON.stringify(body)}, the machine refuses with ${JSON.stringify(refusal)}`)
+        this.fail(
+          `${eventLabel(event)} in ${statusOf(this.model)}: answered ${res.status} ${JSON.stringify(body)}, the machine refuses with ${JSON.stringify(refusal)}`,
+        )
       }
       this.rows.add(row.key)
       this.uncompared.push(row.key)
@@ -520,7 +526,8 @@ export class RunExecutor {
       case 'resume':
       case 'stop_turn':
       case 'message': {
-        if (event.type === 'pause' && next.context.machineState === 'pausing' && this.mustHoldPark(this.cursor + 1)) this.world.driver.holdPark(this.id)
+        if (event.type === 'pause' && next.context.machineState === 'pausing' && this.mustHoldPark(this.cursor + 1))
+          this.world.driver.holdPark(this.id)
         await this.slots(event)
         const content = event.type === 'message' ? this.promptFor(this.tracker.sent + 1) : ''
         const res = await this.command(event, content)
@@ -546,8 +553,14 @@ export class RunExecutor {
               : [202, { ok: true, status: 'queued', message_id: body.message_id, position: next.context.queued }]
             : [202, { operation_id: body.operation_id }]
     const [status, shape] = expected as [number, Record<string, unknown>]
-    const ok = res.status === status && JSON.stringify(body) === JSON.stringify(shape) && Object.values(body).every((v) => v !== undefined && v !== null)
-    if (!ok) this.fail(`${eventLabel(event)} in ${statusOf(this.model)} answered ${res.status} ${JSON.stringify(body)}, expected ${status} ${JSON.stringify(shape)}`)
+    const ok =
+      res.status === status &&
+      JSON.stringify(body) === JSON.stringify(shape) &&
+      Object.values(body).every((v) => v !== undefined && v !== null)
+    if (!ok)
+      this.fail(
+        `${eventLabel(event)} in ${statusOf(this.model)} answered ${res.status} ${JSON.stringify(body)}, expected ${status} ${JSON.stringify(shape)}`,
+      )
   }
 
   /** Moves the model by one event (and its consequence), counting the rows it takes. */
@@ -558,7 +571,11 @@ export class RunExecutor {
       const row = transitionTaken(before, e, sessionMachine, ROWS)
       if (!row) this.fail(`the machine ignores ${eventLabel(e)} in ${statusOf(before)}`)
       const [next, actions] = transition(sessionMachine, before, e)
-      this.tracker.apply(e, actions.map((a) => a.type), next)
+      this.tracker.apply(
+        e,
+        actions.map((a) => a.type),
+        next,
+      )
       const status = statusOf(next)
       if (status !== statusOf(before) || e.type === 'turn.ended') this.expectedStatuses.push(status)
       this.model = next
@@ -598,16 +615,13 @@ export class RunExecutor {
         .allEvents(this.id)
         .filter((e) => e.kind === 'status')
         .map((e) => String(e.data.status))
-    await this.waitFor(
-      `status events ${expected.join(', ')}`,
-      persisted,
-      (real) => {
-        const prefix = real.slice(0, expected.length)
-        if (prefix.some((s, i) => s !== expected[i])) this.fail(`status events ${real.join(', ')}, the machine says ${expected.join(', ')}`)
-        if (held && real.length > expected.length) this.fail(`status events ${real.join(', ')} went past the machine's ${expected.join(', ')}`)
-        return real.length >= expected.length
-      },
-    )
+    await this.waitFor(`status events ${expected.join(', ')}`, persisted, (real) => {
+      const prefix = real.slice(0, expected.length)
+      if (prefix.some((s, i) => s !== expected[i])) this.fail(`status events ${real.join(', ')}, the machine says ${expected.join(', ')}`)
+      if (held && real.length > expected.length)
+        this.fail(`status events ${real.join(', ')} went past the machine's ${expected.join(', ')}`)
+      return real.length >= expected.length
+    })
     await this.expectSnapshot(held)
     if (!held) return
     const want = { status: statusOf(this.model), machine_state: this.model.context.machineState, error: this.model.context.error !== null }
@@ -663,7 +677,9 @@ function isImmediate(event: SessionMachineEvent | undefined, before: SessionSnap
 }
 
 export function eventLabel(event: SessionMachineEvent): string {
-  if (event.type === 'turn.ended') return `turn.ended(${event.stopped ? 'stopped' : event.error ? 'error' : event.schemaValid === false ? 'unproven' : 'answer'})`
-  if ('activeRuns' in event && event.type !== 'admit') return `${event.type}(${event.activeRuns >= (event.limit ?? Infinity) ? 'full' : 'slot'})`
+  if (event.type === 'turn.ended')
+    return `turn.ended(${event.stopped ? 'stopped' : event.error ? 'error' : event.schemaValid === false ? 'unproven' : 'answer'})`
+  if ('activeRuns' in event && event.type !== 'admit')
+    return `${event.type}(${event.activeRuns >= (event.limit ?? Infinity) ? 'full' : 'slot'})`
   return event.type
 }

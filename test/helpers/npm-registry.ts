@@ -49,12 +49,22 @@ export async function startNpmRegistry(): Promise<NpmRegistry> {
   )
   const port = await freePort()
   const log: string[] = []
-  const proc: Subprocess = Bun.spawn([process.execPath, join(root, 'node_modules', 'verdaccio', 'bin', 'verdaccio'), '-c', join(dir, 'config.yaml'), '-l', `127.0.0.1:${port}`], {
-    cwd: dir,
-    stdout: 'pipe',
-    stderr: 'pipe',
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir },
-  })
+  const proc: Subprocess = Bun.spawn(
+    [
+      process.execPath,
+      join(root, 'node_modules', 'verdaccio', 'bin', 'verdaccio'),
+      '-c',
+      join(dir, 'config.yaml'),
+      '-l',
+      `127.0.0.1:${port}`,
+    ],
+    {
+      cwd: dir,
+      stdout: 'pipe',
+      stderr: 'pipe',
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir },
+    },
+  )
   void (async () => {
     const decoder = new TextDecoder()
     let tail = ''
@@ -69,7 +79,10 @@ export async function startNpmRegistry(): Promise<NpmRegistry> {
   const url = `http://127.0.0.1:${port}`
   const deadline = Date.now() + 30_000
   for (;;) {
-    const up = await fetch(`${url}/-/ping`).then((r) => r.ok, () => false)
+    const up = await fetch(`${url}/-/ping`).then(
+      (r) => r.ok,
+      () => false,
+    )
     if (up) break
     if (Date.now() > deadline || proc.exitCode !== null) throw new Error(`verdaccio did not start: ${log.slice(-5).join('\n')}`)
     await Bun.sleep(100)
@@ -85,7 +98,12 @@ export async function startNpmRegistry(): Promise<NpmRegistry> {
   const npmrc = join(dir, 'npmrc')
   writeFileSync(npmrc, `registry=${url}/\n//127.0.0.1:${port}/:_authToken=${token}\naudit=false\nfund=false\nupdate-notifier=false\n`)
   const npm = async (cwd: string, args: string[]) => {
-    const run = Bun.spawn(['npm', ...args], { cwd, stdout: 'pipe', stderr: 'pipe', env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir, npm_config_userconfig: npmrc, npm_config_cache: join(dir, 'cache') } })
+    const run = Bun.spawn(['npm', ...args], {
+      cwd,
+      stdout: 'pipe',
+      stderr: 'pipe',
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir, npm_config_userconfig: npmrc, npm_config_cache: join(dir, 'cache') },
+    })
     const [out, err, code] = await Promise.all([new Response(run.stdout).text(), new Response(run.stderr).text(), run.exited])
     if (code !== 0) throw new Error(`npm ${args.join(' ')} exited ${code}: ${err || out}`)
   }

@@ -23,8 +23,19 @@ export async function startOidcProvider(): Promise<OidcProvider> {
     issuer,
     register(clientId, redirectUri) {
       const provider = new Provider(issuer, {
-        clients: [{ client_id: clientId, token_endpoint_auth_method: 'none', redirect_uris: [redirectUri], grant_types: ['authorization_code'], response_types: ['code'] }],
-        findAccount: async (_ctx, id) => ({ accountId: id, claims: async () => ({ sub: id, email: id, email_verified: true, name: id.split('@')[0] }) }),
+        clients: [
+          {
+            client_id: clientId,
+            token_endpoint_auth_method: 'none',
+            redirect_uris: [redirectUri],
+            grant_types: ['authorization_code'],
+            response_types: ['code'],
+          },
+        ],
+        findAccount: async (_ctx, id) => ({
+          accountId: id,
+          claims: async () => ({ sub: id, email: id, email_verified: true, name: id.split('@')[0] }),
+        }),
         claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'] },
         // The email claims in the ID token itself: agentd reads no userinfo.
         conformIdTokenClaims: false,

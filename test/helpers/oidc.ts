@@ -33,7 +33,10 @@ export async function startIssuer() {
   })
   url = `http://127.0.0.1:${server.port}`
   const sign = (claims: Record<string, unknown>, options: SignOptions = {}) => {
-    const jwt = new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setIssuer(options.issuer ?? url).setIssuedAt()
+    const jwt = new SignJWT(claims)
+      .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
+      .setIssuer(options.issuer ?? url)
+      .setIssuedAt()
     const audience = options.audience === undefined ? 'agentd' : options.audience
     if (audience !== null) jwt.setAudience(audience)
     const expiresIn = options.expiresIn === undefined ? '5m' : options.expiresIn

@@ -61,7 +61,11 @@ export function admin(dataDir: string, ...args: string[]): Promise<{ code: numbe
 }
 
 /** `admin` with more of the environment (a GitHub App's, say). */
-export async function adminWith(env: Record<string, string>, dataDir: string, ...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
+export async function adminWith(
+  env: Record<string, string>,
+  dataDir: string,
+  ...args: string[]
+): Promise<{ code: number; json: any; stderr: string }> {
   const proc = Bun.spawn([bun, join(root, 'src/admin/cli.ts'), ...args], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env, DATA_DIR: dataDir },

@@ -10,7 +10,10 @@ export type ReadSession = () => Promise<any>
  * `turns` 0 (the default) also takes a run that ended before any turn, a sandbox that never
  * started. `explain` adds what the session got to when it does not settle in time.
  */
-export async function settled(read: ReadSession, { turns = 0, timeoutMs = 60_000, explain }: { turns?: number; timeoutMs?: number; explain?: () => Promise<string> } = {}): Promise<any> {
+export async function settled(
+  read: ReadSession,
+  { turns = 0, timeoutMs = 60_000, explain }: { turns?: number; timeoutMs?: number; explain?: () => Promise<string> } = {},
+): Promise<any> {
   let view: any
   try {
     return await poll(

@@ -26,7 +26,12 @@ const call = async (method: string, path: string, body?: unknown, token = t.admi
   return { status: res.status, body: res.status === 204 ? null : await json(res) }
 }
 const codexRun = (extra: Record<string, unknown>, token = t.admin.token) =>
-  call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', model: 'gpt-5.5', prompt: script([{ bash: 'true' }, { answer: 'on my key' }]), ...extra }, token)
+  call(
+    'POST',
+    '/o/acme/p/_/sessions',
+    { agent: 'harness_2', model: 'gpt-5.5', prompt: script([{ bash: 'true' }, { answer: 'on my key' }]), ...extra },
+    token,
+  )
 const rested = (id: string) =>
   waitFor(
     () => call('GET', `/o/acme/p/_/sessions/${id}`).then((r) => r.body),
@@ -63,7 +68,13 @@ describe('provider accounts', () => {
   test('a stored key is never returned and never on disk in the clear', async () => {
     const created = await call('POST', '/o/acme/accounts', { provider: 'openai', api_key: USER_KEY, name: 'mine' })
     expect(created.status).toBe(201)
-    expect(created.body).toEqual({ id: expect.stringMatching(/^acct_/), provider: 'openai', name: 'mine', key_hint: USER_KEY.slice(-4), created_at: expect.any(String) })
+    expect(created.body).toEqual({
+      id: expect.stringMatching(/^acct_/),
+      provider: 'openai',
+      name: 'mine',
+      key_hint: USER_KEY.slice(-4),
+      created_at: expect.any(String),
+    })
     account = created.body.id
     const listed = await call('GET', '/o/acme/accounts')
     expect(listed.body).toEqual({ data: [created.body] })
@@ -92,7 +103,9 @@ describe('provider accounts', () => {
     expect(usage).toMatchObject({ tokens: 0, spend_usd: 0 })
     expect(usage.compute_minutes).toBeGreaterThan(0)
     // A follow-up on it is allowed too, past the limits the platform runs hit.
-    expect((await call('POST', `/o/acme/p/_/sessions/${run.body.execution_id}/messages`, { content: script([{ answer: 'again' }]) })).status).toBe(200)
+    expect(
+      (await call('POST', `/o/acme/p/_/sessions/${run.body.execution_id}/messages`, { content: script([{ answer: 'again' }]) })).status,
+    ).toBe(200)
     expect(await rested(run.body.execution_id)).toMatchObject({ status: 'completed', summary: 'again' })
     expect(new Set(seenKeys)).toEqual(new Set([USER_KEY]))
     t.plans.setPlan('acme', { tokenLimit: null, spendCapUsd: null, paymentMethod: 'card' })
@@ -110,7 +123,7 @@ describe('provider accounts', () => {
     expect((await call('GET', '/o/acme/accounts', undefined, key.body.secret)).status).toBe(401)
   }, 60_000)
 
-  test("another user can neither see, use nor remove it, nor give a session on it more work; a model of another provider is 400; bad bodies are 400", async () => {
+  test('another user can neither see, use nor remove it, nor give a session on it more work; a model of another provider is 400; bad bodies are 400', async () => {
     expect((await call('GET', '/o/acme/accounts', undefined, t.member.token)).body).toEqual({ data: [] })
     expect((await codexRun({ account_id: account }, t.member.token)).status).toBe(404)
     expect((await call('DELETE', `/o/acme/accounts/${account}`, undefined, t.member.token)).status).toBe(404)
@@ -125,7 +138,12 @@ describe('provider accounts', () => {
     const other = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: 'hi', account_id: account })
     expect(other.status).toBe(400)
     expect(other.body.error).toContain('openai')
-    for (const body of [{ provider: 'google', api_key: 'k'.repeat(20) }, { provider: 'openai' }, { provider: 'openai', api_key: 'short' }, { provider: 'openai', api_key: USER_KEY, extra: 1 }]) {
+    for (const body of [
+      { provider: 'google', api_key: 'k'.repeat(20) },
+      { provider: 'openai' },
+      { provider: 'openai', api_key: 'short' },
+      { provider: 'openai', api_key: USER_KEY, extra: 1 },
+    ]) {
       const res = await call('POST', '/o/acme/accounts', body)
       expect(res.status, JSON.stringify(body)).toBe(400)
     }
@@ -148,7 +166,9 @@ describe('provider accounts', () => {
 
 test('without accounts.encryption_key the server seals under the key it generated in DATA_DIR (contract section 10); a malformed key stops the start', async () => {
   await using plain = await makeTestApp()
-  const res = await plain.app.handle(req('POST', '/o/acme/accounts', { token: plain.admin.token, body: { provider: 'anthropic', api_key: 'sk-ant-0123456789' } }))
+  const res = await plain.app.handle(
+    req('POST', '/o/acme/accounts', { token: plain.admin.token, body: { provider: 'anthropic', api_key: 'sk-ant-0123456789' } }),
+  )
   expect(res.status).toBe(201)
   expect(Buffer.from(readFileSync(join(plain.dir, 'encryption.key'), 'utf8').trim(), 'base64').length).toBe(32)
   const config = join(dir, 'bad.json')

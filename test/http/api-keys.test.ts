@@ -16,14 +16,17 @@ const DNS: Record<string, string[]> = {
 let t: KeyApp
 let offset = 0 // moves this app's clock forward (expiry)
 beforeAll(async () => {
-  t = await makeKeyApp({}, {
-    now: () => Date.now() + offset,
-    resolveHost: async (host) => {
-      const found = DNS[host]
-      if (!found) throw new Error(`ENOTFOUND ${host}`)
-      return found
+  t = await makeKeyApp(
+    {},
+    {
+      now: () => Date.now() + offset,
+      resolveHost: async (host) => {
+        const found = DNS[host]
+        if (!found) throw new Error(`ENOTFOUND ${host}`)
+        return found
+      },
     },
-  })
+  )
 })
 afterAll(() => t[Symbol.asyncDispose]())
 
@@ -59,7 +62,11 @@ describe('POST /o/{org}/api-keys', () => {
     expect(new Date(key.created_at).toISOString()).toBe(key.created_at)
     expect(key).not.toHaveProperty('webhook_secret')
     // Not kept anywhere in the database.
-    const dump = (await Bun.file(t.config.dbPath).text()) + (await Bun.file(`${t.config.dbPath}-wal`).text().catch(() => ''))
+    const dump =
+      (await Bun.file(t.config.dbPath).text()) +
+      (await Bun.file(`${t.config.dbPath}-wal`)
+        .text()
+        .catch(() => ''))
     expect(dump).toContain(key.prefix)
     expect(dump).not.toContain(key.secret)
   })
@@ -69,7 +76,10 @@ describe('POST /o/{org}/api-keys', () => {
     const res = await t.createKey({ name: 'reader', scopes: ['runs:read'], max_concurrent: 100, expires_at: expires })
     expect(res.status).toBe(201)
     expect(res.body).toMatchObject({ scopes: ['runs:read'], max_concurrent: 100, expires_at: expires })
-    expect((await t.createKey({ name: 'n', expires_at: null, max_concurrent: 1 })).body).toMatchObject({ expires_at: null, max_concurrent: 1 })
+    expect((await t.createKey({ name: 'n', expires_at: null, max_concurrent: 1 })).body).toMatchObject({
+      expires_at: null,
+      max_concurrent: 1,
+    })
     expect((await t.createKey({ name: 'x'.repeat(100) })).status).toBe(201)
     expect((await t.createKey({ name: 'almost a year', expires_at: inDays(364) })).status).toBe(201)
   })
@@ -100,7 +110,9 @@ describe('POST /o/{org}/api-keys', () => {
       expect([JSON.stringify(body).slice(0, 60), res.status]).toEqual([JSON.stringify(body).slice(0, 60), 400])
       await expectValidation(res, field)
     }
-    const raw = await t.app.handle(req('POST', keysPath, { token: t.admin.token, body: '{"name": ', headers: { 'content-type': 'application/json' } }))
+    const raw = await t.app.handle(
+      req('POST', keysPath, { token: t.admin.token, body: '{"name": ', headers: { 'content-type': 'application/json' } }),
+    )
     expect(raw.status).toBe(400)
     expect(((await raw.json()) as any).code).toBe('VALIDATION_ERROR')
   })
@@ -169,7 +181,9 @@ describe('PATCH /o/{org}/api-keys/{key}: the webhook', () => {
     const again = await t.call('PATCH', path, t.admin.token, { webhook_url: 'https://hooks.example.com/agentd' })
     expect(again.body.webhook_secret).toMatch(/^whsec_/)
     expect(again.body.webhook_secret).not.toBe(rotated.body.webhook_secret)
-    expect((await t.call('GET', keysPath, t.admin.token)).body.data.find((k: { id: string }) => k.id === key.id)).not.toHaveProperty('webhook_secret')
+    expect((await t.call('GET', keysPath, t.admin.token)).body.data.find((k: { id: string }) => k.id === key.id)).not.toHaveProperty(
+      'webhook_secret',
+    )
   })
 
   test('400 VALIDATION_ERROR: unknown field, not a URL, not https, over 2048 characters, rotate_secret without a URL, wrong types', async () => {
@@ -221,8 +235,12 @@ describe('PATCH /o/{org}/api-keys/{key}: the webhook', () => {
 
   test('only the key’s creator: another admin gets 403; unknown, revoked or foreign keys 404', async () => {
     const key = (await t.createKey({ name: 'mine' })).body
-    expect((await t.call('PATCH', `${keysPath}/${key.id}`, t.admin2.token, { webhook_url: 'https://hooks.example.com/x' })).status).toBe(403)
-    expect((await t.call('PATCH', `${keysPath}/${key.id}`, t.member.token, { webhook_url: 'https://hooks.example.com/x' })).status).toBe(403)
+    expect((await t.call('PATCH', `${keysPath}/${key.id}`, t.admin2.token, { webhook_url: 'https://hooks.example.com/x' })).status).toBe(
+      403,
+    )
+    expect((await t.call('PATCH', `${keysPath}/${key.id}`, t.member.token, { webhook_url: 'https://hooks.example.com/x' })).status).toBe(
+      403,
+    )
     expect((await t.call('PATCH', `${keysPath}/key_nope`, t.admin.token, {})).status).toBe(404)
     expect((await t.call('PATCH', `/o/other/api-keys/${key.id}`, t.stranger.token, {})).status).toBe(404)
     await t.call('DELETE', `${keysPath}/${key.id}`, t.admin.token)
@@ -321,7 +339,9 @@ describe('a key as a bearer', () => {
     expect(denied.status).toBe(403)
     expect(denied.body).toMatchObject({ code: 'INSUFFICIENT_SCOPE' })
     expect(typeof denied.body.error).toBe('string')
-    const patched = await t.call('PATCH', '/o/acme/p/_/sessions/00000000-0000-0000-0000-000000000000', reader.secret, { status: 'cancelled' })
+    const patched = await t.call('PATCH', '/o/acme/p/_/sessions/00000000-0000-0000-0000-000000000000', reader.secret, {
+      status: 'cancelled',
+    })
     expect(patched.status).toBe(403)
     expect((await t.call('GET', '/o/acme/p/_/sessions', writer.secret)).status).toBe(403)
     expect((await t.call('GET', '/o/acme/p/_/sessions', reader.secret)).status).toBe(200)
@@ -352,7 +372,9 @@ describe('runs started with a key', () => {
     expect(limited.body).toMatchObject({ code: 'RATE_LIMITED' })
     // The same caller signed in is not limited by the key.
     expect((await t.call('POST', '/o/acme/p/_/sessions', t.admin.token, { agent: 'harness_2', prompt: 'signed in' })).status).toBe(202)
-    await settled(async () => (await t.call('GET', `/o/acme/p/_/sessions/${short.body.execution_id}`, key.secret)).body, { timeoutMs: 50_000 })
+    await settled(async () => (await t.call('GET', `/o/acme/p/_/sessions/${short.body.execution_id}`, key.secret)).body, {
+      timeoutMs: 50_000,
+    })
     expect((await start('fits again')).status).toBe(202)
   }, 60_000)
 
@@ -364,7 +386,9 @@ describe('runs started with a key', () => {
       expect(res.body).toMatchObject({ code: 'API_KEY_FIELD_UNSUPPORTED' })
       // Signed in, the same body is not run silently without them either: a saved agent is a
       // shape B field (400), and no installation here reaches the repository (422).
-      expect((await t.call('POST', '/o/acme/p/_/sessions', t.admin.token, { agent: 'harness_2', prompt: 'hello', ...extra })).status).toBe('agent_id' in extra ? 400 : 422)
+      expect((await t.call('POST', '/o/acme/p/_/sessions', t.admin.token, { agent: 'harness_2', prompt: 'hello', ...extra })).status).toBe(
+        'agent_id' in extra ? 400 : 422,
+      )
     }
   })
 })

@@ -14,9 +14,14 @@ const names = ['notes.txt', 'data.json', 'page.html', 'b.csv', 'a.md', 'image.sv
 describe('artifacts', () => {
   test('a run producing 8 files: all 8 in upload order, the first 6 on the session, exact bytes and type', async () => {
     const steps = names.map((name, i) => ({ artifact: { name, content: `content ${i} of ${name}\n` } }))
-    const created = await json(await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: script([...steps, { answer: 'made 8' }]) }))
+    const created = await json(
+      await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: script([...steps, { answer: 'made 8' }]) }),
+    )
     const id = created.execution_id
-    const session = await waitFor(() => call('GET', `/o/acme/p/_/sessions/${id}`).then(json), (s) => s.status === 'completed')
+    const session = await waitFor(
+      () => call('GET', `/o/acme/p/_/sessions/${id}`).then(json),
+      (s) => s.status === 'completed',
+    )
     expect(session.artifact_count).toBe(8)
     expect(session.artifacts.map((a: { name: string }) => a.name)).toEqual(names.slice(0, 6))
 
@@ -36,14 +41,27 @@ describe('artifacts', () => {
 
   test('a later turn adds new files after the old ones and updates changed ones', async () => {
     const created = await json(
-      await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: script([{ artifact: { name: 'one.txt', content: 'v1' } }, { answer: 'ok' }]) }),
+      await call('POST', '/o/acme/p/_/sessions', {
+        agent: 'harness_2',
+        prompt: script([{ artifact: { name: 'one.txt', content: 'v1' } }, { answer: 'ok' }]),
+      }),
     )
     const id = created.execution_id
-    await waitFor(() => call('GET', `/o/acme/p/_/sessions/${id}`).then(json), (s) => s.status === 'completed')
+    await waitFor(
+      () => call('GET', `/o/acme/p/_/sessions/${id}`).then(json),
+      (s) => s.status === 'completed',
+    )
     await call('POST', `/o/acme/p/_/sessions/${id}/messages`, {
-      content: script([{ artifact: { name: 'two.txt', content: 'new' } }, { artifact: { name: 'one.txt', content: 'v2' } }, { answer: 'ok' }]),
+      content: script([
+        { artifact: { name: 'two.txt', content: 'new' } },
+        { artifact: { name: 'one.txt', content: 'v2' } },
+        { answer: 'ok' },
+      ]),
     })
-    await waitFor(() => call('GET', `/o/acme/p/_/sessions/${id}`).then(json), (s) => s.status === 'completed' && s.turns_count === 2)
+    await waitFor(
+      () => call('GET', `/o/acme/p/_/sessions/${id}`).then(json),
+      (s) => s.status === 'completed' && s.turns_count === 2,
+    )
     const list = await json(await call('GET', `/o/acme/p/_/sessions/${id}/artifacts`))
     expect(list.artifacts.map((a: { name: string }) => a.name)).toEqual(['one.txt', 'two.txt'])
     expect(await (await call('GET', `/o/acme/p/_/sessions/${id}/artifacts/one.txt`)).text()).toBe('v2')
@@ -51,15 +69,23 @@ describe('artifacts', () => {
 
   test('a session without artifacts lists none; another org’s session is 404', async () => {
     const created = await json(await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: 'hello' }))
-    expect(await json(await call('GET', `/o/acme/p/_/sessions/${created.execution_id}/artifacts`))).toEqual({ execution_id: created.execution_id, artifacts: [] })
+    expect(await json(await call('GET', `/o/acme/p/_/sessions/${created.execution_id}/artifacts`))).toEqual({
+      execution_id: created.execution_id,
+      artifacts: [],
+    })
     expect((await call('GET', '/o/acme/p/_/sessions/00000000-0000-0000-0000-000000000000/artifacts')).status).toBe(404)
   })
 })
 
 test('the org-wide search row shows the first 6 artifacts and the count', async () => {
   const steps = names.map((name, i) => ({ artifact: { name, content: `${i}` } }))
-  const created = await json(await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: `Artifact search\n${script([...steps, { answer: 'ok' }])}` }))
-  await waitFor(() => call('GET', `/o/acme/p/_/sessions/${created.execution_id}`).then(json), (s) => s.status === 'completed')
+  const created = await json(
+    await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: `Artifact search\n${script([...steps, { answer: 'ok' }])}` }),
+  )
+  await waitFor(
+    () => call('GET', `/o/acme/p/_/sessions/${created.execution_id}`).then(json),
+    (s) => s.status === 'completed',
+  )
   const row = await json(await call('GET', `/o/acme/sessions?selector=${created.execution_id}`))
   expect(row.artifact_count).toBe(8)
   expect(row.artifacts.map((a: { name: string }) => a.name)).toEqual(names.slice(0, 6))

@@ -75,8 +75,12 @@ describe('identity-provider JWTs (AGENTD_OIDC_ISSUER)', () => {
   })
 
   test('401 for a wrong audience, a wrong issuer, an expired token, a foreign key or no email', async () => {
-    await expect401(await list(bearer(await issuer.sign({ email: 'member@acme.test', email_verified: true }, { audience: 'someone-else' }))))
-    await expect401(await list(bearer(await issuer.sign({ email: 'member@acme.test', email_verified: true }, { issuer: 'https://evil.test' }))))
+    await expect401(
+      await list(bearer(await issuer.sign({ email: 'member@acme.test', email_verified: true }, { audience: 'someone-else' }))),
+    )
+    await expect401(
+      await list(bearer(await issuer.sign({ email: 'member@acme.test', email_verified: true }, { issuer: 'https://evil.test' }))),
+    )
     await expect401(await list(bearer(await issuer.sign({ email: 'member@acme.test', email_verified: true }, { expiresIn: '-1m' }))))
     const { privateKey: foreign } = await generateKeyPair('RS256')
     await expect401(await list(bearer(await issuer.sign({ email: 'member@acme.test', email_verified: true }, { key: foreign }))))

@@ -14,25 +14,67 @@ let operations: { method: string; path: string; query: string[]; body: boolean }
 
 beforeAll(async () => {
   t = await makeTestApp()
-  const created = await json(await t.app.handle(req('POST', '/o/acme/p/web/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: 'hello' } })))
+  const created = await json(
+    await t.app.handle(req('POST', '/o/acme/p/web/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: 'hello' } })),
+  )
   sessionId = created.execution_id
-  await waitFor(() => t.app.handle(req('GET', `/o/acme/p/web/sessions/${sessionId}`, { token: t.admin.token })).then(json), (s) => s.status === 'completed')
+  await waitFor(
+    () => t.app.handle(req('GET', `/o/acme/p/web/sessions/${sessionId}`, { token: t.admin.token })).then(json),
+    (s) => s.status === 'completed',
+  )
   keyId = (await json(await t.app.handle(req('POST', '/o/acme/api-keys', { token: t.admin.token, body: { name: 'probe' } })))).id
   const doc = await json(await t.app.handle(req('GET', '/openapi.json')))
-  operations = Object.entries<Record<string, { parameters?: { in: string; name: string }[]; requestBody?: unknown }>>(doc.paths).flatMap(([path, ops]) =>
-    Object.entries(ops).map(([method, op]) => ({
-      method: method.toUpperCase(),
-      path,
-      query: (op.parameters ?? []).filter((p) => p.in === 'query').map((p) => p.name),
-      body: op.requestBody !== undefined,
-    })),
+  operations = Object.entries<Record<string, { parameters?: { in: string; name: string }[]; requestBody?: unknown }>>(doc.paths).flatMap(
+    ([path, ops]) =>
+      Object.entries(ops).map(([method, op]) => ({
+        method: method.toUpperCase(),
+        path,
+        query: (op.parameters ?? []).filter((p) => p.in === 'query').map((p) => p.name),
+        body: op.requestBody !== undefined,
+      })),
   )
 })
 afterAll(() => t[Symbol.asyncDispose]())
 
-const WEIRD = ['', 'x', '-1', '0', '1e999', '99999999999999999999999', 'null', '[]', '{}', '%00', '%E2%9C%93', '..%2F..', 'a'.repeat(2000), "'; DROP TABLE sessions; --"]
-const BODIES = ['{', 'null', '[]', '"text"', '123', 'true', '{}', '{"status": {"$ne": 1}}', JSON.stringify({ content: { a: 1 }, name: ['x'], status: 7, prompt: null }), `{"prompt": "${'p'.repeat(300_000)}"}`]
-const VALID: Record<string, () => string> = { org: () => 'acme', project: () => 'web', session: () => sessionId, key: () => keyId, account: () => 'acct_none', agent: () => 'agent_none', connection: () => 'conn_none', name: () => 'none.txt', '*': () => 'none.txt' }
+const WEIRD = [
+  '',
+  'x',
+  '-1',
+  '0',
+  '1e999',
+  '99999999999999999999999',
+  'null',
+  '[]',
+  '{}',
+  '%00',
+  '%E2%9C%93',
+  '..%2F..',
+  'a'.repeat(2000),
+  "'; DROP TABLE sessions; --",
+]
+const BODIES = [
+  '{',
+  'null',
+  '[]',
+  '"text"',
+  '123',
+  'true',
+  '{}',
+  '{"status": {"$ne": 1}}',
+  JSON.stringify({ content: { a: 1 }, name: ['x'], status: 7, prompt: null }),
+  `{"prompt": "${'p'.repeat(300_000)}"}`,
+]
+const VALID: Record<string, () => string> = {
+  org: () => 'acme',
+  project: () => 'web',
+  session: () => sessionId,
+  key: () => keyId,
+  account: () => 'acct_none',
+  agent: () => 'agent_none',
+  connection: () => 'conn_none',
+  name: () => 'none.txt',
+  '*': () => 'none.txt',
+}
 
 function fill(path: string, bad?: { name: string; value: string }): string {
   return path.replace(/\{(\w+)\}|\*/g, (whole, name: string | undefined) => {

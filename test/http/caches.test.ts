@@ -48,7 +48,10 @@ describe('caches of the request path follow commits by other connections', () =>
   test('a token revoked elsewhere is refused on the next request', async () => {
     const { token } = t.identity.createUser('acme', 'leaving@acme.test', 'member')
     expect((await getTwice('/o/acme/p/_/sessions', token)).status).toBe(200)
-    other.run('UPDATE user_tokens SET revoked_at = ? WHERE user_id = (SELECT id FROM users WHERE email = ?)', [Date.now(), 'leaving@acme.test'])
+    other.run('UPDATE user_tokens SET revoked_at = ? WHERE user_id = (SELECT id FROM users WHERE email = ?)', [
+      Date.now(),
+      'leaving@acme.test',
+    ])
     expect((await get('/o/acme/p/_/sessions', token)).status).toBe(401)
   })
 

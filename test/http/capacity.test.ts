@@ -26,7 +26,8 @@ async function create(t: TestApp, token: string, org: string, prompt: string) {
   return json(res)
 }
 
-const read = (t: TestApp, token: string, org: string, id: string) => async () => json(await t.app.handle(req('GET', `/o/${org}/p/_/sessions/${id}`, { token })))
+const read = (t: TestApp, token: string, org: string, id: string) => async () =>
+  json(await t.app.handle(req('GET', `/o/${org}/p/_/sessions/${id}`, { token })))
 
 describe('one sandbox at a time', () => {
   test('later sessions wait queued with their place, start one by one, and all complete', async () => {
@@ -84,10 +85,20 @@ describe('one sandbox at a time', () => {
     expect((await read(t, t.admin.token, 'acme', acme2.execution_id)()).queue_position).toBe(2)
     expect((await read(t, t.admin.token, 'acme', acme3.execution_id)()).queue_position).toBe(3)
     // A cancelled queued session leaves the queue; the places behind it move up.
-    expect((await t.app.handle(req('PATCH', `/o/acme/p/_/sessions/${acme2.execution_id}`, { token: t.admin.token, body: { status: 'cancelled' } }))).status).toBe(200)
+    expect(
+      (
+        await t.app.handle(
+          req('PATCH', `/o/acme/p/_/sessions/${acme2.execution_id}`, { token: t.admin.token, body: { status: 'cancelled' } }),
+        )
+      ).status,
+    ).toBe(200)
     expect((await read(t, other, 'globex', globex.execution_id)()).queue_position).toBe(1)
     expect((await read(t, t.admin.token, 'acme', acme3.execution_id)()).queue_position).toBe(2)
-    for (const [org, token, id] of [['acme', t.admin.token, busy.execution_id], ['globex', other, globex.execution_id], ['acme', t.admin.token, acme3.execution_id]] as const) {
+    for (const [org, token, id] of [
+      ['acme', t.admin.token, busy.execution_id],
+      ['globex', other, globex.execution_id],
+      ['acme', t.admin.token, acme3.execution_id],
+    ] as const) {
       const view = await settled(read(t, token, org, id))
       expect(view.status).toBe('completed')
     }
@@ -100,14 +111,20 @@ describe('one sandbox at a time', () => {
     await using t = await makeTestApp(ONE_AT_A_TIME)
     const token = t.admin.token
     const paused = await create(t, token, 'acme', script([{ sleep: 5000 }, { answer: 'late' }]))
-    await poll('the first run to be running', async () => (await read(t, token, 'acme', paused.execution_id)()).status === 'running', { timeoutMs: 20_000 })
-    expect((await t.app.handle(req('PATCH', `/o/acme/p/_/sessions/${paused.execution_id}`, { token, body: { status: 'paused' } }))).status).toBe(202)
+    await poll('the first run to be running', async () => (await read(t, token, 'acme', paused.execution_id)()).status === 'running', {
+      timeoutMs: 20_000,
+    })
+    expect(
+      (await t.app.handle(req('PATCH', `/o/acme/p/_/sessions/${paused.execution_id}`, { token, body: { status: 'paused' } }))).status,
+    ).toBe(202)
     expect((await read(t, token, 'acme', paused.execution_id)()).status).toBe('paused')
     const next = await create(t, token, 'acme', script([{ answer: 'next' }]))
     expect(next).toMatchObject({ status: 'queued', queue_position: 1 })
     await Bun.sleep(300)
     expect((await read(t, token, 'acme', next.execution_id)()).status).toBe('queued')
-    expect((await t.app.handle(req('PATCH', `/o/acme/p/_/sessions/${paused.execution_id}`, { token, body: { status: 'cancelled' } }))).status).toBe(200)
+    expect(
+      (await t.app.handle(req('PATCH', `/o/acme/p/_/sessions/${paused.execution_id}`, { token, body: { status: 'cancelled' } }))).status,
+    ).toBe(200)
     expect(await settled(read(t, token, 'acme', next.execution_id))).toMatchObject({ status: 'completed', summary: 'next' })
   })
 
@@ -151,7 +168,9 @@ describe('a sandbox start that fails', () => {
     const created = await create(t, t.admin.token, 'acme', 'hello')
     const view = await settled(read(t, t.admin.token, 'acme', created.execution_id))
     expect(view.status).toBe('failed')
-    expect(view.error).toBe('sandbox could not start: the relay did not come up within 15 s (start 2) (first attempt: the relay did not come up within 15 s (start 1))')
+    expect(view.error).toBe(
+      'sandbox could not start: the relay did not come up within 15 s (start 2) (first attempt: the relay did not come up within 15 s (start 1))',
+    )
     expect(driver.starts).toBe(2)
   })
 })
@@ -196,7 +215,12 @@ describe('a wake of a parked sandbox', () => {
     const token = t.admin.token
     const ids: string[] = []
     for (const n of [1, 2]) {
-      const res = await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token, body: { agent: 'harness_2', prompt: script([{ answer: `first ${n}` }]), persistence: 'resumable' } }))
+      const res = await t.app.handle(
+        req('POST', '/o/acme/p/_/sessions', {
+          token,
+          body: { agent: 'harness_2', prompt: script([{ answer: `first ${n}` }]), persistence: 'resumable' },
+        }),
+      )
       expect(res.status).toBe(202)
       ids.push((await json(res)).execution_id)
     }
@@ -204,7 +228,13 @@ describe('a wake of a parked sandbox', () => {
     // Between turns a resumable session's sandbox is parked.
     await poll('both sandboxes to be parked', async () => ids.every((id) => driver.parked.has(id)), { timeoutMs: 20_000 })
     driver.mostAtOnce = 0
-    const sent = await Promise.all(ids.map((id, i) => t.app.handle(req('POST', `/o/acme/p/_/sessions/${id}/messages`, { token, body: { content: script([{ answer: `second ${i + 1}` }]) } }))))
+    const sent = await Promise.all(
+      ids.map((id, i) =>
+        t.app.handle(
+          req('POST', `/o/acme/p/_/sessions/${id}/messages`, { token, body: { content: script([{ answer: `second ${i + 1}` }]) } }),
+        ),
+      ),
+    )
     expect(sent.map((res) => res.status)).toEqual([200, 200]) // delivered: each starts a turn
     const views = await Promise.all(ids.map((id) => settled(read(t, token, 'acme', id), { turns: 2 })))
     expect(views.map((v) => [v.status, v.summary])).toEqual([
@@ -222,13 +252,19 @@ describe('AGENTD_MAX_SANDBOXES and AGENTD_MAX_STARTING', () => {
     expect(hostCapacity({}, 2 * GiB, { cores: 2, memoryBytes: 24 * GiB })).toMatchObject({ maxSandboxes: 8, maxStarting: 2 })
     expect(hostCapacity({}, 2 * GiB, { cores: 16, memoryBytes: 24 * GiB })).toMatchObject({ maxSandboxes: 12, maxStarting: 12 })
     expect(hostCapacity({}, 4 * GiB, { cores: 2, memoryBytes: 2 * GiB })).toMatchObject({ maxSandboxes: 1, maxStarting: 1 })
-    expect(hostCapacity({}, 2 * GiB, { cores: 2, memoryBytes: 24 * GiB }).basis).toBe('from 2 cores and 24.0 GiB of memory at 2.0 GiB per sandbox')
+    expect(hostCapacity({}, 2 * GiB, { cores: 2, memoryBytes: 24 * GiB }).basis).toBe(
+      'from 2 cores and 24.0 GiB of memory at 2.0 GiB per sandbox',
+    )
   })
 
   test('are taken as set, and a bad value stops the start', () => {
-    expect(hostCapacity({ AGENTD_MAX_SANDBOXES: '30', AGENTD_MAX_STARTING: '5' }, 2 * GiB, { cores: 2, memoryBytes: 8 * GiB })).toMatchObject({ maxSandboxes: 30, maxStarting: 5 })
+    expect(
+      hostCapacity({ AGENTD_MAX_SANDBOXES: '30', AGENTD_MAX_STARTING: '5' }, 2 * GiB, { cores: 2, memoryBytes: 8 * GiB }),
+    ).toMatchObject({ maxSandboxes: 30, maxStarting: 5 })
     expect(() => hostCapacity({ AGENTD_MAX_SANDBOXES: '0' }, GiB)).toThrow(ConfigError)
-    expect(() => hostCapacity({ AGENTD_MAX_STARTING: '1.5' }, GiB)).toThrow('AGENTD_MAX_STARTING must be a whole number of at least 1, got "1.5"')
+    expect(() => hostCapacity({ AGENTD_MAX_STARTING: '1.5' }, GiB)).toThrow(
+      'AGENTD_MAX_STARTING must be a whole number of at least 1, got "1.5"',
+    )
   })
 })
 
@@ -268,17 +304,29 @@ describe('host resources under cgroup limits', () => {
     const host = hostResources(paths, { cores: 8, memoryBytes: 24 * GiB })
     expect(host).toEqual({ cores: 1, memoryBytes: 3 * GiB, limitedBy: ['the cgroup memory limit', 'the cgroup CPU quota'] })
     expect(hostCapacity({}, 1 * GiB, host)).toMatchObject({ maxSandboxes: 3, maxStarting: 1 })
-    expect(hostCapacity({}, 1 * GiB, host).basis).toBe('from 1 cores and 3.0 GiB of memory at 1.0 GiB per sandbox (lowered by the cgroup memory limit and the cgroup CPU quota)')
+    expect(hostCapacity({}, 1 * GiB, host).basis).toBe(
+      'from 1 cores and 3.0 GiB of memory at 1.0 GiB per sandbox (lowered by the cgroup memory limit and the cgroup CPU quota)',
+    )
   })
 
   test('v1: memory.limit_in_bytes and the CFS quota; "no limit" values and a cgroup namespace’s "/" path', () => {
     const limited = tree(
-      { 'memory/docker/abc/memory.limit_in_bytes': String(2 * GiB), 'cpu,cpuacct/docker/abc/cpu.cfs_quota_us': '200000', 'cpu,cpuacct/docker/abc/cpu.cfs_period_us': '100000' },
+      {
+        'memory/docker/abc/memory.limit_in_bytes': String(2 * GiB),
+        'cpu,cpuacct/docker/abc/cpu.cfs_quota_us': '200000',
+        'cpu,cpuacct/docker/abc/cpu.cfs_period_us': '100000',
+      },
       '4:memory:/docker/abc\n2:cpu,cpuacct:/docker/abc\n1:pids:/docker/abc\n',
     )
     expect(cgroupLimits(limited)).toEqual({ memoryBytes: 2 * GiB, cpus: 2 })
     const unlimited = tree(
-      { 'memory/memory.limit_in_bytes': '9223372036854771712', 'cpu/cpu.cfs_quota_us': '-1', 'cpu/cpu.cfs_period_us': '100000', 'memory.max': 'max', 'cpu.max': 'max 100000' },
+      {
+        'memory/memory.limit_in_bytes': '9223372036854771712',
+        'cpu/cpu.cfs_quota_us': '-1',
+        'cpu/cpu.cfs_period_us': '100000',
+        'memory.max': 'max',
+        'cpu.max': 'max 100000',
+      },
       '4:memory:/\n1:cpu:/\n0::/\n',
     )
     expect(cgroupLimits(unlimited)).toEqual({ memoryBytes: null, cpus: null })

@@ -23,7 +23,10 @@ const call = (method: string, path: string, body?: unknown) => t.app.handle(req(
 
 async function running(): Promise<string> {
   const created = await json(await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', prompt: script([{ sleep: 60_000 }]) }))
-  await waitFor(() => call('GET', `/o/acme/p/_/sessions/${created.execution_id}`).then(json), (s) => s.status === 'running')
+  await waitFor(
+    () => call('GET', `/o/acme/p/_/sessions/${created.execution_id}`).then(json),
+    (s) => s.status === 'running',
+  )
   return created.execution_id
 }
 

@@ -40,7 +40,11 @@ async function call(method: string, path: string, body?: unknown, token = t.admi
   return { status: res.status, body: text ? JSON.parse(text) : null }
 }
 async function finished(id: string) {
-  return waitFor(async () => (await call('GET', `${SESSIONS}/${id}`)).body, (s) => !['queued', 'allocating', 'running'].includes(s.status), 60_000)
+  return waitFor(
+    async () => (await call('GET', `${SESSIONS}/${id}`)).body,
+    (s) => !['queued', 'allocating', 'running'].includes(s.status),
+    60_000,
+  )
 }
 const toolOutputs = (id: string) =>
   t.store
@@ -52,8 +56,17 @@ const toolOutputs = (id: string) =>
 /** Everything of a session the host keeps or the sandbox could read: events, raw lines, logs, home and workspace files. */
 function everything(id: string): string {
   const events = JSON.stringify(t.store.allEvents(id))
-  const raw = t.store.transcriptLines(id).map((l) => l.line).join('\n')
-  const files = Bun.spawnSync(['sh', '-c', 'grep -rI -l . "$1" 2>/dev/null | xargs -r cat 2>/dev/null', 'sh', join(t.dir, 'sandboxes', id)]).stdout.toString()
+  const raw = t.store
+    .transcriptLines(id)
+    .map((l) => l.line)
+    .join('\n')
+  const files = Bun.spawnSync([
+    'sh',
+    '-c',
+    'grep -rI -l . "$1" 2>/dev/null | xargs -r cat 2>/dev/null',
+    'sh',
+    join(t.dir, 'sandboxes', id),
+  ]).stdout.toString()
   return `${events}\n${raw}\n${files}`
 }
 
@@ -84,7 +97,10 @@ describe('connections', () => {
     const port = new URL(mcp.url).port
     const created = await call('POST', SESSIONS, {
       harness: 'harness_2',
-      input: script([{ bash: `curl -s -m 3 -o /dev/null -w '%{http_code}' http://127.0.0.1:${port}/mcp; echo " exit=$?"` }, { answer: 'tried' }]),
+      input: script([
+        { bash: `curl -s -m 3 -o /dev/null -w '%{http_code}' http://127.0.0.1:${port}/mcp; echo " exit=$?"` },
+        { answer: 'tried' },
+      ]),
       connections: [{ url: mcp.url, name: 'tickets', auth: { mode: 'bearer', token: TOKEN } }],
     })
     const id = created.body.execution_id
@@ -93,10 +109,25 @@ describe('connections', () => {
     expect(toolOutputs(id)).toMatch(/exit=[1-9]/)
     const before = mcp.lookups.length
     // Another member may read the session, but not make it call the server with the starter's token.
-    const intruder = await call('POST', `${SESSIONS}/${id}/messages`, { content: script([{ mcp: { server: 'tickets', tool: 'lookup', input: { id: 'X-1' } } }, { answer: 'mine' }]) }, t.member.token)
+    const intruder = await call(
+      'POST',
+      `${SESSIONS}/${id}/messages`,
+      { content: script([{ mcp: { server: 'tickets', tool: 'lookup', input: { id: 'X-1' } } }, { answer: 'mine' }]) },
+      t.member.token,
+    )
     expect(intruder.status).toBe(403)
-    expect((await call('POST', `${SESSIONS}/${id}/messages`, { content: script([{ mcp: { server: 'tickets', tool: 'lookup', input: { id: 'T-2' } } }, { answer: 'again' }]) })).status).toBe(200)
-    await waitFor(async () => (await call('GET', `${SESSIONS}/${id}`)).body, (s) => s.turns_count === 2 && s.status !== 'running', 60_000)
+    expect(
+      (
+        await call('POST', `${SESSIONS}/${id}/messages`, {
+          content: script([{ mcp: { server: 'tickets', tool: 'lookup', input: { id: 'T-2' } } }, { answer: 'again' }]),
+        })
+      ).status,
+    ).toBe(200)
+    await waitFor(
+      async () => (await call('GET', `${SESSIONS}/${id}`)).body,
+      (s) => s.turns_count === 2 && s.status !== 'running',
+      60_000,
+    )
     expect(mcp.lookups.slice(before)).toEqual(['T-2'])
   }, 60_000)
 
@@ -135,7 +166,12 @@ describe('connections', () => {
         connections: [{ url: `http://127.0.0.1:${silent.port}/mcp`, name: 'silent' }],
       })
       const done = await finished(created.body.execution_id)
-      const codes = toolOutputs(done.execution_id).trim().split('\n').map((c) => c.trim()).filter(Boolean).sort()
+      const codes = toolOutputs(done.execution_id)
+        .trim()
+        .split('\n')
+        .map((c) => c.trim())
+        .filter(Boolean)
+        .sort()
       // Open ones were still waiting when curl gave up (000); the CLI's own connect to the server
       // may hold a slot too, so at least 4 of the 20 are refused, and never more than 16 open.
       const open = codes.filter((c) => c === '000').length
@@ -158,7 +194,11 @@ describe('connections', () => {
     expect((await call('GET', '/o/acme/connections', undefined, t.member.token)).body.data).toEqual([])
     for (const entry of [stored.body.id, 'desk']) {
       const before = mcp.lookups.length
-      const created = await call('POST', SESSIONS, { harness: 'harness_2', input: script([{ mcp: { server: 'desk', tool: 'lookup', input: { id: 'D-1' } } }, { answer: 'ok' }]), connections: [entry] })
+      const created = await call('POST', SESSIONS, {
+        harness: 'harness_2',
+        input: script([{ mcp: { server: 'desk', tool: 'lookup', input: { id: 'D-1' } } }, { answer: 'ok' }]),
+        connections: [entry],
+      })
       expect(created.status).toBe(202)
       expect((await finished(created.body.execution_id)).status).toBe('completed')
       expect(mcp.lookups.slice(before)).toEqual(['D-1'])
@@ -171,7 +211,9 @@ describe('connections', () => {
     expect({ status: ambiguous.status, code: ambiguous.body.code }).toEqual({ status: 422, code: 'CONNECTION_AMBIGUOUS' })
     expect(ambiguous.body.error).toContain(stored.body.id)
     expect((await call('DELETE', `/o/acme/connections/${stored.body.id}`)).status).toBe(204)
-    expect((await call('POST', SESSIONS, { harness: 'harness_2', input: 't', connections: [stored.body.id] })).body.code).toBe('CONNECTION_NOT_READY')
+    expect((await call('POST', SESSIONS, { harness: 'harness_2', input: 't', connections: [stored.body.id] })).body.code).toBe(
+      'CONNECTION_NOT_READY',
+    )
   }, 60_000)
 
   test('every rule of spec 4.1 for inline servers has its answer, and nothing is created', async () => {
@@ -180,7 +222,14 @@ describe('connections', () => {
       [[{ url: mcp.url, token: TOKEN }], 400, 'FIELD_REMOVED'],
       [[{ url: 'not a url' }], 422, 'MCP_SERVER_URL_INVALID'],
       [[{ url: 'ftp://example.com/mcp' }], 422, 'MCP_SERVER_URL_INVALID'],
-      [[{ url: mcp.url, name: 'a' }, { url: mcp.url, name: 'a' }], 422, 'CONNECTION_AMBIGUOUS'],
+      [
+        [
+          { url: mcp.url, name: 'a' },
+          { url: mcp.url, name: 'a' },
+        ],
+        422,
+        'CONNECTION_AMBIGUOUS',
+      ],
       [[{ url: mcp.url, auth: { mode: 'basic', token: 'x' } }], 400, 'VALIDATION_ERROR'],
       [['no-such-connection'], 422, 'CONNECTION_NOT_READY'],
     ]

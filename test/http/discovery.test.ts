@@ -33,7 +33,11 @@ describe('GET /o/{org}/agents/available', () => {
       effort: ['low', 'medium', 'high'],
       modes: ['fast'],
     })
-    expect(body.models.some((m: { provider: string; pricing: { input_per_million: number } }) => m.provider === 'anthropic' && m.pricing.input_per_million > 0)).toBe(true)
+    expect(
+      body.models.some(
+        (m: { provider: string; pricing: { input_per_million: number } }) => m.provider === 'anthropic' && m.pricing.input_per_million > 0,
+      ),
+    ).toBe(true)
     expect(body.mcp_servers).toEqual([])
     expect(body.mcp_categories).toEqual([])
     expect(body.plugins.marketplaces).toEqual([])
@@ -47,7 +51,10 @@ describe('GET /o/{org}/agents/available', () => {
     expect(claude.runtime.latest_verified).toMatchObject({ id: '2.1.197', available: true, pin_guarantee: true, image_digest: null })
     expect(claude.runtime.pinned).toEqual({ available: true })
     const scripted = claude.models.find((m: { id: string }) => m.id === 'scripted')
-    expect(scripted.speed).toEqual([{ id: 'standard', available: true }, { id: 'fast', available: true }])
+    expect(scripted.speed).toEqual([
+      { id: 'standard', available: true },
+      { id: 'fast', available: true },
+    ])
     const gemini = body.harnesses[2]
     expect(gemini.models.find((m: { id: string }) => m.id === 'scripted').speed).toContainEqual({ id: 'fast', available: false })
     for (const key of ['browser', 'computer', 'tools_selected', 'network_allowlist', 'instructions', 'configuration']) {
@@ -79,8 +86,34 @@ describe('catalog from the config file', () => {
       file,
       JSON.stringify({
         catalog: {
-          models: [{ id: 'local-llama', display_name: 'Llama', provider: 'local', type: 'chat', harnesses: ['harness_2'], pricing: { input_per_million: 0.1, output_per_million: 0.2 }, effort: ['low'], modes: [] }],
-          mcp_servers: [{ name: 'linear', slug: 'linear', title: 'Linear', description: 'Issues', category: 'project-management', tags: [], verified: true, official: true, author: 'Linear', remotes: [{ type: 'streamable-http', url: 'https://mcp.linear.app/mcp' }], documentationUrl: 'https://linear.app', oauth: true }],
+          models: [
+            {
+              id: 'local-llama',
+              display_name: 'Llama',
+              provider: 'local',
+              type: 'chat',
+              harnesses: ['harness_2'],
+              pricing: { input_per_million: 0.1, output_per_million: 0.2 },
+              effort: ['low'],
+              modes: [],
+            },
+          ],
+          mcp_servers: [
+            {
+              name: 'linear',
+              slug: 'linear',
+              title: 'Linear',
+              description: 'Issues',
+              category: 'project-management',
+              tags: [],
+              verified: true,
+              official: true,
+              author: 'Linear',
+              remotes: [{ type: 'streamable-http', url: 'https://mcp.linear.app/mcp' }],
+              documentationUrl: 'https://linear.app',
+              oauth: true,
+            },
+          ],
           plugins: { marketplaces: [{ name: 'team', source: 'https://example.com/marketplace.json' }] },
         },
       }),
@@ -101,7 +134,16 @@ describe('catalog from the config file', () => {
 })
 
 describe('the catalog in AGENTD_CONFIG', () => {
-  const model = { id: 'm', display_name: 'M', provider: 'local', type: 'chat', harnesses: ['harness_2'], pricing: { input_per_million: 1, output_per_million: 2 }, effort: [], modes: [] }
+  const model = {
+    id: 'm',
+    display_name: 'M',
+    provider: 'local',
+    type: 'chat',
+    harnesses: ['harness_2'],
+    pricing: { input_per_million: 1, output_per_million: 2 },
+    effort: [],
+    modes: [],
+  }
   const load = (catalog: unknown) => {
     const file = join(t.dir, 'catalog.json')
     writeFileSync(file, JSON.stringify({ catalog }))
@@ -112,7 +154,10 @@ describe('the catalog in AGENTD_CONFIG', () => {
     const cases: [unknown, string][] = [
       [{ models: {} }, 'AGENTD_CONFIG catalog.models: Expected array'],
       [{ models: [{ ...model, harnesses: ['harness_9'] }] }, 'AGENTD_CONFIG catalog.models.0.harnesses.0:'],
-      [{ models: [{ ...model, pricing: { input_per_million: -1, output_per_million: 0 } }] }, 'AGENTD_CONFIG catalog.models.0.pricing.input_per_million:'],
+      [
+        { models: [{ ...model, pricing: { input_per_million: -1, output_per_million: 0 } }] },
+        'AGENTD_CONFIG catalog.models.0.pricing.input_per_million:',
+      ],
       [{ models: [{ ...model, id: undefined }] }, 'AGENTD_CONFIG catalog.models.0.id:'],
       [{ plugins: { marketplaces: [{ name: 'team' }] } }, 'AGENTD_CONFIG catalog.plugins.marketplaces.0.source:'],
     ]

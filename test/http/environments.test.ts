@@ -38,8 +38,10 @@ async function call(method: string, path: string, body?: unknown, token = t.admi
   answers.push(text)
   return { status: res.status, body: text ? JSON.parse(text) : null }
 }
-const putSecret = (name: string, value: unknown, token?: string, project = 'web') => call('PUT', `/o/acme/projects/${project}/secrets/${name}`, { value }, token)
-const names = async (project = 'web') => (await call('GET', `/o/acme/projects/${project}/secrets`)).body.data.map((s: { name: string }) => s.name)
+const putSecret = (name: string, value: unknown, token?: string, project = 'web') =>
+  call('PUT', `/o/acme/projects/${project}/secrets/${name}`, { value }, token)
+const names = async (project = 'web') =>
+  (await call('GET', `/o/acme/projects/${project}/secrets`)).body.data.map((s: { name: string }) => s.name)
 
 beforeAll(async () => {
   t = await makeTestApp({}, { log: (line) => logLines.push(line) })
@@ -58,7 +60,12 @@ describe('secrets', () => {
     const listed = await call('GET', '/o/acme/projects/web/secrets')
     expect(listed).toEqual({
       status: 200,
-      body: { data: [{ name: 'DATABASE_URL', updated_at: expect.any(String) }, { name: 'NPM_TOKEN', updated_at: expect.any(String) }] },
+      body: {
+        data: [
+          { name: 'DATABASE_URL', updated_at: expect.any(String) },
+          { name: 'NPM_TOKEN', updated_at: expect.any(String) },
+        ],
+      },
     })
     expect(new Date(listed.body.data[1].updated_at).toISOString()).toBe(listed.body.data[1].updated_at)
     const second = canary('second')
@@ -76,7 +83,17 @@ describe('secrets', () => {
   })
 
   test('a name is ^[A-Z_][A-Z0-9_]{0,127}$, not reserved (any case for the prefixes), nor a harness variable: else 400 VALIDATION_ERROR', async () => {
-    const good = ['A', '_', 'API_TOKEN', `X${'Y'.repeat(127)}`, 'PATH_EXTRA', 'HOMEBREW_TOKEN', 'LANGUAGE_KEY', 'GITHUB_TOKEN', 'MY_HTTP_PROXY']
+    const good = [
+      'A',
+      '_',
+      'API_TOKEN',
+      `X${'Y'.repeat(127)}`,
+      'PATH_EXTRA',
+      'HOMEBREW_TOKEN',
+      'LANGUAGE_KEY',
+      'GITHUB_TOKEN',
+      'MY_HTTP_PROXY',
+    ]
     for (const name of good) expect({ name, status: (await putSecret(name, canary('ok'))).status }).toEqual({ name, status: 204 })
     const bad = [
       `X${'Y'.repeat(128)}`,
@@ -90,8 +107,24 @@ describe('secrets', () => {
       ...['LC_ALL', 'LC_', 'LD_PRELOAD', 'LD_LIBRARY_PATH', 'AGENTD_GATEWAY_KEY', 'AGENTD_X'],
       ...['HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'ALL_PROXY', 'HTTP_PROXY_USER', 'HTTPS_PROXYX', 'NO_PROXY_LIST', 'ALL_PROXY_2'],
       ...['http_proxy', 'https_proxy', 'no_proxy', 'all_proxy', 'Http_Proxy', 'lc_all', 'Ld_Preload', 'agentd_x'],
-      ...['ANTHROPIC_API_KEY', 'ANTHROPIC_BASE_URL', 'ANTHROPIC_MODEL', 'CLAUDE_CODE_USE_BEDROCK', 'CODEX_HOME', 'OPENAI_API_KEY', 'OPENAI_BASE_URL'],
-      ...['GEMINI_API_KEY', 'GEMINI_CLI_NO_RELAUNCH', 'GOOGLE_GEMINI_BASE_URL', 'IS_SANDBOX', 'DISABLE_TELEMETRY', 'DISABLE_AUTOUPDATER', 'DISABLE_ERROR_REPORTING'],
+      ...[
+        'ANTHROPIC_API_KEY',
+        'ANTHROPIC_BASE_URL',
+        'ANTHROPIC_MODEL',
+        'CLAUDE_CODE_USE_BEDROCK',
+        'CODEX_HOME',
+        'OPENAI_API_KEY',
+        'OPENAI_BASE_URL',
+      ],
+      ...[
+        'GEMINI_API_KEY',
+        'GEMINI_CLI_NO_RELAUNCH',
+        'GOOGLE_GEMINI_BASE_URL',
+        'IS_SANDBOX',
+        'DISABLE_TELEMETRY',
+        'DISABLE_AUTOUPDATER',
+        'DISABLE_ERROR_REPORTING',
+      ],
       ...RESERVED_SECRET_NAMES,
     ]
     for (const name of bad) {
@@ -116,7 +149,11 @@ describe('secrets', () => {
     stored.add(over)
     for (const value of ['', over, `${marker}\0nul`, 12345678, null, { nested: marker }, [marker], true]) {
       const answer = await putSecret('EDGE', value)
-      expect({ value: String(value).slice(0, 20), status: answer.status, code: answer.body.code }).toEqual({ value: String(value).slice(0, 20), status: 400, code: 'VALIDATION_ERROR' })
+      expect({ value: String(value).slice(0, 20), status: answer.status, code: answer.body.code }).toEqual({
+        value: String(value).slice(0, 20),
+        status: 400,
+        code: 'VALIDATION_ERROR',
+      })
       expect(JSON.stringify(answer.body)).not.toContain(marker)
       expect(JSON.stringify(answer.body)).not.toContain('12345678')
     }
@@ -178,7 +215,9 @@ describe('secrets', () => {
     const other = t.identity.createProject('acme', 'copies', null).id
     // Another connection to the same file, as someone with the database in hand would.
     const sqlite = new Database(t.config.dbPath)
-    const sealed = sqlite.query<{ sealed: string }, [string]>("SELECT sealed FROM project_secrets WHERE project_id = ? AND name = 'ORIGINAL'").get(t.project.id)!.sealed
+    const sealed = sqlite
+      .query<{ sealed: string }, [string]>("SELECT sealed FROM project_secrets WHERE project_id = ? AND name = 'ORIGINAL'")
+      .get(t.project.id)!.sealed
     sqlite.run('INSERT INTO project_secrets (project_id, name, sealed, updated_at) VALUES (?, ?, ?, 0)', [other, 'ORIGINAL', sealed])
     sqlite.run('INSERT INTO project_secrets (project_id, name, sealed, updated_at) VALUES (?, ?, ?, 0)', [t.project.id, 'RENAMED', sealed])
     sqlite.close()
@@ -194,16 +233,30 @@ describe('environment', () => {
   const defaults = { setup: null, setup_timeout_s: 900, network: { allow: [] } }
 
   test('GET answers the defaults at revision 0 (updated_at null); each PUT replaces it whole and adds 1 to the revision', async () => {
-    expect(await call('GET', '/o/acme/projects/web/environment')).toEqual({ status: 200, body: { ...defaults, revision: 0, updated_at: null } })
-    const full = { setup: 'npm ci\nnpm run build\n', setup_timeout_s: 1200, network: { allow: ['registries', 'api.example.com:443', '*.example.org', '10.1.2.3:8080', '[2001:db8::1]:443'] } }
+    expect(await call('GET', '/o/acme/projects/web/environment')).toEqual({
+      status: 200,
+      body: { ...defaults, revision: 0, updated_at: null },
+    })
+    const full = {
+      setup: 'npm ci\nnpm run build\n',
+      setup_timeout_s: 1200,
+      network: { allow: ['registries', 'api.example.com:443', '*.example.org', '10.1.2.3:8080', '[2001:db8::1]:443'] },
+    }
     const first = await call('PUT', '/o/acme/projects/web/environment', full)
     expect(first).toEqual({ status: 200, body: { ...full, revision: 1, updated_at: expect.any(String) } })
     expect(await call('GET', '/o/acme/projects/web/environment')).toEqual(first)
     // Absent fields take their defaults again: the environment is replaced, not patched.
     const second = await call('PUT', '/o/acme/projects/web/environment', { setup: 'make' })
     expect(second).toEqual({ status: 200, body: { ...defaults, setup: 'make', revision: 2, updated_at: expect.any(String) } })
-    expect((await call('PUT', '/o/acme/projects/web/environment', {})).body).toEqual({ ...defaults, revision: 3, updated_at: expect.any(String) })
-    expect((await call('PUT', '/o/acme/projects/web/environment', { setup: null, network: {} })).body).toMatchObject({ ...defaults, revision: 4 })
+    expect((await call('PUT', '/o/acme/projects/web/environment', {})).body).toEqual({
+      ...defaults,
+      revision: 3,
+      updated_at: expect.any(String),
+    })
+    expect((await call('PUT', '/o/acme/projects/web/environment', { setup: null, network: {} })).body).toMatchObject({
+      ...defaults,
+      revision: 4,
+    })
     expect((await call('GET', `/o/acme/projects/${t.project.id}/environment`)).body.revision).toBe(4)
     // Another Project's is its own.
     t.identity.createProject('acme', 'fresh', null)
@@ -214,12 +267,19 @@ describe('environment', () => {
   test('setup at most 64 KiB; setup_timeout_s an integer 1..3600; at most 100 allow entries, each a valid form: else 400 VALIDATION_ERROR', async () => {
     const ok = async (body: unknown) => {
       const answer = await call('PUT', '/o/acme/projects/web/environment', body)
-      expect({ body: JSON.stringify(body).slice(0, 80), status: answer.status }).toEqual({ body: JSON.stringify(body).slice(0, 80), status: 200 })
+      expect({ body: JSON.stringify(body).slice(0, 80), status: answer.status }).toEqual({
+        body: JSON.stringify(body).slice(0, 80),
+        status: 200,
+      })
       return answer.body
     }
     const refused = async (body: unknown) => {
       const answer = await call('PUT', '/o/acme/projects/web/environment', body)
-      expect({ body: JSON.stringify(body).slice(0, 80), status: answer.status, code: answer.body.code }).toEqual({ body: JSON.stringify(body).slice(0, 80), status: 400, code: 'VALIDATION_ERROR' })
+      expect({ body: JSON.stringify(body).slice(0, 80), status: answer.status, code: answer.body.code }).toEqual({
+        body: JSON.stringify(body).slice(0, 80),
+        status: 400,
+        code: 'VALIDATION_ERROR',
+      })
     }
     const before = t.environments.get(t.project.id).revision
     await ok({ setup: 'é'.repeat(32768) })
@@ -337,7 +397,8 @@ test('no value ever in an answer or a log line; none in the database file or its
     }
   }
   for (const text of [...answers, ...logLines]) {
-    for (const secret of stored) if (secret.length >= 8 && text.includes(secret.slice(0, 40))) throw new Error(`a secret value came back: ${text.slice(0, 120)}`)
+    for (const secret of stored)
+      if (secret.length >= 8 && text.includes(secret.slice(0, 40))) throw new Error(`a secret value came back: ${text.slice(0, 120)}`)
   }
   t.secrets.remove(t.project.id, 'AT_REST')
 })
@@ -354,7 +415,10 @@ test('without accounts.encryption_key agentd generates DATA_DIR/encryption.key (
   // A server of its own on one DATA_DIR, started twice.
   const dir = mkdtempSync(join(tmpdir(), 'agentd-env-restart-'))
   const start = async (lines: string[]) => {
-    const services = await startServices(loadConfig({ DATA_DIR: dir }), { log: (line) => lines.push(line), driver: new ProcessDriver({ scope: sandboxScope(dir) }) })
+    const services = await startServices(loadConfig({ DATA_DIR: dir }), {
+      log: (line) => lines.push(line),
+      driver: new ProcessDriver({ scope: sandboxScope(dir) }),
+    })
     await services.ready
     return services
   }

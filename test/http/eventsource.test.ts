@@ -17,9 +17,24 @@ let lastId: string
 beforeAll(async () => {
   t = await makeTestApp()
   base = t.listen()
-  id = (await json(await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_2', prompt: script([{ answer: 'fine' }]) } })))).execution_id
-  await waitFor(async () => t.store.get(id)!.status, (s) => s === 'completed', 60_000)
-  lastId = String(t.store.allEvents(id).filter((e) => e.kind !== 'log').at(-1)!.seq)
+  id = (
+    await json(
+      await t.app.handle(
+        req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_2', prompt: script([{ answer: 'fine' }]) } }),
+      ),
+    )
+  ).execution_id
+  await waitFor(
+    async () => t.store.get(id)!.status,
+    (s) => s === 'completed',
+    60_000,
+  )
+  lastId = String(
+    t.store
+      .allEvents(id)
+      .filter((e) => e.kind !== 'log')
+      .at(-1)!.seq,
+  )
 })
 afterAll(() => t[Symbol.asyncDispose]())
 
@@ -40,7 +55,11 @@ test('the eventsource package: every event once, one done, then its reconnect is
   let dones = 0
   source.addEventListener('status', (e) => statuses.push(JSON.parse(e.data).status))
   source.addEventListener('done', () => dones++)
-  await waitFor(async () => source.readyState, (state) => state === EventSource.CLOSED, 20_000)
+  await waitFor(
+    async () => source.readyState,
+    (state) => state === EventSource.CLOSED,
+    20_000,
+  )
   expect(requests).toEqual([
     { lastEventId: null, status: 200 },
     { lastEventId: lastId, status: 204 },
@@ -49,7 +68,7 @@ test('the eventsource package: every event once, one done, then its reconnect is
   expect(dones).toBe(1)
 })
 
-test('a browser\'s own EventSource (headless Chromium) stops after the 204 too', async () => {
+test("a browser's own EventSource (headless Chromium) stops after the 204 too", async () => {
   const { browser, close } = await launchChromium()
   try {
     const page = await browser.newPage()
@@ -57,7 +76,8 @@ test('a browser\'s own EventSource (headless Chromium) stops after the 204 too',
     await page.setExtraHTTPHeaders({ authorization: `Bearer ${t.admin.token}` })
     const answers: { lastEventId: string | null; status: number }[] = []
     page.on('response', async (res) => {
-      if (res.url().endsWith('/events')) answers.push({ lastEventId: (await res.request().allHeaders())['last-event-id'] ?? null, status: res.status() })
+      if (res.url().endsWith('/events'))
+        answers.push({ lastEventId: (await res.request().allHeaders())['last-event-id'] ?? null, status: res.status() })
     })
     await page.goto(`${base}/healthz`)
     const seen = await page.evaluate(
@@ -76,7 +96,10 @@ test('a browser\'s own EventSource (headless Chromium) stops after the 204 too',
       eventsUrl(),
     )
     expect(seen).toEqual({ statuses: ['queued', 'allocating', 'running', 'completed'], dones: 1, state: 2 })
-    await waitFor(async () => answers.length, (n) => n >= 2)
+    await waitFor(
+      async () => answers.length,
+      (n) => n >= 2,
+    )
     expect(answers).toEqual([
       { lastEventId: null, status: 200 },
       { lastEventId: lastId, status: 204 },
@@ -90,9 +113,20 @@ test('a resumed stream with events after its cursor, or a session not at rest, s
   const res = await fetch(`${eventsUrl()}?cursor=1`, { headers: { authorization: `Bearer ${t.admin.token}` } })
   expect(res.status).toBe(200)
   expect(await res.text()).toContain('event: done')
-  const open = (await json(await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_2', prompt: script([{ sleep: 2000 }, { answer: 'later' }]) } })))).execution_id
+  const open = (
+    await json(
+      await t.app.handle(
+        req('POST', '/o/acme/p/_/sessions', {
+          token: t.admin.token,
+          body: { agent: 'harness_2', prompt: script([{ sleep: 2000 }, { answer: 'later' }]) },
+        }),
+      ),
+    )
+  ).execution_id
   const after = String(t.store.allEvents(open).at(-1)!.seq)
-  const live = await fetch(`${base}/o/acme/p/_/sessions/${open}/events`, { headers: { authorization: `Bearer ${t.admin.token}`, 'last-event-id': after } })
+  const live = await fetch(`${base}/o/acme/p/_/sessions/${open}/events`, {
+    headers: { authorization: `Bearer ${t.admin.token}`, 'last-event-id': after },
+  })
   expect(live.status).toBe(200)
   expect(await live.text()).toContain('event: done')
 }, 60_000)

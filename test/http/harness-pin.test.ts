@@ -23,7 +23,8 @@ afterAll(() => t[Symbol.asyncDispose]())
 
 const create = (agent: string, prompt = script([{ bash: 'false' }, { answer: 'pinned ok' }])) =>
   t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent, prompt } }))
-const settledRun = (id: string) => settled(() => t.app.handle(req('GET', `/o/acme/p/_/sessions/${id}`, { token: t.admin.token })).then(json), { timeoutMs: 90_000 })
+const settledRun = (id: string) =>
+  settled(() => t.app.handle(req('GET', `/o/acme/p/_/sessions/${id}`, { token: t.admin.token })).then(json), { timeoutMs: 90_000 })
 
 describe('pinning harness_3 to an older published version', () => {
   test('installs it once into DATA_DIR, shares it, runs it and reports both versions', async () => {
@@ -35,12 +36,19 @@ describe('pinning harness_3 to an older published version', () => {
     expect(created).toMatchObject({ agent: `harness_3@${OLDER}`, harness_version_requested: OLDER, harness_version_resolved: OLDER })
     const [first, second] = await Promise.all([settledRun(created.execution_id), settledRun((await json(b)).execution_id)])
     for (const session of [first, second]) {
-      expect(session).toMatchObject({ status: 'completed', harness_version_requested: OLDER, harness_version_resolved: OLDER, tool_errors_count: 1 })
+      expect(session).toMatchObject({
+        status: 'completed',
+        harness_version_requested: OLDER,
+        harness_version_resolved: OLDER,
+        tool_errors_count: 1,
+      })
       expect(session.effective_config.harness_version).toBe(OLDER)
     }
     const cache = join(t.dir, 'harnesses')
     expect(readdirSync(cache)).toEqual([`@google+gemini-cli@${OLDER}`])
-    const manifest = JSON.parse(readFileSync(join(cache, `@google+gemini-cli@${OLDER}`, 'node_modules/@google/gemini-cli/package.json'), 'utf8'))
+    const manifest = JSON.parse(
+      readFileSync(join(cache, `@google+gemini-cli@${OLDER}`, 'node_modules/@google/gemini-cli/package.json'), 'utf8'),
+    )
     expect(manifest.version).toBe(OLDER)
   }, 120_000)
 

@@ -20,14 +20,20 @@ beforeAll(async () => {
   keySecret = (await t.createKey({ name: 'ci', max_concurrent: 100 })).body.secret
   const blocker = await create(t.admin.token, { agent: 'harness_2', prompt: script([{ sleep: 120_000 }]) })
   expect(blocker.status).toBe(202)
-  await waitFor(() => t.call('GET', `/o/acme/p/_/sessions/${blocker.body.execution_id}`, t.admin.token), (r) => r.body.status === 'running', 30_000)
+  await waitFor(
+    () => t.call('GET', `/o/acme/p/_/sessions/${blocker.body.execution_id}`, t.admin.token),
+    (r) => r.body.status === 'running',
+    30_000,
+  )
 })
 afterAll(() => t[Symbol.asyncDispose]())
 
 const SESSIONS = '/o/acme/p/_/sessions'
 
 async function create(token: string, body: unknown, key?: string, org = 'acme') {
-  const res = await t.app.handle(req('POST', `/o/${org}/p/_/sessions`, { token, body, headers: key === undefined ? {} : { 'idempotency-key': key } }))
+  const res = await t.app.handle(
+    req('POST', `/o/${org}/p/_/sessions`, { token, body, headers: key === undefined ? {} : { 'idempotency-key': key } }),
+  )
   const text = await res.text()
   return { status: res.status, body: JSON.parse(text), text }
 }
@@ -36,7 +42,8 @@ async function create(token: string, body: unknown, key?: string, org = 'acme') 
 function sessionCount(): number {
   const db = new Database(t.config.dbPath, { readonly: true })
   try {
-    return (db.query("select count(*) as n from sessions where org_id = (select id from orgs where slug = 'acme')").get() as { n: number }).n
+    return (db.query("select count(*) as n from sessions where org_id = (select id from orgs where slug = 'acme')").get() as { n: number })
+      .n
   } finally {
     db.close()
   }
@@ -58,7 +65,11 @@ describe('Idempotency-Key on POST …/sessions', () => {
     const first = await create(t.admin.token, body(2), 'k-2')
     expect(first.status).toBe(202)
     const reordered = await t.app.handle(
-      req('POST', SESSIONS, { token: t.admin.token, body: `{ "persistence": "resumable",  "prompt": "task 2", "agent": "harness_2" }`, headers: { 'idempotency-key': 'k-2' } }),
+      req('POST', SESSIONS, {
+        token: t.admin.token,
+        body: `{ "persistence": "resumable",  "prompt": "task 2", "agent": "harness_2" }`,
+        headers: { 'idempotency-key': 'k-2' },
+      }),
     )
     expect(reordered.status).toBe(202)
     expect(((await reordered.json()) as { execution_id: string }).execution_id).toBe(first.body.execution_id)
@@ -68,7 +79,9 @@ describe('Idempotency-Key on POST …/sessions', () => {
     expect(other.body).toMatchObject({ code: 'IDEMPOTENCY_CONFLICT' })
     expect(typeof other.body.error).toBe('string')
     // The same body under another Project's path is another request too.
-    const elsewhere = await t.app.handle(req('POST', '/o/acme/p/web/sessions', { token: t.admin.token, body: body(2), headers: { 'idempotency-key': 'k-2' } }))
+    const elsewhere = await t.app.handle(
+      req('POST', '/o/acme/p/web/sessions', { token: t.admin.token, body: body(2), headers: { 'idempotency-key': 'k-2' } }),
+    )
     expect(elsewhere.status).toBe(409)
     expect(sessionCount()).toBe(before)
   })
@@ -99,7 +112,11 @@ describe('Idempotency-Key on POST …/sessions', () => {
     try {
       const failing = { agent: 'harness_2', prompt: script([{ fail: 'the model gave up' }]) }
       const doomed = await create(t.admin.token, failing, 'k-fail')
-      await waitFor(() => t.call('GET', `${SESSIONS}/${doomed.body.execution_id}`, t.admin.token), (r) => r.body.status === 'failed', 30_000)
+      await waitFor(
+        () => t.call('GET', `${SESSIONS}/${doomed.body.execution_id}`, t.admin.token),
+        (r) => r.body.status === 'failed',
+        30_000,
+      )
       const retried = await create(t.admin.token, failing, 'k-fail')
       expect(retried.status).toBe(202)
       expect(retried.body.execution_id).not.toBe(doomed.body.execution_id)
@@ -134,7 +151,9 @@ describe('Idempotency-Key on POST …/sessions', () => {
       async () => {
         const db = new Database(t.config.dbPath, { readonly: true })
         try {
-          return (db.query('select count(*) as n from idempotency_keys where created_at < ?').get(Date.now() - RETENTION_MS - 50) as { n: number }).n
+          return (
+            db.query('select count(*) as n from idempotency_keys where created_at < ?').get(Date.now() - RETENTION_MS - 50) as { n: number }
+          ).n
         } finally {
           db.close()
         }

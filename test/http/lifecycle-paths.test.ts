@@ -25,9 +25,11 @@ const IDLE_SCALE = String(4000 / (7 * 24 * 3600 * 1000))
 
 async function pool<T>(items: T[], width: number, work: (item: T) => Promise<void>): Promise<void> {
   let next = 0
-  await Promise.all(Array.from({ length: Math.min(width, items.length) }, async () => {
-    while (next < items.length) await work(items[next++]!)
-  }))
+  await Promise.all(
+    Array.from({ length: Math.min(width, items.length) }, async () => {
+      while (next < items.length) await work(items[next++]!)
+    }),
+  )
 }
 
 /** Where a run meets the restart: the restart event itself, or the wake that finds the disk gone. */
@@ -73,10 +75,15 @@ async function inOneApp(group: Group, env: Record<string, string>, driver: HeldD
   const executors = mine.map((run, i) => new RunExecutor(world, run, `${group}-${i}`))
   try {
     for (const e of executors) e.setUp()
-    await settle(executors, async (e) => {
-      await e.walk()
-      await e.finish()
-    }, errors, width)
+    await settle(
+      executors,
+      async (e) => {
+        await e.walk()
+        await e.finish()
+      },
+      errors,
+      width,
+    )
   } finally {
     const closing = t[Symbol.asyncDispose]()
     driver.openAll()
@@ -119,15 +126,22 @@ async function acrossRestart(group: 'restart' | 'crash'): Promise<Outcome> {
     await closing
     // A wake that must fail: the session's disk is lost while agentd is down.
     for (const e of alive) if (e.run.events[points.get(e)!]!.type !== 'service.restarted') e.loseDisk()
-    second = await startServices(group === 'crash' ? loadConfig({ DATA_DIR: dir, ...UNBOUNDED_HOST }) : first.config, { driver: secondDriver, log: () => {} })
+    second = await startServices(group === 'crash' ? loadConfig({ DATA_DIR: dir, ...UNBOUNDED_HOST }) : first.config, {
+      driver: secondDriver,
+      log: () => {},
+    })
     await second.ready
     world.attach(second, secondDriver, dir)
-    alive = await settle(alive, async (e) => {
-      const next = e.nextEvent
-      if (next?.type === 'service.restarted') await e.happened(next)
-      await e.walk()
-      await e.finish()
-    }, errors)
+    alive = await settle(
+      alive,
+      async (e) => {
+        const next = e.nextEvent
+        if (next?.type === 'service.restarted') await e.happened(next)
+        await e.walk()
+        await e.finish()
+      },
+      errors,
+    )
   } finally {
     if (second) {
       const closing = second.close()
@@ -165,7 +179,9 @@ describe('the session lifecycle, path by path', () => {
     const errors = outcomes.flatMap((o) => o.errors)
     const rows = new Set(executors.flatMap((e) => [...e.rows]))
     const states = new Set(executors.flatMap((e) => [...e.states]))
-    console.log(`lifecycle paths: ${toRow.size} to transitions and ${toState.size} to states (${vertices} vertices), as ${executors.length} runs in ${((Date.now() - started) / 1000).toFixed(1)} s`)
+    console.log(
+      `lifecycle paths: ${toRow.size} to transitions and ${toState.size} to states (${vertices} vertices), as ${executors.length} runs in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+    )
     console.log(`coverage: states ${states.size}/${SESSION_STATUSES.length}, transitions ${rows.size}/${ROWS.length}`)
     const compared = new Set(executors.flatMap((e) => [...e.snapshotRows]))
     console.log(`snapshots: compared after ${compared.size}/${ROWS.length} transitions`)

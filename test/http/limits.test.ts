@@ -17,8 +17,10 @@ afterAll(async () => {
 })
 
 const start = async (t: TestApp, prompt: string) =>
-  (await json(await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_2', prompt } })))).execution_id as string
-const settledRun = (t: TestApp, id: string) => settled(() => t.app.handle(req('GET', `/o/acme/p/_/sessions/${id}`, { token: t.admin.token })).then(json), { timeoutMs: 30_000 })
+  (await json(await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_2', prompt } }))))
+    .execution_id as string
+const settledRun = (t: TestApp, id: string) =>
+  settled(() => t.app.handle(req('GET', `/o/acme/p/_/sessions/${id}`, { token: t.admin.token })).then(json), { timeoutMs: 30_000 })
 
 describe('sandbox limits in a run', () => {
   test('an over-limit memory hog fails its turn with a clear error', async () => {

@@ -28,12 +28,23 @@ async function start(prompt: string, extra: Record<string, unknown> = {}) {
   return (await json(res)).execution_id as string
 }
 const settle = (id: string, statuses = ['completed', 'needs_review', 'failed', 'input_required', 'cancelled']) =>
-  waitFor(() => get(id), (s) => statuses.includes(s.status))
-const running = (id: string) => waitFor(() => get(id), (s) => s.status === 'running')
+  waitFor(
+    () => get(id),
+    (s) => statuses.includes(s.status),
+  )
+const running = (id: string) =>
+  waitFor(
+    () => get(id),
+    (s) => s.status === 'running',
+  )
 /** Waits until the CLI has started its turn (its init event is stored). */
 const inTurn = (id: string, turn = 1) =>
-  waitFor(async () => t.store.allEvents(id).filter((e) => e.type === 'init').length, (n) => n >= turn)
-const stream = (id: string, headers: Record<string, string> = {}, query = '') => openSse(`${base}${path(id, '/events')}${query}`, t.admin.token, headers)
+  waitFor(
+    async () => t.store.allEvents(id).filter((e) => e.type === 'init').length,
+    (n) => n >= turn,
+  )
+const stream = (id: string, headers: Record<string, string> = {}, query = '') =>
+  openSse(`${base}${path(id, '/events')}${query}`, t.admin.token, headers)
 
 describe('GET …/events (server-sent events)', () => {
   test('status events, then every harness event with an id, then done with the result', async () => {
@@ -50,7 +61,11 @@ describe('GET …/events (server-sent events)', () => {
     expect(harness).toEqual(expect.arrayContaining(['init', 'message', 'tool_use', 'tool_result', 'result']))
     const done = frames.at(-1)!
     expect(done.event).toBe('done')
-    expect(done.data).toEqual({ status: 'completed', output: 'completed in 1 turn', result: { text: 'ok', structured: null, schema_valid: null } })
+    expect(done.data).toEqual({
+      status: 'completed',
+      output: 'completed in 1 turn',
+      result: { text: 'ok', structured: null, schema_valid: null },
+    })
   })
 
   test('a reconnect with Last-Event-ID or ?cursor gets exactly the events after it', async () => {
@@ -73,7 +88,10 @@ describe('GET …/events (server-sent events)', () => {
     const last = head.at(-1)!.id!
     const tail = await (await stream(id, { 'last-event-id': String(last) })).frames()
     const seen = [...head, ...tail].filter((f) => f.id !== undefined).map((f) => f.id!)
-    const stored = t.store.allEvents(id).filter((e) => e.kind !== 'log').map((e) => e.seq)
+    const stored = t.store
+      .allEvents(id)
+      .filter((e) => e.kind !== 'log')
+      .map((e) => e.seq)
     expect(seen).toEqual(stored)
     expect(tail.at(-1)!.event).toBe('done')
   })
@@ -120,7 +138,10 @@ describe('POST …/messages (follow-ups)', () => {
     const res = await call('POST', path(id, '/messages'), { content: script([{ bash: 'cat one.txt > two.txt' }, { answer: 'second' }]) })
     expect(res.status).toBe(200)
     expect(await json(res)).toEqual({ ok: true, status: 'message_sent' })
-    const done = await waitFor(() => get(id), (s) => s.turns_count === 2 && s.status === 'completed')
+    const done = await waitFor(
+      () => get(id),
+      (s) => s.turns_count === 2 && s.status === 'completed',
+    )
     expect(done.machine_state).toBe('paused')
     expect(done.sandbox_generation).toBe(1)
     const result = await json(await call('GET', path(id, '/result')))
@@ -146,7 +167,11 @@ describe('POST …/messages (follow-ups)', () => {
     const full = await call('POST', path(id, '/messages'), { content: 'one too many' })
     expect(full.status).toBe(429)
     expect(await json(full)).toMatchObject({ code: 'QUEUE_FULL' })
-    const done = await waitFor(() => get(id), (s) => s.status === 'completed' && s.turns_count === 22, 60_000)
+    const done = await waitFor(
+      () => get(id),
+      (s) => s.status === 'completed' && s.turns_count === 22,
+      60_000,
+    )
     expect(done.summary).toBe('Done: follow-up 20')
     const prompts = t.store
       .allEvents(id)
@@ -222,7 +247,10 @@ describe('PATCH pause, resume, stop_turn', () => {
     const paused = await call('PATCH', path(id), { status: 'paused' })
     expect(paused.status).toBe(202)
     expect((await json(paused)).operation_id).toBeString()
-    const parked = await waitFor(() => get(id), (s) => s.machine_state === 'paused')
+    const parked = await waitFor(
+      () => get(id),
+      (s) => s.machine_state === 'paused',
+    )
     expect(parked.status).toBe('paused')
     await Bun.sleep(300)
     const resumed = await call('PATCH', path(id), { status: 'running' })
@@ -250,11 +278,19 @@ describe('PATCH pause, resume, stop_turn', () => {
     await using small = await makeTestApp()
     small.plans.setPlan('acme', { maxConcurrent: 1 })
     const call2 = (method: string, url: string, body?: unknown) => small.app.handle(req(method, url, { token: small.admin.token, body }))
-    const a = (await json(await call2('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ sleep: 5000 }]) }))).execution_id
-    await waitFor(() => Promise.resolve(small.store.get(a)!.status), (s) => s === 'running')
+    const a = (await json(await call2('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ sleep: 5000 }]) })))
+      .execution_id
+    await waitFor(
+      () => Promise.resolve(small.store.get(a)!.status),
+      (s) => s === 'running',
+    )
     expect((await call2('PATCH', path(a), { status: 'paused' })).status).toBe(202)
-    const b = (await json(await call2('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ sleep: 5000 }]) }))).execution_id
-    await waitFor(() => Promise.resolve(small.store.get(b)!.status), (s) => s === 'running')
+    const b = (await json(await call2('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ sleep: 5000 }]) })))
+      .execution_id
+    await waitFor(
+      () => Promise.resolve(small.store.get(b)!.status),
+      (s) => s === 'running',
+    )
     const res = await call2('PATCH', path(a), { status: 'running' })
     expect(res.status).toBe(409)
     expect(await json(res)).toMatchObject({ code: 'CONCURRENCY_LIMIT_REACHED' })
@@ -274,7 +310,14 @@ describe('PATCH pause, resume, stop_turn', () => {
     expect(again.status).toBe(409)
     expect(await json(again)).toMatchObject({ code: 'NO_ACTIVE_TURN' })
     expect((await call('POST', path(id, '/messages'), { content: 'carry on' })).status).toBe(200)
-    expect((await waitFor(() => get(id), (s) => s.turns_count === 2)).summary).toBe('Done: carry on')
+    expect(
+      (
+        await waitFor(
+          () => get(id),
+          (s) => s.turns_count === 2,
+        )
+      ).summary,
+    ).toBe('Done: carry on')
   })
 
   test('queued follow-ups are delivered after a stop_turn', async () => {
@@ -283,7 +326,10 @@ describe('PATCH pause, resume, stop_turn', () => {
     await inTurn(id)
     expect((await call('POST', path(id, '/messages'), { content: 'next please' })).status).toBe(202)
     expect((await call('PATCH', path(id), { status: 'stop_turn' })).status).toBe(200)
-    const done = await waitFor(() => get(id), (s) => s.turns_count === 2 && s.status === 'completed')
+    const done = await waitFor(
+      () => get(id),
+      (s) => s.turns_count === 2 && s.status === 'completed',
+    )
     expect(done.summary).toBe('Done: next please')
   })
 
@@ -317,7 +363,9 @@ describe('GET …/logs', () => {
     expect(logs.logs).toMatch(/gateway: POST \/v1\/responses\n/)
     expect(logs.logs).toMatch(/gateway: POST \/v1\/responses answered 200 in \d+ ms\n/)
     const lines = logs.logs.split('\n')
-    expect(lines.findIndex((l: string) => l.endsWith('gateway: POST /v1/responses'))).toBeLessThan(lines.findIndex((l: string) => l.includes('answered 200')))
+    expect(lines.findIndex((l: string) => l.endsWith('gateway: POST /v1/responses'))).toBeLessThan(
+      lines.findIndex((l: string) => l.includes('answered 200')),
+    )
   })
 
   test('404 for an unknown session', async () => {

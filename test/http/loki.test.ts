@@ -20,9 +20,16 @@ let t: TestApp
 function lokiAnswer(request: Request): Response | Promise<Response> {
   const url = new URL(request.url)
   if (request.method === 'POST' && url.pathname === '/loki/api/v1/push') {
-    if (!request.headers.get('content-type')?.startsWith('application/json')) return new Response('unsupported content type', { status: 415 })
+    if (!request.headers.get('content-type')?.startsWith('application/json'))
+      return new Response('unsupported content type', { status: 415 })
     return (request.json() as Promise<{ streams?: Stream[] }>).then((body) => {
-      const valid = Array.isArray(body.streams) && body.streams.every((s) => Object.values(s.stream ?? {}).every((v) => typeof v === 'string') && s.values.every(([ns, line]) => /^\d+$/.test(ns) && typeof line === 'string'))
+      const valid =
+        Array.isArray(body.streams) &&
+        body.streams.every(
+          (s) =>
+            Object.values(s.stream ?? {}).every((v) => typeof v === 'string') &&
+            s.values.every(([ns, line]) => /^\d+$/.test(ns) && typeof line === 'string'),
+        )
       if (!valid) return new Response('invalid push', { status: 400 })
       pushes++
       for (const s of body.streams!) {
@@ -46,7 +53,13 @@ function lokiAnswer(request: Request): Response | Promise<Response> {
     const order = (a: [string, string], b: [string, string]) => (BigInt(a[0]) < BigInt(b[0]) ? -1 : 1) * (backward ? -1 : 1)
     const result = [...streams.values()]
       .filter((s) => matchers.every(([k, v]) => s.stream[k] === v))
-      .map((s) => ({ stream: s.stream, values: s.values.filter(([ns]) => BigInt(ns) >= start && BigInt(ns) <= end).sort(order).slice(0, limit) }))
+      .map((s) => ({
+        stream: s.stream,
+        values: s.values
+          .filter(([ns]) => BigInt(ns) >= start && BigInt(ns) <= end)
+          .sort(order)
+          .slice(0, limit),
+      }))
       .filter((s) => s.values.length > 0)
     return Response.json({ status: 'success', data: { resultType: 'streams', result, stats: {} } })
   }
@@ -63,9 +76,19 @@ afterAll(async () => {
 })
 
 test('a session’s log lines are pushed to Loki with its labels and read back from there (source loki); without Loki, from the store', async () => {
-  const created = await json(await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_2', prompt: script([{ say: 'hi' }, { answer: 'logged' }]) } })))
+  const created = await json(
+    await t.app.handle(
+      req('POST', '/o/acme/p/_/sessions', {
+        token: t.admin.token,
+        body: { agent: 'harness_2', prompt: script([{ say: 'hi' }, { answer: 'logged' }]) },
+      }),
+    ),
+  )
   const id = created.execution_id
-  await waitFor(async () => json(await t.app.handle(req('GET', `/o/acme/p/_/sessions/${id}`, { token: t.admin.token }))), (s) => s.status === 'completed')
+  await waitFor(
+    async () => json(await t.app.handle(req('GET', `/o/acme/p/_/sessions/${id}`, { token: t.admin.token }))),
+    (s) => s.status === 'completed',
+  )
   const read = async () => json(await t.app.handle(req('GET', `/o/acme/p/_/sessions/${id}/logs`, { token: t.admin.token })))
   const fromLoki = await read()
   expect(fromLoki.source).toBe('loki')
@@ -102,12 +125,24 @@ test('a line cut between two texts is pushed whole; a Loki that never answers a 
   const stuck = Bun.serve({
     port: 0,
     hostname: '127.0.0.1',
-    fetch: (request) => (new URL(request.url).pathname.endsWith('/push') ? new Promise<Response>(() => {}) : Response.json({ status: 'success', data: { resultType: 'streams', result: [] } })),
+    fetch: (request) =>
+      new URL(request.url).pathname.endsWith('/push')
+        ? new Promise<Response>(() => {})
+        : Response.json({ status: 'success', data: { resultType: 'streams', result: [] } }),
   })
   await using slow = await makeTestApp({ AGENTD_LOKI_URL: `http://127.0.0.1:${stuck.port}` })
   try {
-    const id = (await json(await slow.app.handle(req('POST', '/o/acme/p/_/sessions', { token: slow.admin.token, body: { agent: 'harness_2', prompt: script([{ answer: 'x' }]) } })))).execution_id
-    await waitFor(async () => json(await slow.app.handle(req('GET', `/o/acme/p/_/sessions/${id}`, { token: slow.admin.token }))), (s) => s.status === 'completed')
+    const id = (
+      await json(
+        await slow.app.handle(
+          req('POST', '/o/acme/p/_/sessions', { token: slow.admin.token, body: { agent: 'harness_2', prompt: script([{ answer: 'x' }]) } }),
+        ),
+      )
+    ).execution_id
+    await waitFor(
+      async () => json(await slow.app.handle(req('GET', `/o/acme/p/_/sessions/${id}`, { token: slow.admin.token }))),
+      (s) => s.status === 'completed',
+    )
     const started = performance.now()
     const answer = await json(await slow.app.handle(req('GET', `/o/acme/p/_/sessions/${id}/logs`, { token: slow.admin.token })))
     expect(performance.now() - started).toBeLessThan(4000)

@@ -35,7 +35,10 @@ test('redocly lint (recommended rules) finds no error', async () => {
     stderr: 'pipe',
   })
   const [out, code] = await Promise.all([new Response(lint.stdout).text(), lint.exited])
-  const report = JSON.parse(out.slice(out.indexOf('{'))) as { totals: { errors: number }; problems: { ruleId: string; severity: string; message: string }[] }
+  const report = JSON.parse(out.slice(out.indexOf('{'))) as {
+    totals: { errors: number }
+    problems: { ruleId: string; severity: string; message: string }[]
+  }
   expect(report.problems.filter((p) => p.severity === 'error')).toEqual([])
   expect(report.totals.errors).toBe(0)
   expect(code).toBe(0)
@@ -53,7 +56,10 @@ test('bodies that are not JSON say so: the event stream, artifact bytes, the HTM
   for (const [path, operations] of Object.entries<Record<string, { requestBody?: { content: Record<string, unknown> } }>>(doc.paths)) {
     for (const [method, operation] of Object.entries(operations)) {
       if (!operation.requestBody || path === '/o/{org}/files') continue
-      expect({ route: `${method} ${path}`, media: Object.keys(operation.requestBody.content) }).toEqual({ route: `${method} ${path}`, media: ['application/json'] })
+      expect({ route: `${method} ${path}`, media: Object.keys(operation.requestBody.content) }).toEqual({
+        route: `${method} ${path}`,
+        media: ['application/json'],
+      })
     }
   }
 })

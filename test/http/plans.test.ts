@@ -23,8 +23,14 @@ const call = async (t: TestApp, method: string, path: string, body?: unknown, to
   const res = await t.app.handle(req(method, path, { token, body }))
   return { status: res.status, body: await json(res) }
 }
-const create = (t: TestApp, body: Record<string, unknown> = {}) => call(t, 'POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: 'hello', ...body })
-const rested = (t: TestApp, id: string) => waitFor(() => Promise.resolve(t.store.get(id)!.status), (s) => ['completed', 'failed', 'input_required', 'needs_review'].includes(s), 30_000)
+const create = (t: TestApp, body: Record<string, unknown> = {}) =>
+  call(t, 'POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: 'hello', ...body })
+const rested = (t: TestApp, id: string) =>
+  waitFor(
+    () => Promise.resolve(t.store.get(id)!.status),
+    (s) => ['completed', 'failed', 'input_required', 'needs_review'].includes(s),
+    30_000,
+  )
 const usage = async (t: TestApp) => (await call(t, 'GET', '/o/acme/usage')).body
 const KEYS = ['compute_minutes', 'spend_usd', 'tokens', 'weekly_compute_minutes']
 
@@ -34,7 +40,14 @@ const sqlite = (t: TestApp) => new Database(t.config.dbPath)
 /** A usage row at `at`, as a turn ending then would have stored it. */
 function used(t: TestApp, at: number, row: { tokens?: number; computeMs?: number; spendUsd?: number }) {
   using db = sqlite(t)
-  db.query('INSERT INTO usage_records (org_id, session_id, at, tokens, compute_ms, spend_usd) VALUES (?, ?, ?, ?, ?, ?)').run(t.org.id, 'earlier', at, row.tokens ?? 0, row.computeMs ?? 0, row.spendUsd ?? 0)
+  db.query('INSERT INTO usage_records (org_id, session_id, at, tokens, compute_ms, spend_usd) VALUES (?, ?, ?, ?, ?, ?)').run(
+    t.org.id,
+    'earlier',
+    at,
+    row.tokens ?? 0,
+    row.computeMs ?? 0,
+    row.spendUsd ?? 0,
+  )
 }
 
 describe('plans', () => {
@@ -51,7 +64,11 @@ describe('plans', () => {
     t.plans.setPlan('acme', { tokenLimit: tokens })
     const followUp = await call(t, 'POST', `/o/acme/p/_/sessions/${first.body.execution_id}/messages`, { content: 'more' })
     expect(followUp.status).toBe(402)
-    expect(followUp.body).toMatchObject({ code: 'TOKEN_LIMIT_REACHED', usage: { tokens }, limits: { tokens, compute_minutes: null, weekly_compute_minutes: null, spend_usd: null } })
+    expect(followUp.body).toMatchObject({
+      code: 'TOKEN_LIMIT_REACHED',
+      usage: { tokens },
+      limits: { tokens, compute_minutes: null, weekly_compute_minutes: null, spend_usd: null },
+    })
     expect(Object.keys(followUp.body.usage).sort()).toEqual(KEYS)
     expect(Object.keys(followUp.body.limits).sort()).toEqual(KEYS)
     expect(followUp.body.error).toContain(`${tokens} tokens a month`)
@@ -70,10 +87,18 @@ describe('plans', () => {
     const run = await create(t, { prompt: script([{ sleep: 700 }, { bash: 'true' }, { sleep: 700 }, { answer: 'done' }]) })
     expect(run.status).toBe(202)
     const id = run.body.execution_id
-    await waitFor(() => Promise.resolve(t.store.get(id)!.status), (s) => s === 'running', 30_000)
+    await waitFor(
+      () => Promise.resolve(t.store.get(id)!.status),
+      (s) => s === 'running',
+      30_000,
+    )
     await Bun.sleep(300)
     expect((await call(t, 'PATCH', `/o/acme/p/_/sessions/${id}`, { status: 'paused' })).status).toBe(202)
-    await waitFor(() => Promise.resolve(t.store.get(id)!.status), (s) => s === 'paused', 30_000)
+    await waitFor(
+      () => Promise.resolve(t.store.get(id)!.status),
+      (s) => s === 'paused',
+      30_000,
+    )
     const pausedAt = Date.now()
     await Bun.sleep(2000)
     const pausedMs = Date.now() - pausedAt
@@ -101,7 +126,10 @@ describe('plans', () => {
     t.plans.setPlan('acme', { computeMinutes: 1000, weeklyComputeMinutes: 1 })
     const weekly = await create(t)
     expect(weekly.status).toBe(402)
-    expect(weekly.body).toMatchObject({ code: 'WEEKLY_COMPUTE_LIMIT_REACHED', limits: { compute_minutes: 1000, weekly_compute_minutes: 1 } })
+    expect(weekly.body).toMatchObject({
+      code: 'WEEKLY_COMPUTE_LIMIT_REACHED',
+      limits: { compute_minutes: 1000, weekly_compute_minutes: 1 },
+    })
   }, 60_000)
 
   test('periods: usage of an earlier month or week does not count; a week that began last month counts its days there', async () => {
@@ -132,7 +160,9 @@ describe('plans', () => {
     expect(refused.status).toBe(402)
     expect(refused.body).toMatchObject({ code: 'PLAN_REQUIRED', limits: null })
     expect(Object.keys(refused.body.usage).sort()).toEqual(KEYS)
-    expect((await call(t, 'POST', `/o/acme/p/_/sessions/${first.body.execution_id}/messages`, { content: 'more' })).body.code).toBe('PLAN_REQUIRED')
+    expect((await call(t, 'POST', `/o/acme/p/_/sessions/${first.body.execution_id}/messages`, { content: 'more' })).body.code).toBe(
+      'PLAN_REQUIRED',
+    )
     expect(await usage(t)).toMatchObject({ plan: null, limits: null })
     // Nothing was made by the refusals.
     expect((await call(t, 'GET', '/o/acme/p/_/sessions')).body.executions.length).toBe(1)
@@ -159,7 +189,12 @@ describe('plans', () => {
     expect((await create(t)).status).toBe(202)
 
     // plan set starts from the default plan and changes what it names.
-    expect(t.plans.setPlan('acme', { paymentMethod: 'card' })).toMatchObject({ token_limit: 500_000, weekly_compute_minutes: 600, max_concurrent: 2, payment_method: 'card' })
+    expect(t.plans.setPlan('acme', { paymentMethod: 'card' })).toMatchObject({
+      token_limit: 500_000,
+      weekly_compute_minutes: 600,
+      max_concurrent: 2,
+      payment_method: 'card',
+    })
     expect((await create(t, { model: 'claude-sonnet-4-6' })).status).not.toBe(402)
   })
 
@@ -169,11 +204,14 @@ describe('plans', () => {
     writeFileSync(file, JSON.stringify({ plans: { default: { payment_method: 'none' } } }))
     await using t = await makeTestApp({ AGENTD_CONFIG: file })
     // The session's own model is free; its key reaches the host through the tool output.
-    const run = await create(t, { prompt: script([{ bash: 'printf "LIVE=%s\\n" "$ANTHROPIC_API_KEY"' }, { sleep: 60_000 }, { answer: 'never' }]) })
+    const run = await create(t, {
+      prompt: script([{ bash: 'printf "LIVE=%s\\n" "$ANTHROPIC_API_KEY"' }, { sleep: 60_000 }, { answer: 'never' }]),
+    })
     expect(run.status).toBe(202)
     const id = run.body.execution_id
     const key = await waitFor(
-      async () => /LIVE=(gw_[A-Za-z0-9_-]+)/.exec(JSON.stringify((await call(t, 'GET', `/o/acme/p/_/sessions/${id}/messages`)).body))?.[1] ?? null,
+      async () =>
+        /LIVE=(gw_[A-Za-z0-9_-]+)/.exec(JSON.stringify((await call(t, 'GET', `/o/acme/p/_/sessions/${id}/messages`)).body))?.[1] ?? null,
       (found) => found !== null,
       30_000,
     )
@@ -196,9 +234,17 @@ describe('plans', () => {
     const id = run.body.execution_id
     // The first model call is answered (its tokens metered) and its tool ran (its output, which the
     // prompt does not hold, is in the transcript); the next call waits in its sleep.
-    await waitFor(async () => JSON.stringify((await call(t, 'GET', `/o/acme/p/_/sessions/${id}/messages`)).body).includes('step-42-done'), Boolean, 30_000)
+    await waitFor(
+      async () => JSON.stringify((await call(t, 'GET', `/o/acme/p/_/sessions/${id}/messages`)).body).includes('step-42-done'),
+      Boolean,
+      30_000,
+    )
     expect((await call(t, 'PATCH', `/o/acme/p/_/sessions/${id}`, { status: 'cancelled' })).status).toBe(200)
-    const billed = await waitFor(async () => (await usage(t)).usage.tokens, (tokens) => tokens > 0, 30_000)
+    const billed = await waitFor(
+      async () => (await usage(t)).usage.tokens,
+      (tokens) => tokens > 0,
+      30_000,
+    )
     expect(billed).toBeGreaterThan(0)
     expect(t.store.get(id)!.status).toBe('cancelled')
   }, 60_000)

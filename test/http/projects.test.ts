@@ -18,25 +18,46 @@ afterAll(async () => {
 })
 
 const call = (method: string, path: string, token: string, body?: unknown) =>
-  t.app.handle(req(method, path, { token, ...(body === undefined ? {} : { body }) })).then(async (res) => ({ status: res.status, body: await json(res) }))
+  t.app
+    .handle(req(method, path, { token, ...(body === undefined ? {} : { body }) }))
+    .then(async (res) => ({ status: res.status, body: await json(res) }))
 
-test('members list the org\'s Projects; admins create one on a repository, bound or not to an installation; every bad input is a clear 4xx', async () => {
-  expect(await call('GET', '/o/acme/projects', t.member.token)).toEqual({ status: 200, body: { data: [{ id: t.project.id, name: 'web', repository: 'acme/web', github_installation: null, created_at: expect.any(String) }] } })
+test("members list the org's Projects; admins create one on a repository, bound or not to an installation; every bad input is a clear 4xx", async () => {
+  expect(await call('GET', '/o/acme/projects', t.member.token)).toEqual({
+    status: 200,
+    body: { data: [{ id: t.project.id, name: 'web', repository: 'acme/web', github_installation: null, created_at: expect.any(String) }] },
+  })
   expect((await call('POST', '/o/acme/projects', t.member.token, { name: 'api' })).status).toBe(403)
   const api = await call('POST', '/o/acme/projects', t.admin.token, { name: 'api', repository: 'https://github.com/acme/api.git' })
-  expect(api).toEqual({ status: 201, body: { id: expect.any(String), name: 'api', repository: 'acme/api', github_installation: null, created_at: expect.any(String) } })
+  expect(api).toEqual({
+    status: 201,
+    body: { id: expect.any(String), name: 'api', repository: 'acme/api', github_installation: null, created_at: expect.any(String) },
+  })
   expect((await call('POST', '/o/acme/projects', t.admin.token, { name: 'api' })).status).toBe(409)
   for (const body of [{ name: '_' }, { name: 'has space' }, { name: 'x', repository: 'not a repo' }, { name: 'x', extra: 1 }, {}]) {
     const answer = await call('POST', '/o/acme/projects', t.admin.token, body)
     expect({ body, status: answer.status, error: typeof answer.body.error }).toEqual({ body, status: 400, error: 'string' })
   }
-  expect(await call('POST', '/o/acme/projects', t.admin.token, { name: 'x', repository: 'acme/api', github_installation: '7' })).toMatchObject({ status: 422, body: { code: 'INSTALLATION_NOT_LINKED' } })
+  expect(
+    await call('POST', '/o/acme/projects', t.admin.token, { name: 'x', repository: 'acme/api', github_installation: '7' }),
+  ).toMatchObject({ status: 422, body: { code: 'INSTALLATION_NOT_LINKED' } })
   // Linked (by the operator), an installation binds: its runs go through that one alone.
   const seven = await t.installations.link(t.org.id, 7)
   await t.installations.link(t.org.id, 8)
-  const bound = await call('POST', '/o/acme/projects', t.admin.token, { name: 'tool', repository: 'acme-labs/tool', github_installation: '7' })
+  const bound = await call('POST', '/o/acme/projects', t.admin.token, {
+    name: 'tool',
+    repository: 'acme-labs/tool',
+    github_installation: '7',
+  })
   expect(bound).toMatchObject({ status: 201, body: { repository: 'acme-labs/tool', github_installation: seven.id } })
   // acme-labs/tool is in installation 8, also the org's, but not in the one the Project is bound to.
-  expect(await call('POST', '/o/acme/p/tool/sessions', t.admin.token, { agent: 'harness_1', prompt: 'x' })).toMatchObject({ status: 403, body: { code: 'REPO_NOT_IN_INSTALLATION' } })
-  expect((await call('GET', '/o/acme/projects', t.member.token)).body.data.map((p: { name: string }) => p.name)).toEqual(['api', 'tool', 'web'])
+  expect(await call('POST', '/o/acme/p/tool/sessions', t.admin.token, { agent: 'harness_1', prompt: 'x' })).toMatchObject({
+    status: 403,
+    body: { code: 'REPO_NOT_IN_INSTALLATION' },
+  })
+  expect((await call('GET', '/o/acme/projects', t.member.token)).body.data.map((p: { name: string }) => p.name)).toEqual([
+    'api',
+    'tool',
+    'web',
+  ])
 })

@@ -39,11 +39,17 @@ afterAll(async () => {
 
 test('a Codex session on gpt-5.5 is forwarded with the operator key and metered from the provider', async () => {
   const res = await t.app.handle(
-    req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_2', model: 'gpt-5.5', prompt: script([{ bash: 'true' }, { answer: 'from the provider' }]) } }),
+    req('POST', '/o/acme/p/_/sessions', {
+      token: t.admin.token,
+      body: { agent: 'harness_2', model: 'gpt-5.5', prompt: script([{ bash: 'true' }, { answer: 'from the provider' }]) },
+    }),
   )
   expect(res.status).toBe(202)
   const id = (await json(res)).execution_id
-  const session = await waitFor(() => t.app.handle(req('GET', `/o/acme/p/_/sessions/${id}`, { token: t.admin.token })).then(json), (s) => s.status !== 'allocating' && s.status !== 'running' && s.status !== 'queued')
+  const session = await waitFor(
+    () => t.app.handle(req('GET', `/o/acme/p/_/sessions/${id}`, { token: t.admin.token })).then(json),
+    (s) => s.status !== 'allocating' && s.status !== 'running' && s.status !== 'queued',
+  )
   expect(session).toMatchObject({ status: 'completed', summary: 'from the provider', model: 'gpt-5.5', tool_calls_count: 1 })
   // Every model call reached the provider, with its key and never the session's gateway key.
   expect(seenKeys.length).toBe(2)

@@ -21,7 +21,9 @@ test('an error answers the id in its header and its envelope; a caller’s plain
   expect(generated).toMatch(/^req_[0-9a-f]{16}$/)
   expect((await json(missing)).requestId).toBe(generated)
 
-  const traced = new Request('http://localhost/o/acme/p/_/sessions', { headers: { authorization: 'Bearer wrong', 'x-request-id': 'trace-42:a.b_c' } })
+  const traced = new Request('http://localhost/o/acme/p/_/sessions', {
+    headers: { authorization: 'Bearer wrong', 'x-request-id': 'trace-42:a.b_c' },
+  })
   const refused = await t.app.handle(traced)
   expect(refused.status).toBe(401)
   expect(refused.headers.get('x-request-id')).toBe('trace-42:a.b_c')
@@ -37,7 +39,10 @@ test('an error answers the id in its header and its envelope; a caller’s plain
   const ok = await t.app.handle(req('GET', '/healthz', { headers: { 'x-request-id': 'trace-ok' } }))
   expect(ok.status).toBe(200)
   expect(ok.headers.get('x-request-id')).toBeNull()
-  await waitFor(async () => logged.length, (n) => n >= 8)
+  await waitFor(
+    async () => logged.length,
+    (n) => n >= 8,
+  )
   expect(logged.find((e) => e.requestId === 'trace-ok')).toMatchObject({ path: '/healthz', status: 200 })
   expect(logged.find((e) => e.org === '%E0%A4%A')).toMatchObject({ path: '/o/%E0%A4%A/p/_/sessions' })
   expect(logged.find((e) => e.requestId === generated)).toMatchObject({
@@ -55,13 +60,26 @@ test('the server process writes JSON log lines: what it says as msg, a request l
   const { dir, token } = await seededDataDir('agentd-request-log')
   const server = await startServer({ DATA_DIR: dir, AGENTD_SANDBOX: 'process' })
   try {
-    const res = await fetch(`${server.url}/o/acme/p/_/sessions/00000000-0000-0000-0000-000000000000`, { headers: { authorization: `Bearer ${token}`, 'x-request-id': 'trace-e2e-1' } })
+    const res = await fetch(`${server.url}/o/acme/p/_/sessions/00000000-0000-0000-0000-000000000000`, {
+      headers: { authorization: `Bearer ${token}`, 'x-request-id': 'trace-e2e-1' },
+    })
     expect(res.status).toBe(404)
     const lines = await waitFor(
-      async () => server.log().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line)),
+      async () =>
+        server
+          .log()
+          .split('\n')
+          .filter((line) => line.startsWith('{'))
+          .map((line) => JSON.parse(line)),
       (parsed) => parsed.some((entry) => entry.requestId === 'trace-e2e-1'),
     )
-    expect(lines.find((entry) => entry.requestId === 'trace-e2e-1')).toMatchObject({ msg: 'request', level: 30, service: 'agentd', method: 'GET', status: 404 })
+    expect(lines.find((entry) => entry.requestId === 'trace-e2e-1')).toMatchObject({
+      msg: 'request',
+      level: 30,
+      service: 'agentd',
+      method: 'GET',
+      status: 404,
+    })
     expect(lines.some((entry) => typeof entry.msg === 'string' && entry.msg.startsWith('listening on http://'))).toBe(true)
     for (const entry of lines) expect(typeof entry.time).toBe('string')
 
@@ -73,11 +91,19 @@ test('the server process writes JSON log lines: what it says as msg, a request l
     })
     const id = ((await created.json()) as { execution_id: string }).execution_id
     const withTurn = await waitFor(
-      async () => server.log().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line)),
+      async () =>
+        server
+          .log()
+          .split('\n')
+          .filter((line) => line.startsWith('{'))
+          .map((line) => JSON.parse(line)),
       (parsed) => parsed.some((entry) => entry.session === id && entry.turn === 1),
       20_000,
     )
-    expect(withTurn.find((entry) => entry.session === id && entry.turn === 1)).toMatchObject({ level: 30, msg: expect.stringMatching(/^gateway: POST \//) })
+    expect(withTurn.find((entry) => entry.session === id && entry.turn === 1)).toMatchObject({
+      level: 30,
+      msg: expect.stringMatching(/^gateway: POST \//),
+    })
   } finally {
     await server.stop()
     rmSync(dir, { recursive: true, force: true })

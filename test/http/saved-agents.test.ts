@@ -67,10 +67,27 @@ const catalogRevision = async () => (await call('GET', '/o/acme/agents/available
 
 describe('saved agents', () => {
   test('create, change and review: each change of configuration is a revision with its digest; a rename is not', async () => {
-    const created = await call('POST', '/o/acme/agents', member.token, { name: 'reviewer', harness: 'harness_2', effort: 'low', instructions: 'Be brief.' })
+    const created = await call('POST', '/o/acme/agents', member.token, {
+      name: 'reviewer',
+      harness: 'harness_2',
+      effort: 'low',
+      instructions: 'Be brief.',
+    })
     expect(created.status).toBe(201)
     const revision = await catalogRevision()
-    expect(created.body).toMatchObject({ name: 'reviewer', revision: 1, harness: 'harness_2', model: null, effort: 'low', speed: null, instructions: 'Be brief.', skills: [], connections: [], catalog_revision: revision, catalog_current: true })
+    expect(created.body).toMatchObject({
+      name: 'reviewer',
+      revision: 1,
+      harness: 'harness_2',
+      model: null,
+      effort: 'low',
+      speed: null,
+      instructions: 'Be brief.',
+      skills: [],
+      connections: [],
+      catalog_revision: revision,
+      catalog_current: true,
+    })
     expect(created.body.id).toMatch(/^agent_[0-9a-f]{24}$/)
     expect(created.body.digest).toMatch(/^[0-9a-f]{64}$/)
     const id = created.body.id
@@ -80,9 +97,17 @@ describe('saved agents', () => {
     expect(changed.body).toMatchObject({ revision: 2, effort: 'high', instructions: 'Be brief.' })
     expect(changed.body.digest).not.toBe(created.body.digest)
     // The same configuration again, a rename, and a review against an unchanged catalog make no revision.
-    expect((await call('PATCH', `/o/acme/agents/${id}`, admin.token, { effort: 'high', name: 'critic', review: true })).body).toMatchObject({ revision: 2, name: 'critic', digest: changed.body.digest })
+    expect((await call('PATCH', `/o/acme/agents/${id}`, admin.token, { effort: 'high', name: 'critic', review: true })).body).toMatchObject(
+      { revision: 2, name: 'critic', digest: changed.body.digest },
+    )
     const revisions = await call('GET', `/o/acme/agents/${id}/revisions`, member.token)
-    expect(revisions.body.data.map((r: { revision: number; digest: string; config: { effort: string } }) => [r.revision, r.digest, r.config.effort])).toEqual([
+    expect(
+      revisions.body.data.map((r: { revision: number; digest: string; config: { effort: string } }) => [
+        r.revision,
+        r.digest,
+        r.config.effort,
+      ]),
+    ).toEqual([
       [2, changed.body.digest, 'high'],
       [1, created.body.digest, 'low'],
     ])
@@ -115,7 +140,9 @@ describe('saved agents', () => {
   test('a run of a saved agent is pinned to its revision: profile fields, snapshot, overrides and effective; its instructions reach the CLI', async () => {
     // The instructions carry the scripted model's script: the run can only follow it if they reached the prompt.
     const instructions = script([{ bash: 'echo instructed' }, { answer: 'followed the instructions' }])
-    const agent = (await call('POST', '/o/acme/agents', admin.token, { name: 'scripted', harness: 'harness_2', effort: 'low', instructions })).body
+    const agent = (
+      await call('POST', '/o/acme/agents', admin.token, { name: 'scripted', harness: 'harness_2', effort: 'low', instructions })
+    ).body
     const created = await call('POST', '/o/acme/p/_/sessions', admin.token, { input: 'Say hello.', agent_id: agent.id, effort: 'medium' })
     expect(created.status).toBe(202)
     expect(created.body).toMatchObject({
@@ -127,19 +154,41 @@ describe('saved agents', () => {
       agent_profile: { id: agent.id, name: 'scripted' },
       snapshot: { harness: 'harness_2', effort: 'low', instructions, model: null, speed: null, skills: [], connections: [] },
       requested_overrides: { effort: 'medium' },
-      effective: { model: created.body.model, effort: 'medium', speed: null, harness_version: created.body.harness_version_resolved, catalog_revision: await catalogRevision(), image_digest: null },
+      effective: {
+        model: created.body.model,
+        effort: 'medium',
+        speed: null,
+        harness_version: created.body.harness_version_resolved,
+        catalog_revision: await catalogRevision(),
+        image_digest: null,
+      },
     })
     const id = created.body.execution_id
-    const done = await waitFor(async () => (await call('GET', `/o/acme/p/_/sessions/${id}`, admin.token)).body, (s) => !['queued', 'allocating', 'running'].includes(s.status), 30_000)
+    const done = await waitFor(
+      async () => (await call('GET', `/o/acme/p/_/sessions/${id}`, admin.token)).body,
+      (s) => !['queued', 'allocating', 'running'].includes(s.status),
+      30_000,
+    )
     expect(done.status).toBe('completed')
     expect((await call('GET', `/o/acme/p/_/sessions/${id}/result`, admin.token)).body.result.text).toBe('followed the instructions')
     // The agent's harness is the run's; an API key may not name a saved agent; an unknown one is 400.
-    expect((await call('POST', '/o/acme/p/_/sessions', admin.token, { input: 'x', agent_id: agent.id, harness: 'harness_1' })).status).toBe(400)
-    expect((await call('POST', '/o/acme/p/_/sessions', keySecret, { input: 'x', agent_id: agent.id })).body.code).toBe('API_KEY_FIELD_UNSUPPORTED')
+    expect((await call('POST', '/o/acme/p/_/sessions', admin.token, { input: 'x', agent_id: agent.id, harness: 'harness_1' })).status).toBe(
+      400,
+    )
+    expect((await call('POST', '/o/acme/p/_/sessions', keySecret, { input: 'x', agent_id: agent.id })).body.code).toBe(
+      'API_KEY_FIELD_UNSUPPORTED',
+    )
     expect((await call('POST', '/o/acme/p/_/sessions', admin.token, { input: 'x', agent_id: 'agent_nope' })).status).toBe(400)
     // A plain run reports no saved agent.
     const plain = await call('POST', '/o/acme/p/_/sessions', admin.token, { input: script([{ answer: 'plain' }]), harness: 'harness_2' })
-    expect(plain.body).toMatchObject({ profile_id: null, profile_revision: null, profile_digest: null, agent_profile: null, snapshot: null, effective: null })
+    expect(plain.body).toMatchObject({
+      profile_id: null,
+      profile_revision: null,
+      profile_digest: null,
+      agent_profile: null,
+      snapshot: null,
+      effective: null,
+    })
   })
 
   test('after a catalog change a run of an unreviewed agent is 409 CATALOG_REFRESH_REQUIRED; review: true makes a revision against the new catalog and runs start again', async () => {
@@ -153,7 +202,10 @@ describe('saved agents', () => {
     const after = await catalogRevision()
     expect(after).not.toBe(before)
 
-    expect((await call('GET', `/o/acme/agents/${agent.id}`, admin.token)).body).toMatchObject({ catalog_revision: before, catalog_current: false })
+    expect((await call('GET', `/o/acme/agents/${agent.id}`, admin.token)).body).toMatchObject({
+      catalog_revision: before,
+      catalog_current: false,
+    })
     const refused = await call('POST', '/o/acme/p/_/sessions', admin.token, { input: script([{ answer: 'x' }]), agent_id: agent.id })
     expect({ status: refused.status, code: refused.body.code }).toEqual({ status: 409, code: 'CATALOG_REFRESH_REQUIRED' })
 
@@ -170,9 +222,15 @@ describe('saved agents', () => {
     await services.close()
     writeFileSync(configFile, JSON.stringify({ catalog: { mcp_servers: [{ name: 'tickets', slug: 'tickets' }] } }))
     await start({ AGENTD_CONFIG: configFile })
-    expect((await call('PATCH', `/o/acme/agents/${house.id}`, admin.token, { name: 'house (old)' })).body).toMatchObject({ name: 'house (old)', revision: 1, catalog_current: false })
+    expect((await call('PATCH', `/o/acme/agents/${house.id}`, admin.token, { name: 'house (old)' })).body).toMatchObject({
+      name: 'house (old)',
+      revision: 1,
+      catalog_current: false,
+    })
     const review = await call('PATCH', `/o/acme/agents/${house.id}`, admin.token, { review: true })
     expect({ status: review.status, code: review.body.error_code }).toEqual({ status: 422, code: 'MODEL_UNSUPPORTED' })
-    expect((await call('POST', '/o/acme/p/_/sessions', admin.token, { input: 'x', agent_id: house.id })).body.code).toBe('CATALOG_REFRESH_REQUIRED')
+    expect((await call('POST', '/o/acme/p/_/sessions', admin.token, { input: 'x', agent_id: house.id })).body.code).toBe(
+      'CATALOG_REFRESH_REQUIRED',
+    )
   })
 })

@@ -87,7 +87,10 @@ beforeAll(async () => {
       totalCostUsd: 0.5,
       createdAt: now - HOUR,
       completedAt: now - HOUR + 600_000,
-      events: [message('assistant', 'The postgres connection was refused in the login flow'), message('assistant', 'Retrying with a longer timeout')],
+      events: [
+        message('assistant', 'The postgres connection was refused in the login flow'),
+        message('assistant', 'Retrying with a longer timeout'),
+      ],
     },
   }
   for (const [name, row] of Object.entries(rows)) acme[name] = seedSessions(db.sqlite, [row])[0]!
@@ -162,13 +165,33 @@ describe('GET /o/{org}/sessions: the list', () => {
       agent_profile: null,
       created_at: new Date(now - HOUR).toISOString(),
     })
-    expect(s2).toMatchObject({ project: null, harness: 'harness_2', mode: 'interactive', input_tokens: 1200, output_tokens: 300, cost_usd: 2.25 })
+    expect(s2).toMatchObject({
+      project: null,
+      harness: 'harness_2',
+      mode: 'interactive',
+      input_tokens: 1200,
+      output_tokens: 300,
+      cost_usd: 2.25,
+    })
     expect(s2.started_by).toEqual({ name: 'member', avatar_url: null })
     // No stored summary yet: the last line of the latest assistant text.
     expect(s2.summary).toBe('Übersicht of the café changes')
     expect(s2.message_count).toBe(1)
-    expect(s3).toMatchObject({ agent: 'harness_3@0.61.0', harness: 'harness_3', cost_usd: 0, duration_ms: null, error: 'the model answered with an error', summary: null })
-    expect(s4).toMatchObject({ status: 'running', summary: 'Last line of thought', message_count: 2, tool_call_count: 3, duration_ms: null })
+    expect(s3).toMatchObject({
+      agent: 'harness_3@0.61.0',
+      harness: 'harness_3',
+      cost_usd: 0,
+      duration_ms: null,
+      error: 'the model answered with an error',
+      summary: null,
+    })
+    expect(s4).toMatchObject({
+      status: 'running',
+      summary: 'Last line of thought',
+      message_count: 2,
+      tool_call_count: 3,
+      duration_ms: null,
+    })
     expect(s5.summary).toHaveLength(200)
     expect(s5.project).toBe('api')
   })
@@ -179,7 +202,9 @@ describe('GET /o/{org}/sessions: the list', () => {
     expect(typeof first.next_cursor).toBe('string')
     const second = await list(`limit=2&cursor=${first.next_cursor}`)
     const third = await list(`limit=2&cursor=${second.next_cursor}`)
-    expect([...first.sessions, ...second.sessions, ...third.sessions].map((s: { id: string }) => s.id)).toEqual(names('s1', 's2', 's3', 's4', 's5'))
+    expect([...first.sessions, ...second.sessions, ...third.sessions].map((s: { id: string }) => s.id)).toEqual(
+      names('s1', 's2', 's3', 's4', 's5'),
+    )
     expect(third.next_cursor).toBeNull()
     expect((await list('limit=500')).sessions).toHaveLength(5)
     expect((await list('limit=5')).next_cursor).toBeNull()
@@ -276,7 +301,17 @@ describe('q: full text over title, prompt and transcript', () => {
     expect(await ids('q=kangaroo')).toEqual([])
     db.sqlite.run(
       "INSERT INTO session_events (session_id, seq, turn, kind, type, data, created_at) VALUES (?, 99, 2, 'harness', 'message', ?, ?)",
-      [extra!, JSON.stringify({ type: 'message', agent: 'harness_1', timestamp: new Date().toISOString(), role: 'assistant', content: 'A kangaroo appeared' }), now],
+      [
+        extra!,
+        JSON.stringify({
+          type: 'message',
+          agent: 'harness_1',
+          timestamp: new Date().toISOString(),
+          role: 'assistant',
+          content: 'A kangaroo appeared',
+        }),
+        now,
+      ],
     )
     expect(await ids('q=kangaroo&q=release')).toEqual([extra])
     expect((await list('q=kangaroo')).sessions[0].message_count).toBe(1)
@@ -291,7 +326,10 @@ describe('q: full text over title, prompt and transcript', () => {
   test('a real run is searchable by what its agent said', async () => {
     t.plans.setPlan('acme', { maxConcurrent: 10 })
     const res = await t.app.handle(
-      req('POST', '/o/acme/p/web/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: script([{ say: 'Found a zanzibar quartz vein' }, { answer: 'done' }]) } }),
+      req('POST', '/o/acme/p/web/sessions', {
+        token: t.admin.token,
+        body: { agent: 'harness_1', prompt: script([{ say: 'Found a zanzibar quartz vein' }, { answer: 'done' }]) },
+      }),
     )
     expect(res.status).toBe(202)
     const created = await json(res)
@@ -301,7 +339,9 @@ describe('q: full text over title, prompt and transcript', () => {
     expect(found.sessions[0].message_count).toBeGreaterThanOrEqual(1)
     expect(found.sessions[0].project).toBe('web')
     // Out of the way of the other tests: end it, then remove it.
-    await t.app.handle(req('PATCH', `/o/acme/p/_/sessions/${created.execution_id}`, { token: t.admin.token, body: { status: 'cancelled' } }))
+    await t.app.handle(
+      req('PATCH', `/o/acme/p/_/sessions/${created.execution_id}`, { token: t.admin.token, body: { status: 'cancelled' } }),
+    )
     db.sqlite.run('DELETE FROM sessions WHERE id = ?', [created.execution_id])
   })
 })
@@ -389,7 +429,11 @@ describe('errors use {code, message}', () => {
   test('401 without a valid bearer, 404 for an org the caller has no role in', async () => {
     const none = await t.app.handle(req('GET', '/o/acme/sessions'))
     expect(none.status).toBe(401)
-    expect(await json(none)).toEqual({ code: 'AUTH_FAILED', message: 'A bearer token is required', requestId: expect.stringMatching(/^req_/) })
+    expect(await json(none)).toEqual({
+      code: 'AUTH_FAILED',
+      message: 'A bearer token is required',
+      requestId: expect.stringMatching(/^req_/),
+    })
     const bad = await get('/o/acme/sessions', 'agt_unknown')
     expect(bad.status).toBe(401)
     expect((await json(bad)).code).toBe('AUTH_FAILED')
@@ -540,7 +584,9 @@ describe('the Project list shares the query layer', () => {
     expect(body.executions.map((s: { execution_id: string }) => s.execution_id)).toEqual([second, first])
     const failed = await json(await get('/o/acme/p/tie/sessions?status=failed'))
     expect(failed.executions.map((s: { execution_id: string }) => s.execution_id)).toEqual([second])
-    expect((await json(await get('/o/acme/p/web/sessions?limit=1'))).executions.map((s: { execution_id: string }) => s.execution_id)).toEqual([acme.s1])
+    expect(
+      (await json(await get('/o/acme/p/web/sessions?limit=1'))).executions.map((s: { execution_id: string }) => s.execution_id),
+    ).toEqual([acme.s1])
     db.sqlite.run('DELETE FROM sessions WHERE id IN (?, ?)', [first!, second!])
   })
 })
@@ -551,7 +597,24 @@ test('the route is in the OpenAPI document', async () => {
   expect(op.operationId).toBe('sessions.search')
   expect(Object.keys(op.responses)).toEqual(expect.arrayContaining(['200', '400', '401', '404', '409']))
   const params = op.parameters.map((p: { name: string }) => p.name)
-  for (const name of ['selector', 'q', 'project', 'agent', 'kind', 'harness', 'mode', 'model', 'repo', 'status', 'since', 'until', 'sort', 'count', 'limit', 'cursor']) {
+  for (const name of [
+    'selector',
+    'q',
+    'project',
+    'agent',
+    'kind',
+    'harness',
+    'mode',
+    'model',
+    'repo',
+    'status',
+    'since',
+    'until',
+    'sort',
+    'count',
+    'limit',
+    'cursor',
+  ]) {
     expect(params).toContain(name)
   }
 })

@@ -101,13 +101,22 @@ describe('POST /o/{org}/p/{project}/sessions (shape A)', () => {
 
   test('unknown speed is 400; fast where the model lists no fast mode is 400', async () => {
     await expectError(await create({ agent: 'harness_1', prompt: idle, speed: 'warp' }), 400, 'VALIDATION_ERROR')
-    await expectError(await create({ agent: 'harness_1', prompt: idle, model: 'claude-sonnet-4-6', speed: 'fast' }), 400, 'VALIDATION_ERROR')
+    await expectError(
+      await create({ agent: 'harness_1', prompt: idle, model: 'claude-sonnet-4-6', speed: 'fast' }),
+      400,
+      'VALIDATION_ERROR',
+    )
   })
 
   test('harness_3 has no fast mode (400) and takes no output_schema (422 FIELD_UNSUPPORTED_FOR_HARNESS)', async () => {
     await expectError(await create({ agent: 'harness_3', prompt: idle, speed: 'fast' }), 400, 'VALIDATION_ERROR')
     const schema = { type: 'object', properties: {}, required: [], additionalProperties: false }
-    await expectError(await create({ agent: 'harness_3', prompt: idle, output_schema: schema }), 422, 'FIELD_UNSUPPORTED_FOR_HARNESS', 'error_code')
+    await expectError(
+      await create({ agent: 'harness_3', prompt: idle, output_schema: schema }),
+      422,
+      'FIELD_UNSUPPORTED_FOR_HARNESS',
+      'error_code',
+    )
   })
 
   test('unknown persistence or mode is 400; both are stored', async () => {
@@ -130,7 +139,12 @@ describe('POST /o/{org}/p/{project}/sessions (shape A)', () => {
   })
 
   describe('output_schema', () => {
-    const ok = { type: 'object', properties: { n: { type: 'integer' }, note: { type: ['string', 'null'] } }, required: ['n', 'note'], additionalProperties: false }
+    const ok = {
+      type: 'object',
+      properties: { n: { type: 'integer' }, note: { type: ['string', 'null'] } },
+      required: ['n', 'note'],
+      additionalProperties: false,
+    }
 
     test('a conforming schema is accepted', async () => {
       expect((await create({ agent: 'harness_1', prompt: idle, output_schema: ok })).status).toBe(202)
@@ -140,7 +154,14 @@ describe('POST /o/{org}/p/{project}/sessions (shape A)', () => {
       ['root not an object type', { type: 'array', items: { type: 'string' } }],
       ['a property missing from required', { ...ok, required: ['n'] }],
       ['additionalProperties not false', { ...ok, additionalProperties: true }],
-      ['a nested object without additionalProperties', { ...ok, properties: { ...ok.properties, inner: { type: 'object', properties: {}, required: [] } }, required: ['n', 'note', 'inner'] }],
+      [
+        'a nested object without additionalProperties',
+        {
+          ...ok,
+          properties: { ...ok.properties, inner: { type: 'object', properties: {}, required: [] } },
+          required: ['n', 'note', 'inner'],
+        },
+      ],
       ['a $ref outside the document', { ...ok, properties: { n: { $ref: 'https://example.com/schema.json' }, note: ok.properties.note } }],
       ['not a valid JSON Schema', { ...ok, properties: { n: { type: 'integer', minimum: 'five' }, note: ok.properties.note } }],
     ]

@@ -68,7 +68,10 @@ describe('PATCH cancel', () => {
   test('cancels a running turn: 200, status cancelled, the CLI process is gone; a second cancel is 409', async () => {
     const session = await create({ prompt: sleeping })
     const id = session.execution_id
-    await waitFor(() => get(`/o/acme/p/_/sessions/${id}`).then(json), (s) => s.status === 'running')
+    await waitFor(
+      () => get(`/o/acme/p/_/sessions/${id}`).then(json),
+      (s) => s.status === 'running',
+    )
     // Wait until the CLI is really in its turn (it has written its init line).
     await waitFor(async () => t.store.allEvents(id).some((e) => e.type === 'init'), Boolean)
     const patch = (body: unknown) => t.app.handle(req('PATCH', `/o/acme/p/_/sessions/${id}`, { token: t.admin.token, body }))
@@ -89,13 +92,16 @@ describe('PATCH cancel', () => {
   test('a finished session cannot be cancelled (409)', async () => {
     const session = await create({ prompt: 'just answer' })
     expect((await settledRun(session.execution_id)).status).toBe('completed')
-    const res = await t.app.handle(req('PATCH', `/o/acme/p/_/sessions/${session.execution_id}`, { token: t.admin.token, body: { status: 'cancelled' } }))
+    const res = await t.app.handle(
+      req('PATCH', `/o/acme/p/_/sessions/${session.execution_id}`, { token: t.admin.token, body: { status: 'cancelled' } }),
+    )
     expect(res.status).toBe(409)
   })
 
   test('400 for another field, a missing or unknown status', async () => {
     const session = await create({ prompt: sleeping })
-    const patch = (body: unknown) => t.app.handle(req('PATCH', `/o/acme/p/_/sessions/${session.execution_id}`, { token: t.admin.token, body }))
+    const patch = (body: unknown) =>
+      t.app.handle(req('PATCH', `/o/acme/p/_/sessions/${session.execution_id}`, { token: t.admin.token, body }))
     expect((await patch({})).status).toBe(400)
     expect((await patch({ status: 'done' })).status).toBe(400)
     expect((await patch({ status: 'cancelled', reason: 'x' })).status).toBe(400)
@@ -112,7 +118,11 @@ describe('GET result', () => {
     expect(early.completed_at).toBeNull()
     await settledRun(session.execution_id)
     const result = await json(await get(`/o/acme/p/_/sessions/${session.execution_id}/result`))
-    expect(result).toMatchObject({ status: 'completed', output: 'completed in 1 turn', result: { text: 'all good', structured: null, schema_valid: null } })
+    expect(result).toMatchObject({
+      status: 'completed',
+      output: 'completed in 1 turn',
+      result: { text: 'all good', structured: null, schema_valid: null },
+    })
     expect(result.completed_at).toMatch(/^\d{4}-/)
   })
 

@@ -24,7 +24,8 @@ beforeAll(async () => {
     if (request.url === '/pixel.png') response.writeHead(200, { 'content-type': 'image/png' }).end(PNG)
     else if (request.url === '/moved.png') response.writeHead(302, { location: '/pixel.png' }).end()
     else if (request.url === '/page.png') response.writeHead(200, { 'content-type': 'text/html' }).end('<html></html>')
-    else if (request.url === '/huge.png') response.writeHead(200, { 'content-type': 'image/png', 'content-length': String(40 * 1024 * 1024) }).end()
+    else if (request.url === '/huge.png')
+      response.writeHead(200, { 'content-type': 'image/png', 'content-length': String(40 * 1024 * 1024) }).end()
     else if (request.url === '/20mib.png') response.writeHead(200, { 'content-type': 'image/png' }).end(Buffer.alloc(20 * 1024 * 1024))
     else response.writeHead(404).end()
   })
@@ -46,12 +47,18 @@ async function create(body: unknown, token = t.admin.token) {
 async function upload(name: string, content: string | Uint8Array, type = 'text/plain', token = t.admin.token, field = 'file') {
   const form = new FormData()
   form.append(field, new File([content], name, { type }))
-  const res = await t.app.handle(new Request('http://localhost/o/acme/files', { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: form }))
+  const res = await t.app.handle(
+    new Request('http://localhost/o/acme/files', { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: form }),
+  )
   return { status: res.status, body: await json(res) }
 }
 
 const text = (s: string) => ({ type: 'text', text: s })
-const doc = (name: string, content: string, media_type = 'text/plain') => ({ type: 'document', name, source: { type: 'base64', media_type, data: Buffer.from(content).toString('base64') } })
+const doc = (name: string, content: string, media_type = 'text/plain') => ({
+  type: 'document',
+  name,
+  source: { type: 'base64', media_type, data: Buffer.from(content).toString('base64') },
+})
 const fileBlock = (file_id: string) => ({ type: 'file', source: { type: 'file', file_id } })
 const image = (url: string) => ({ type: 'image', source: { type: 'url', url } })
 
@@ -65,7 +72,13 @@ describe('POST /o/{org}/files', () => {
     const before = Date.now()
     const answer = await upload('report.csv', 'a,b\n1,2\n', 'text/csv')
     expect(answer.status).toBe(201)
-    expect(answer.body).toEqual({ id: expect.stringMatching(/^file_[0-9a-f]{32}$/), name: 'report.csv', mime: 'text/csv', size: 8, expired_at: expect.any(String) })
+    expect(answer.body).toEqual({
+      id: expect.stringMatching(/^file_[0-9a-f]{32}$/),
+      name: 'report.csv',
+      mime: 'text/csv',
+      size: 8,
+      expired_at: expect.any(String),
+    })
     const expires = Date.parse(answer.body.expired_at)
     expect(expires).toBeGreaterThanOrEqual(before + 7 * 24 * 3600 * 1000 - 1000)
     expect(expires).toBeLessThanOrEqual(Date.now() + 7 * 24 * 3600 * 1000)
@@ -77,7 +90,11 @@ describe('POST /o/{org}/files', () => {
     const asJson = await t.app.handle(req('POST', '/o/acme/files', { token: t.admin.token, body: { file: 'x' } }))
     expectError({ status: asJson.status, body: await json(asJson) }, 400, 'VALIDATION_ERROR')
     const broken = await t.app.handle(
-      new Request('http://localhost/o/acme/files', { method: 'POST', headers: { authorization: `Bearer ${t.admin.token}`, 'content-type': 'multipart/form-data; boundary=xyz' }, body: 'not multipart' }),
+      new Request('http://localhost/o/acme/files', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${t.admin.token}`, 'content-type': 'multipart/form-data; boundary=xyz' },
+        body: 'not multipart',
+      }),
     )
     expectError({ status: broken.status, body: await json(broken) }, 400, 'VALIDATION_ERROR')
     expect((await upload('a.txt', 'x', 'text/plain', keySecret)).status).toBe(401)
@@ -87,10 +104,21 @@ describe('POST /o/{org}/files', () => {
 describe('shape B on POST …/sessions', () => {
   test('a harness_1 run reads a document block and a file block from the attachments folder; the session lists both, and an image, in block order', async () => {
     const uploaded = await upload('data.csv', 'id,value\n7,seven\n', 'text/csv')
-    const reader = script([{ bash: 'cat /workspace/.agentd/attachments/notes.txt /workspace/.agentd/attachments/data.csv; wc -c < /workspace/.agentd/attachments/pixel.png' }, { answer: 'read them' }])
+    const reader = script([
+      {
+        bash: 'cat /workspace/.agentd/attachments/notes.txt /workspace/.agentd/attachments/data.csv; wc -c < /workspace/.agentd/attachments/pixel.png',
+      },
+      { answer: 'read them' },
+    ])
     const answer = await create({
       harness: 'harness_1',
-      input: [text('Read the attached files.'), doc('notes.txt', 'remember the milk\n'), fileBlock(uploaded.body.id), image(`${imageBase}/pixel.png`), text(reader)],
+      input: [
+        text('Read the attached files.'),
+        doc('notes.txt', 'remember the milk\n'),
+        fileBlock(uploaded.body.id),
+        image(`${imageBase}/pixel.png`),
+        text(reader),
+      ],
     })
     expect(answer.status).toBe(202)
     expect(answer.body.agent).toBe('harness_1')
@@ -101,7 +129,11 @@ describe('shape B on POST …/sessions', () => {
       { id: expect.stringMatching(/^file_/), name: 'pixel.png', mime: 'image/png', size: PNG.byteLength, expired_at: null },
     ])
     const id = answer.body.execution_id
-    const done = await waitFor(async () => json(await t.app.handle(req('GET', `${SESSIONS}/${id}`, { token: t.admin.token }))), (s) => !['queued', 'allocating', 'running'].includes(s.status), 60_000)
+    const done = await waitFor(
+      async () => json(await t.app.handle(req('GET', `${SESSIONS}/${id}`, { token: t.admin.token }))),
+      (s) => !['queued', 'allocating', 'running'].includes(s.status),
+      60_000,
+    )
     expect(done.status).toBe('completed')
     expect(done.attachments).toEqual(answer.body.attachments)
     const outputs = t.store
@@ -150,7 +182,14 @@ describe('shape B on POST …/sessions', () => {
       [{ input: [], harness: 'harness_1' }, 400, 'VALIDATION_ERROR'],
       [{ input: [{ type: 'video', url: 'x' }], harness: 'harness_1' }, 400, 'VALIDATION_ERROR'],
       [{ input: [text('t'), fileBlock('file_0000')], harness: 'harness_1' }, 400, 'VALIDATION_ERROR'],
-      [{ input: [text('t'), { type: 'document', name: 'a', source: { type: 'base64', media_type: 'text/plain', data: 'not base64!' } }], harness: 'harness_1' }, 400, 'VALIDATION_ERROR'],
+      [
+        {
+          input: [text('t'), { type: 'document', name: 'a', source: { type: 'base64', media_type: 'text/plain', data: 'not base64!' } }],
+          harness: 'harness_1',
+        },
+        400,
+        'VALIDATION_ERROR',
+      ],
       [{ input: [text('x'.repeat(256 * 1024 + 1))], harness: 'harness_1' }, 400, 'CONTENT_TOO_LARGE'],
       [{ input: [text('t'), image(`${imageBase}/moved.png`)], harness: 'harness_1' }, 422, 'ATTACHMENT_FETCH_FAILED'],
       [{ input: [text('t'), image(`${imageBase}/page.png`)], harness: 'harness_1' }, 422, 'ATTACHMENT_FETCH_FAILED'],
@@ -164,7 +203,9 @@ describe('shape B on POST …/sessions', () => {
       expect({ body, status: answer.status, code: answer.body.code }).toEqual({ body, status, code })
     }
     // Another user's upload is not theirs to name.
-    const other = await t.app.handle(req('POST', SESSIONS, { token: t.member.token, body: { harness: 'harness_1', input: [text('t'), fileBlock(mine.body.id)] } }))
+    const other = await t.app.handle(
+      req('POST', SESSIONS, { token: t.member.token, body: { harness: 'harness_1', input: [text('t'), fileBlock(mine.body.id)] } }),
+    )
     expectError({ status: other.status, body: await json(other) }, 400, 'VALIDATION_ERROR')
     const after = (await json(await t.app.handle(req('GET', SESSIONS, { token: t.admin.token })))).executions.length
     expect(after).toBe(before)
@@ -172,12 +213,31 @@ describe('shape B on POST …/sessions', () => {
 
   test('resources: each URL form of spec 4.1 is read; others are 422 RESOURCE_UNSUPPORTED; a repository or issue nothing here can reach is 422 RESOURCE_NOT_ACCESSIBLE', async () => {
     const send = (resources: unknown, project = '_') =>
-      t.app.handle(req('POST', `/o/acme/p/${project}/sessions`, { token: t.admin.token, body: { harness: 'harness_2', input: 't', resources } })).then(async (r) => ({ status: r.status, body: await json(r) }))
-    for (const url of ['https://gitlab.com/acme/web', 'http://github.com/acme/web', 'https://github.com/acme', 'https://github.com/acme/web/issues/3', 'https://github.com/acme/web/pull/x', 'https://linear.app/acme/project/X-1', 'https://github.com/acme/web/tree/%E0', 'not a url']) {
+      t.app
+        .handle(
+          req('POST', `/o/acme/p/${project}/sessions`, { token: t.admin.token, body: { harness: 'harness_2', input: 't', resources } }),
+        )
+        .then(async (r) => ({ status: r.status, body: await json(r) }))
+    for (const url of [
+      'https://gitlab.com/acme/web',
+      'http://github.com/acme/web',
+      'https://github.com/acme',
+      'https://github.com/acme/web/issues/3',
+      'https://github.com/acme/web/pull/x',
+      'https://linear.app/acme/project/X-1',
+      'https://github.com/acme/web/tree/%E0',
+      'not a url',
+    ]) {
       const answer = await send([{ url }])
       expect({ url, status: answer.status, code: answer.body.code }).toEqual({ url, status: 422, code: 'RESOURCE_UNSUPPORTED' })
     }
-    for (const url of ['https://github.com/acme/web', 'https://github.com/acme/web.git', 'https://github.com/acme/web/tree/feature/x', 'https://github.com/acme/web/pull/12', 'https://linear.app/acme/issue/ENG-42']) {
+    for (const url of [
+      'https://github.com/acme/web',
+      'https://github.com/acme/web.git',
+      'https://github.com/acme/web/tree/feature/x',
+      'https://github.com/acme/web/pull/12',
+      'https://linear.app/acme/issue/ENG-42',
+    ]) {
       const answer = await send([{ url }])
       expect({ url, status: answer.status, code: answer.body.code }).toEqual({ url, status: 422, code: 'RESOURCE_NOT_ACCESSIBLE' })
     }
@@ -199,20 +259,41 @@ describe('shape B on POST …/sessions', () => {
     ]) {
       expectError(await create({ harness: 'harness_2', input }), 413, 'PAYLOAD_TOO_LARGE')
     }
-    expect((await create({ harness: 'harness_2', input: [text(script([{ answer: 'ok' }])), image(`${imageBase}/20mib.png`)] })).status).toBe(202)
+    expect(
+      (await create({ harness: 'harness_2', input: [text(script([{ answer: 'ok' }])), image(`${imageBase}/20mib.png`)] })).status,
+    ).toBe(202)
     expect((await json(await t.app.handle(req('GET', SESSIONS, { token: t.admin.token })))).executions.length).toBe(before + 1)
   })
 
   test('a 9 MiB document fits in a create body; file names become safe and unique in the attachments folder', async () => {
-    const big = await create({ harness: 'harness_2', input: [text('t'), { type: 'document', name: 'big', source: { type: 'base64', media_type: 'text/plain', data: 'A'.repeat(12 * 1024 * 1024) } }] })
+    const big = await create({
+      harness: 'harness_2',
+      input: [
+        text('t'),
+        { type: 'document', name: 'big', source: { type: 'base64', media_type: 'text/plain', data: 'A'.repeat(12 * 1024 * 1024) } },
+      ],
+    })
     // 12 MiB of base64 is 9 MiB: under the attachment limit; the body limit (16 MiB) took it.
     expect(big.status).toBe(202)
     const named = await create({
       harness: 'harness_2',
-      input: [text(script([{ answer: 'ok' }])), doc('../../etc/passwd', 'p'), doc('a.txt', '1'), doc('a.txt', '2'), doc('.bashrc', 'b'), doc('ünïcode name?.md', 'u')],
+      input: [
+        text(script([{ answer: 'ok' }])),
+        doc('../../etc/passwd', 'p'),
+        doc('a.txt', '1'),
+        doc('a.txt', '2'),
+        doc('.bashrc', 'b'),
+        doc('ünïcode name?.md', 'u'),
+      ],
     })
     expect(named.status).toBe(202)
-    expect(named.body.attachments.map((a: { name: string }) => a.name)).toEqual(['passwd', 'a.txt', 'a-2.txt', 'bashrc', '_n_code_name_.md'])
+    expect(named.body.attachments.map((a: { name: string }) => a.name)).toEqual([
+      'passwd',
+      'a.txt',
+      'a-2.txt',
+      'bashrc',
+      '_n_code_name_.md',
+    ])
   })
 
   test('Idempotency-Key on shape B: the same body answers with the first session, another body is 409', async () => {
@@ -234,7 +315,9 @@ describe('shape B on POST …/sessions', () => {
     const body = { harness: 'harness_2', input: [text(script([{ answer: 'once' }])), image(`${imageBase}/pixel.png`), doc('n.txt', 'n')] }
     const answers = await Promise.all(
       Array.from({ length: 20 }, async () => {
-        const res = await t.app.handle(req('POST', SESSIONS, { token: t.admin.token, body, headers: { 'idempotency-key': 'shape-b-burst' } }))
+        const res = await t.app.handle(
+          req('POST', SESSIONS, { token: t.admin.token, body, headers: { 'idempotency-key': 'shape-b-burst' } }),
+        )
         return { status: res.status, body: await json(res) }
       }),
     )

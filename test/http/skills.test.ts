@@ -18,7 +18,8 @@ type CommitAnswer = Pick<components['schemas']['commit'], 'sha' | 'url' | 'html_
 type RepoAnswer = Pick<components['schemas']['full-repository'], 'id' | 'name' | 'full_name' | 'private' | 'default_branch'>
 
 const SHA = 'c0ffee0000000000000000000000000000000042'
-const md = (name: string, body = 'Use the helper script.') => `---\nname: ${name}\ndescription: A ${name} for tests. Use it when asked about ${name}.\n---\n${body}\n`
+const md = (name: string, body = 'Use the helper script.') =>
+  `---\nname: ${name}\ndescription: A ${name} for tests. Use it when asked about ${name}.\n---\n${body}\n`
 
 let t: TestApp
 let ca: TestCa
@@ -36,11 +37,14 @@ function zip(files: Zippable): Uint8Array {
 }
 
 const SKILL_FILES: Record<string, Uint8Array> = {
-  '/zip-skill.zip': zip({ 'zip-skill/SKILL.md': strToU8(md('zip-skill')), 'zip-skill/scripts/hello.sh': strToU8('echo hello from the zip\n') }),
+  '/zip-skill.zip': zip({
+    'zip-skill/SKILL.md': strToU8(md('zip-skill')),
+    'zip-skill/scripts/hello.sh': strToU8('echo hello from the zip\n'),
+  }),
   '/plain/SKILL.md': strToU8(md('plain-skill')),
   '/dotdot.zip': zip({ 'SKILL.md': strToU8(md('dotdot')), '../escape.txt': strToU8('out') }),
   '/absolute.zip': zip({ 'SKILL.md': strToU8(md('absolute')), '/etc/cron.d/evil': strToU8('* * * * * root sh') }),
-  '/link.zip': zip({ 'SKILL.md': strToU8(md('linked')), 'passwd': link('/etc/passwd') }),
+  '/link.zip': zip({ 'SKILL.md': strToU8(md('linked')), passwd: link('/etc/passwd') }),
   '/noname/SKILL.md': strToU8('No front matter here.\n'),
   '/badname/SKILL.md': strToU8(md('Bad Name!')),
   '/nomd.zip': zip({ 'README.md': strToU8('no skill here') }),
@@ -60,11 +64,22 @@ const REPO: Record<string, string | ContentEntry['type']> = {
 function githubAnswer(url: URL): Response {
   const api = (body: unknown, status = 200) => Response.json(body, { status })
   const repo = /^\/repos\/acme\/(skills|secret)$/.exec(url.pathname)
-  if (repo) return api({ id: 1, name: repo[1]!, full_name: `acme/${repo[1]}`, private: repo[1] === 'secret', default_branch: 'main' } satisfies RepoAnswer)
+  if (repo)
+    return api({
+      id: 1,
+      name: repo[1]!,
+      full_name: `acme/${repo[1]}`,
+      private: repo[1] === 'secret',
+      default_branch: 'main',
+    } satisfies RepoAnswer)
   const commit = /^\/repos\/acme\/skills\/commits\/([^/]+)$/.exec(url.pathname)
   if (commit) {
     if (commit[1] !== 'main' && commit[1] !== SHA) return api({ message: `No commit found for SHA: ${commit[1]}`, status: '422' }, 422)
-    return api({ sha: SHA, url: `${url.origin}/repos/acme/skills/commits/${SHA}`, html_url: `https://github.com/acme/skills/commit/${SHA}` } satisfies CommitAnswer)
+    return api({
+      sha: SHA,
+      url: `${url.origin}/repos/acme/skills/commits/${SHA}`,
+      html_url: `https://github.com/acme/skills/commit/${SHA}`,
+    } satisfies CommitAnswer)
   }
   const content = /^\/repos\/acme\/skills\/contents\/(.*)$/.exec(url.pathname)
   if (!content) return api({ message: 'Not Found' }, 404)
@@ -101,7 +116,18 @@ function githubAnswer(url: URL): Response {
   return api(
     [...children].map(([name, type]): ContentEntry => {
       const p = `${path}/${name}`
-      return { type, size: 0, name, path: p, sha: 'e'.repeat(40), url: links(p).self, git_url: null, html_url: null, download_url: null, _links: links(p) }
+      return {
+        type,
+        size: 0,
+        name,
+        path: p,
+        sha: 'e'.repeat(40),
+        url: links(p).self,
+        git_url: null,
+        html_url: null,
+        download_url: null,
+        _links: links(p),
+      }
     }),
   )
 }
@@ -142,7 +168,11 @@ async function create(body: unknown) {
   return { status: res.status, body: await json(res) }
 }
 async function finished(id: string) {
-  return waitFor(async () => json(await t.app.handle(req('GET', `${SESSIONS}/${id}`, { token: t.admin.token }))), (s) => !['queued', 'allocating', 'running'].includes(s.status), 60_000)
+  return waitFor(
+    async () => json(await t.app.handle(req('GET', `${SESSIONS}/${id}`, { token: t.admin.token }))),
+    (s) => !['queued', 'allocating', 'running'].includes(s.status),
+    60_000,
+  )
 }
 const shellOutput = (id: string) =>
   t.store
@@ -155,7 +185,12 @@ describe('skills', () => {
   test('a skill from a zip and one from a code-host folder are installed where Claude Code loads them, and the folder is pinned to its commit', async () => {
     const treeUrl = 'https://github.com/acme/skills/tree/main/tree-skill'
     const zipUrl = `${skillsBase}/zip-skill.zip`
-    const reader = script([{ bash: 'cat ~/.claude/skills/tree-skill/scripts/run.sh ~/.claude/skills/zip-skill/scripts/hello.sh; head -2 ~/.claude/skills/zip-skill/SKILL.md' }, { answer: 'read the skills' }])
+    const reader = script([
+      {
+        bash: 'cat ~/.claude/skills/tree-skill/scripts/run.sh ~/.claude/skills/zip-skill/scripts/hello.sh; head -2 ~/.claude/skills/zip-skill/SKILL.md',
+      },
+      { answer: 'read the skills' },
+    ])
     contentRefs.length = 0
     const created = await create({ harness: 'harness_1', input: reader, skills: [zipUrl, { url: treeUrl }] })
     expect(created.status).toBe(202)
@@ -182,7 +217,11 @@ describe('skills', () => {
       ['harness_2', '.codex/skills'],
       ['harness_3', '.gemini/skills'],
     ] as const) {
-      const created = await create({ harness, input: script([{ bash: `head -2 ~/${dir}/plain-skill/SKILL.md ~/${dir}/tree-skill/SKILL.md` }, { answer: 'ok' }]), skills: [`${skillsBase}/plain/SKILL.md`, blobUrl] })
+      const created = await create({
+        harness,
+        input: script([{ bash: `head -2 ~/${dir}/plain-skill/SKILL.md ~/${dir}/tree-skill/SKILL.md` }, { answer: 'ok' }]),
+        skills: [`${skillsBase}/plain/SKILL.md`, blobUrl],
+      })
       expect(created.status).toBe(202)
       expect(created.body.effective_config.skills).toEqual([
         { name: 'plain-skill', url: `${skillsBase}/plain/SKILL.md`, commit: null },
@@ -196,11 +235,23 @@ describe('skills', () => {
   }, 60_000)
 
   test("a saved agent's skills are fetched and pinned when each run starts; a run's own skills replace them", async () => {
-    const agent = await json(await t.app.handle(req('POST', '/o/acme/agents', { token: t.admin.token, body: { name: 'skilled', harness: 'harness_2', skills: ['https://github.com/acme/skills/tree/main/tree-skill'] } })))
+    const agent = await json(
+      await t.app.handle(
+        req('POST', '/o/acme/agents', {
+          token: t.admin.token,
+          body: { name: 'skilled', harness: 'harness_2', skills: ['https://github.com/acme/skills/tree/main/tree-skill'] },
+        }),
+      ),
+    )
     expect(agent.skills).toEqual(['https://github.com/acme/skills/tree/main/tree-skill'])
-    const run = await create({ agent_id: agent.id, input: script([{ bash: 'cat ~/.codex/skills/tree-skill/scripts/run.sh' }, { answer: 'ok' }]) })
+    const run = await create({
+      agent_id: agent.id,
+      input: script([{ bash: 'cat ~/.codex/skills/tree-skill/scripts/run.sh' }, { answer: 'ok' }]),
+    })
     expect(run.status).toBe(202)
-    expect(run.body.effective_config.skills).toEqual([{ name: 'tree-skill', url: 'https://github.com/acme/skills/tree/main/tree-skill', commit: SHA }])
+    expect(run.body.effective_config.skills).toEqual([
+      { name: 'tree-skill', url: 'https://github.com/acme/skills/tree/main/tree-skill', commit: SHA },
+    ])
     const done = await finished(run.body.execution_id)
     expect(shellOutput(done.execution_id)).toContain('echo run from the tree')
     const own = await create({ agent_id: agent.id, input: 't', skills: [`${skillsBase}/plain/SKILL.md`] })

@@ -46,7 +46,9 @@ async function open(path: string) {
 
 /** The ids of the state nodes Mermaid drew, by state name. */
 const stateNodes = (page: Awaited<ReturnType<typeof open>>): Promise<{ id: string; label: string; classes: string }[]> =>
-  page.evaluate(`[...document.querySelectorAll('#chart svg g.node')].map((g) => ({ id: g.id, label: (g.textContent || '').trim(), classes: g.getAttribute('class') || '' }))`)
+  page.evaluate(
+    `[...document.querySelectorAll('#chart svg g.node')].map((g) => ({ id: g.id, label: (g.textContent || '').trim(), classes: g.getAttribute('class') || '' }))`,
+  )
 
 test('/statechart in headless Chromium renders an SVG with one node per state', async () => {
   const page = await open('/statechart')
@@ -64,8 +66,17 @@ test('/statechart in headless Chromium renders an SVG with one node per state', 
 }, 60_000)
 
 test('?session=<id> highlights the session’s state and lists its transitions', async () => {
-  const id = (await json(await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: script([{ answer: 'ok' }]) } })))).execution_id
-  await waitFor(async () => t.store.get(id)!.status, (s) => s === 'completed')
+  const id = (
+    await json(
+      await t.app.handle(
+        req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: script([{ answer: 'ok' }]) } }),
+      ),
+    )
+  ).execution_id
+  await waitFor(
+    async () => t.store.get(id)!.status,
+    (s) => s === 'completed',
+  )
   const page = await open(`/statechart?session=${id}`)
   const nodes = await stateNodes(page)
   const current = nodes.filter((n) => /\bcurrent\b/.test(n.classes))

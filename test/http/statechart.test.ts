@@ -29,13 +29,22 @@ describe('GET /statechart', () => {
   })
 
   test('?session=<id>: its state highlighted and its transitions from the persisted status events, with times', async () => {
-    const created = await json(await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: script([{ answer: 'ok' }]) } })))
+    const created = await json(
+      await t.app.handle(
+        req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: script([{ answer: 'ok' }]) } }),
+      ),
+    )
     const id = created.execution_id as string
-    await waitFor(async () => (await json(await get(`/o/acme/p/_/sessions/${id}`, t.admin.token))).status, (s) => s === 'completed')
+    await waitFor(
+      async () => (await json(await get(`/o/acme/p/_/sessions/${id}`, t.admin.token))).status,
+      (s) => s === 'completed',
+    )
     const html = await (await get(`/statechart?session=${id}`, t.member.token)).text()
     expect(html).toContain('data-status="completed"')
     expect([...html.matchAll(/<g class="([^"]*\bcurrent\b[^"]*)" id="lifecycle-state-(\w+)-\d+"/g)].map((m) => m[2])).toEqual(['completed'])
-    const rows = [...html.matchAll(/<tr><td><time datetime="([^"]+)">[^<]+<\/time><\/td><td>([^<]+)<\/td><td>([^<]+)<\/td><td>(\d+)<\/td><\/tr>/g)]
+    const rows = [
+      ...html.matchAll(/<tr><td><time datetime="([^"]+)">[^<]+<\/time><\/td><td>([^<]+)<\/td><td>([^<]+)<\/td><td>(\d+)<\/td><\/tr>/g),
+    ]
     expect(rows.map((r) => [r[2], r[3]])).toEqual([
       ['—', 'queued'],
       ['queued', 'allocating'],
@@ -50,12 +59,18 @@ describe('GET /statechart', () => {
     expect((await get('/statechart?session=00000000-0000-0000-0000-000000000000', t.admin.token)).status).toBe(404)
     t.identity.createOrg('other')
     const outsider = t.identity.createUser('other', 'outsider@other.test', 'admin')
-    const id = (await json(await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: 'hi' } })))).execution_id
+    const id = (
+      await json(
+        await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: 'hi' } })),
+      )
+    ).execution_id
     const foreign = await get(`/statechart?session=${id}`, outsider.token)
     expect(foreign.status).toBe(404)
     expect(await json(foreign)).toEqual({ error: 'Session not found', requestId: expect.stringMatching(/^req_/) })
     expect((await get('/statechart')).status).toBe(401)
-    const created = await t.app.handle(req('POST', '/o/acme/api-keys', { token: t.admin.token, body: { name: 'k', scopes: ['runs:read'] } }))
+    const created = await t.app.handle(
+      req('POST', '/o/acme/api-keys', { token: t.admin.token, body: { name: 'k', scopes: ['runs:read'] } }),
+    )
     expect(created.status).toBe(201)
     const key = (await json(created)).secret as string
     expect((await get(`/o/acme/p/_/sessions/${id}`, key)).status).toBe(200)

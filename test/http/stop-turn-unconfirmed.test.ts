@@ -49,7 +49,10 @@ const call = (method: string, url: string, body?: unknown) => t.app.handle(req(m
 const get = async (id: string) => json(await call('GET', path(id)))
 
 test('stop_turn answers 422 STOP_TURN_UNCONFIRMED when the CLI outlives SIGINT and SIGKILL for 10 s; the turn ends when it finally dies', async () => {
-  const created = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([{ sleep: 60_000 }, { answer: 'never' }]) })
+  const created = await call('POST', '/o/acme/p/_/sessions', {
+    agent: 'harness_1',
+    prompt: script([{ sleep: 60_000 }, { answer: 'never' }]),
+  })
   const id = (await json(created)).execution_id as string
   await waitFor(async () => t.store.allEvents(id).some((e) => e.type === 'init'), Boolean)
 
@@ -61,7 +64,10 @@ test('stop_turn answers 422 STOP_TURN_UNCONFIRMED when the CLI outlives SIGINT a
   expect((await get(id)).status).toBe('running')
 
   driver.hear()
-  const after = await waitFor(() => get(id), (s) => s.status !== 'running')
+  const after = await waitFor(
+    () => get(id),
+    (s) => s.status !== 'running',
+  )
   expect(after.status).toBe('completed')
   expect((await json(await call('GET', path(id, '/result')))).result).toBeNull()
 }, 30_000)

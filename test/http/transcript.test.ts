@@ -16,7 +16,8 @@ let t: TestApp
 const ids = {} as Record<Harness, string>
 const sessions = {} as Record<Harness, any>
 
-const get = (path: string, headers: Record<string, string> = {}, token = t.admin.token) => t.app.handle(req('GET', path, { token, headers }))
+const get = (path: string, headers: Record<string, string> = {}, token = t.admin.token) =>
+  t.app.handle(req('GET', path, { token, headers }))
 const base = (h: Harness) => `/o/acme/p/_/sessions/${ids[h]}`
 const settledRun = (id: string) => settled(() => get(`/o/acme/p/_/sessions/${id}`).then(json))
 const messages = async (h: Harness, query = '') => json(await get(`${base(h)}/messages${query}`))
@@ -28,7 +29,9 @@ beforeAll(async () => {
   // The three runs go in parallel: each CLI takes 0.3 to 2.5 s.
   await Promise.all(
     HARNESSES.map(async (harness) => {
-      const res = await t.app.handle(req('POST', '/o/acme/p/web/sessions', { token: t.admin.token, body: { agent: harness, prompt: script(ACCEPTANCE_STEPS) } }))
+      const res = await t.app.handle(
+        req('POST', '/o/acme/p/web/sessions', { token: t.admin.token, body: { agent: harness, prompt: script(ACCEPTANCE_STEPS) } }),
+      )
       expect(res.status).toBe(202)
       ids[harness] = (await json(res)).execution_id
       sessions[harness] = await settledRun(ids[harness])
@@ -57,7 +60,8 @@ describe('the acceptance script on every harness', () => {
 
   test('the normalized events have the same types in the same order (Gemini emits no thinking)', async () => {
     const types = {} as Record<Harness, string[]>
-    for (const h of HARNESSES) types[h] = (await messages(h)).events.map((e: { type: string; role?: string }) => (e.role ? `${e.type}:${e.role}` : e.type))
+    for (const h of HARNESSES)
+      types[h] = (await messages(h)).events.map((e: { type: string; role?: string }) => (e.role ? `${e.type}:${e.role}` : e.type))
     const expected = [
       'init',
       'message:user',
@@ -118,7 +122,16 @@ describe('GET …/messages', () => {
   })
 
   test('400 for an unknown role, include with exclude, first with last, a bad count', async () => {
-    for (const query of ['?include=robots', '?exclude=user,,bogus', '?include=user&exclude=tools', '?first=1&last=1', '?first=0', '?last=-2', '?first=x', '?include=']) {
+    for (const query of [
+      '?include=robots',
+      '?exclude=user,,bogus',
+      '?include=user&exclude=tools',
+      '?first=1&last=1',
+      '?first=0',
+      '?last=-2',
+      '?first=x',
+      '?include=',
+    ]) {
       const res = await get(`${base('harness_1')}/messages${query}`)
       expect(res.status).toBe(400)
       expect(typeof (await json(res)).error).toBe('string')
@@ -130,13 +143,19 @@ describe('GET …/messages', () => {
     // A follow-up makes a second turn on the same Codex thread.
     const res = await t.app.handle(req('POST', `${base('harness_2')}/messages`, { token: t.admin.token, body: { content: 'And now?' } }))
     expect([200, 202]).toContain(res.status)
-    await waitFor(() => get(base('harness_2')).then(json), (s) => s.turns_count === 2 && s.status === 'completed', 30_000)
+    await waitFor(
+      () => get(base('harness_2')).then(json),
+      (s) => s.turns_count === 2 && s.status === 'completed',
+      30_000,
+    )
     const all = await messages('harness_2')
     const first = await messages('harness_2', '?first=1')
     const last = await messages('harness_2', '?last=1')
     expect(first.event_count + last.event_count).toBe(all.event_count)
     expect(last.events[1]).toMatchObject({ type: 'message', role: 'user', content: 'And now?' })
-    expect((await messages('harness_2', '?last=1&include=assistant')).events.map((e: { content: string }) => e.content)).toEqual(['Done: And now?'])
+    expect((await messages('harness_2', '?last=1&include=assistant')).events.map((e: { content: string }) => e.content)).toEqual([
+      'Done: And now?',
+    ])
     expect((await messages('harness_2', '?first=1&include=user')).events).toHaveLength(1)
     expect((await messages('harness_2', '?first=5')).event_count).toBe(all.event_count)
     // The follow-up's usage is its own turn's, not the thread's running total.
@@ -252,12 +271,24 @@ test('the three reads are in the OpenAPI document with their schemas', async () 
   expect(toolCalls.operationId).toBe('sessions.toolCalls')
   expect(Object.keys(toolCalls.responses)).toEqual(expect.arrayContaining(['200', '400', '401', '404']))
   const item = toolCalls.responses['200'].content['application/json'].schema.properties.tool_calls.items
-  expect(Object.keys(item.properties)).toEqual(['call_key', 'ordinal', 'tool', 'program', 'programs', 'input', 'outcome', 'exit_code', 'error_code', 'end_timestamp'])
+  expect(Object.keys(item.properties)).toEqual([
+    'call_key',
+    'ordinal',
+    'tool',
+    'program',
+    'programs',
+    'input',
+    'outcome',
+    'exit_code',
+    'error_code',
+    'end_timestamp',
+  ])
 })
 
 test('API keys may read all three with runs:read; a key without it is 403 INSUFFICIENT_SCOPE', async () => {
   const key = async (scopes: string[]) =>
-    (await json(await t.app.handle(req('POST', '/o/acme/api-keys', { token: t.admin.token, body: { name: `reader ${scopes}`, scopes } })))).secret as string
+    (await json(await t.app.handle(req('POST', '/o/acme/api-keys', { token: t.admin.token, body: { name: `reader ${scopes}`, scopes } }))))
+      .secret as string
   const [reader, writer] = [await key(['runs:read']), await key(['runs:write'])]
   for (const read of ['messages', 'trajectory', 'tool-calls']) {
     expect((await get(`${base('harness_3')}/${read}`, {}, reader)).status).toBe(200)

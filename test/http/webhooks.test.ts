@@ -36,7 +36,11 @@ const verified = (hook: { body: string; headers: Record<string, string> }) => ne
 describe('runFinished through real runs', () => {
   test('one delivery for the turn of a resumable run, signed, with the result read’s answer and completed_at', async () => {
     const id = await start({ prompt: script([{ say: 'working' }, { answer: 'forty-two' }]) })
-    await waitFor(async () => hooksFor(id).length, (n) => n === 1, 50_000)
+    await waitFor(
+      async () => hooksFor(id).length,
+      (n) => n === 1,
+      50_000,
+    )
     await Bun.sleep(500)
     expect(hooksFor(id)).toHaveLength(1)
     const [hook] = hooksFor(id)
@@ -68,7 +72,8 @@ describe('runFinished through real runs', () => {
     expect(read.body.result).toEqual(body.data.result)
     // Recorded as delivered once the receiver's answer is in.
     const deliveries = await waitFor(
-      async () => (await t.call('GET', `/o/acme/api-keys/${key.id}/deliveries`, t.admin.token)).body.data as { run_id: string; state: string }[],
+      async () =>
+        (await t.call('GET', `/o/acme/api-keys/${key.id}/deliveries`, t.admin.token)).body.data as { run_id: string; state: string }[],
       (list) => list.find((d) => d.run_id === id)?.state === 'delivered',
     )
     const mine = deliveries.find((d: { run_id: string }) => d.run_id === id) as any
@@ -81,10 +86,18 @@ describe('runFinished through real runs', () => {
 
   test('a follow-up turn of the resumable run is a delivery of its own, with its own webhook-id', async () => {
     const id = await start({ prompt: script([{ answer: 'first turn' }]) })
-    await waitFor(async () => hooksFor(id).length, (n) => n === 1, 50_000)
+    await waitFor(
+      async () => hooksFor(id).length,
+      (n) => n === 1,
+      50_000,
+    )
     const sent = await t.call('POST', `/o/acme/p/_/sessions/${id}/messages`, key.secret, { content: script([{ answer: 'second turn' }]) })
     expect(sent.status).toBe(200)
-    await waitFor(async () => hooksFor(id).length, (n) => n === 2, 50_000)
+    await waitFor(
+      async () => hooksFor(id).length,
+      (n) => n === 2,
+      50_000,
+    )
     await Bun.sleep(300)
     const [first, second] = hooksFor(id)
     const result = (await t.call('GET', `/o/acme/p/_/sessions/${id}/result`, key.secret)).body
@@ -99,7 +112,11 @@ describe('runFinished through real runs', () => {
     const res = await t.call('POST', '/o/acme/p/web/sessions', key.secret, { prompt: script([{ answer: 'in web' }]) })
     expect(res.status).toBe(202)
     const id = res.body.execution_id
-    await waitFor(async () => hooksFor(id).length, (n) => n === 1, 50_000)
+    await waitFor(
+      async () => hooksFor(id).length,
+      (n) => n === 1,
+      50_000,
+    )
     const body = verified(hooksFor(id)[0]!)
     expect(body.data.project_id).toBe(res.body.project_id)
     expect(body.data.result_url).toBe(`${PUBLIC}/o/acme/p/${res.body.project_id}/sessions/${id}/result`)
@@ -109,19 +126,35 @@ describe('runFinished through real runs', () => {
   test('a failed turn is run.failed; a cancelled run is run.cancelled', async () => {
     const failing = await start({ prompt: script([{ fail: 'the model gave up' }]) })
     const sleeping = await start({ prompt: script([{ sleep: 60_000 }]) })
-    await waitFor(() => t.call('GET', `/o/acme/p/_/sessions/${sleeping}`, key.secret), (r) => r.body.status === 'running', 50_000)
+    await waitFor(
+      () => t.call('GET', `/o/acme/p/_/sessions/${sleeping}`, key.secret),
+      (r) => r.body.status === 'running',
+      50_000,
+    )
     expect((await t.call('PATCH', `/o/acme/p/_/sessions/${sleeping}`, key.secret, { status: 'cancelled' })).status).toBe(200)
-    await waitFor(async () => hooksFor(failing).length + hooksFor(sleeping).length, (n) => n === 2, 50_000)
+    await waitFor(
+      async () => hooksFor(failing).length + hooksFor(sleeping).length,
+      (n) => n === 2,
+      50_000,
+    )
     expect(verified(hooksFor(failing)[0]!)).toMatchObject({ type: 'run.failed', data: { status: 'failed' } })
     expect(verified(hooksFor(sleeping)[0]!)).toMatchObject({ type: 'run.cancelled', data: { status: 'cancelled' } })
   }, 60_000)
 
   test('a failed turn followed at once by a queued follow-up is still run.failed', async () => {
     const id = await start({ prompt: script([{ sleep: 1500 }, { fail: 'broke before the queue ran' }]) })
-    await waitFor(() => t.call('GET', `/o/acme/p/_/sessions/${id}`, key.secret), (r) => r.body.status === 'running', 50_000)
+    await waitFor(
+      () => t.call('GET', `/o/acme/p/_/sessions/${id}`, key.secret),
+      (r) => r.body.status === 'running',
+      50_000,
+    )
     const queued = await t.call('POST', `/o/acme/p/_/sessions/${id}/messages`, key.secret, { content: 'try again' })
     expect(queued.status).toBe(202)
-    await waitFor(async () => hooksFor(id).length, (n) => n === 2, 50_000)
+    await waitFor(
+      async () => hooksFor(id).length,
+      (n) => n === 2,
+      50_000,
+    )
     const [first, second] = hooksFor(id).map(verified)
     expect(first).toMatchObject({ type: 'run.failed', data: { status: 'failed' } })
     // A follow-up that failed too says why (the session's error), not only that it did.
@@ -131,10 +164,18 @@ describe('runFinished through real runs', () => {
 
   test('no delivery for a run started by a signed-in user', async () => {
     const id = await start({ prompt: script([{ answer: 'by hand' }]) }, t.admin.token)
-    await waitFor(() => t.call('GET', `/o/acme/p/_/sessions/${id}`, t.admin.token), (r) => r.body.status === 'completed', 50_000)
+    await waitFor(
+      () => t.call('GET', `/o/acme/p/_/sessions/${id}`, t.admin.token),
+      (r) => r.body.status === 'completed',
+      50_000,
+    )
     // A key run finishing afterwards shows the worker is not merely slow.
     const control = await start({ prompt: script([{ answer: 'control' }]) })
-    await waitFor(async () => hooksFor(control).length, (n) => n === 1, 50_000)
+    await waitFor(
+      async () => hooksFor(control).length,
+      (n) => n === 1,
+      50_000,
+    )
     expect(hooksFor(id)).toHaveLength(0)
   }, 60_000)
 })

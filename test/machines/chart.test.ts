@@ -40,10 +40,20 @@ describe('lifecycle chart', () => {
 
   test('refusals carry their HTTP answer; the row a transition takes is found from the machine', () => {
     const [queued] = initialTransition(sessionMachine, { persistence: 'resumable', mode: 'headless', hasSchema: false })
-    expect(transitionTaken(queued, { type: 'message', activeRuns: 0, limit: 4 })).toMatchObject({ from: 'queued', event: 'message', refusal: { kind: 'conflict' } })
-    expect(transitionTaken(queued, { type: 'admit', activeRuns: 0, limit: 4 })).toMatchObject({ to: 'allocating', guard: 'withinConcurrency' })
+    expect(transitionTaken(queued, { type: 'message', activeRuns: 0, limit: 4 })).toMatchObject({
+      from: 'queued',
+      event: 'message',
+      refusal: { kind: 'conflict' },
+    })
+    expect(transitionTaken(queued, { type: 'admit', activeRuns: 0, limit: 4 })).toMatchObject({
+      to: 'allocating',
+      guard: 'withinConcurrency',
+    })
     expect(transitionTaken(queued, { type: 'admit', activeRuns: 4, limit: 4 })).toBeNull()
     const [cancelled] = transition(sessionMachine, queued, { type: 'cancel' })
-    expect(transitionTaken(cancelled, { type: 'message', activeRuns: 0, limit: 4 })).toMatchObject({ inherited: true, refusal: { code: 'TASK_TERMINAL' } })
+    expect(transitionTaken(cancelled, { type: 'message', activeRuns: 0, limit: 4 })).toMatchObject({
+      inherited: true,
+      refusal: { code: 'TASK_TERMINAL' },
+    })
   })
 })

@@ -1,6 +1,14 @@
 import { describe, expect, test } from 'bun:test'
 import { initialTransition, transition } from 'xstate'
-import { QUEUE_LIMIT, refusalOf, sessionMachine, statusOf, type SessionInput, type SessionMachineEvent, type SessionSnapshot } from '../../machines/session.machine'
+import {
+  QUEUE_LIMIT,
+  refusalOf,
+  sessionMachine,
+  statusOf,
+  type SessionInput,
+  type SessionMachineEvent,
+  type SessionSnapshot,
+} from '../../machines/session.machine'
 import { SESSION_STATUSES } from '../../src/domain/status'
 
 const input: SessionInput = { persistence: 'resumable', mode: 'headless', hasSchema: false }
@@ -16,7 +24,12 @@ function run(events: SessionMachineEvent[], init: Partial<SessionInput> = {}) {
 }
 
 const toRunning: SessionMachineEvent[] = [{ type: 'admit', activeRuns: 0, limit: 4 }, { type: 'sandbox.ready' }]
-const ended = (error: string | null = null, schemaValid: boolean | null = null, stopped = false): SessionMachineEvent => ({ type: 'turn.ended', error, schemaValid, stopped })
+const ended = (error: string | null = null, schemaValid: boolean | null = null, stopped = false): SessionMachineEvent => ({
+  type: 'turn.ended',
+  error,
+  schemaValid,
+  stopped,
+})
 const slot = { activeRuns: 0, limit: 4 }
 const full = { activeRuns: 4, limit: 4 }
 const message = (slots = slot): SessionMachineEvent => ({ type: 'message', ...slots })
@@ -71,7 +84,10 @@ describe('session machine', () => {
   })
 
   test('sandbox failure fails the session', () => {
-    const { snapshot } = run([{ type: 'admit', activeRuns: 0, limit: 1 }, { type: 'sandbox.failed', error: 'no space' }])
+    const { snapshot } = run([
+      { type: 'admit', activeRuns: 0, limit: 1 },
+      { type: 'sandbox.failed', error: 'no space' },
+    ])
     expect(statusOf(snapshot)).toBe('failed')
     expect(snapshot.context.error).toBe('no space')
   })
@@ -170,8 +186,13 @@ describe('session machine', () => {
       expect(refusal(run([]).snapshot, message())).toEqual({ kind: 'conflict', message: expect.stringContaining('not started') })
       expect(refusal(run([toRunning[0]!]).snapshot, message())).toMatchObject({ kind: 'conflict' })
       expect(refusal(run([{ type: 'cancel' }]).snapshot, message())).toMatchObject({ kind: 'conflict', code: 'TASK_TERMINAL' })
-      expect(refusal(run([...toRunning, ended()], { persistence: 'ephemeral' }).snapshot, message())).toMatchObject({ code: 'TASK_TERMINAL' })
-      expect(refusal(run(toRunning, { persistence: 'ephemeral' }).snapshot, message())).toMatchObject({ kind: 'conflict', code: 'PERSISTENCE_MODE_CONFLICT' })
+      expect(refusal(run([...toRunning, ended()], { persistence: 'ephemeral' }).snapshot, message())).toMatchObject({
+        code: 'TASK_TERMINAL',
+      })
+      expect(refusal(run(toRunning, { persistence: 'ephemeral' }).snapshot, message())).toMatchObject({
+        kind: 'conflict',
+        code: 'PERSISTENCE_MODE_CONFLICT',
+      })
       const sandboxFailed = run([toRunning[0]!, { type: 'sandbox.failed', error: 'x' }]).snapshot
       expect(refusal(sandboxFailed, message())).toMatchObject({ kind: 'conflict', code: 'CONTINUATION_UNSUPPORTED' })
       const restarted = run([toRunning[0]!, { type: 'service.restarted' }]).snapshot
@@ -196,7 +217,10 @@ describe('session machine', () => {
     })
 
     test('between turns: paused, then back where the last turn ended', () => {
-      for (const [end, status] of [[ended(), 'completed'], [ended('x'), 'failed']] as const) {
+      for (const [end, status] of [
+        [ended(), 'completed'],
+        [ended('x'), 'failed'],
+      ] as const) {
         const [paused] = transition(sessionMachine, run([...toRunning, end]).snapshot, { type: 'pause' })
         expect(statusOf(paused)).toBe('paused')
         expect(statusOf(transition(sessionMachine, paused, { type: 'resume', ...full })[0])).toBe(status)

@@ -15,7 +15,10 @@ afterAll(() => removeScope(scope))
 test('a cgroup of traced, forking processes freezes every time, stays frozen, and thaws', async () => {
   const cgroup = SandboxCgroup.for(`agentd/${scope}`, 'traced')
   cgroup.create({ memoryBytes: 256 * 1024 * 1024, maxProcesses: 64 })
-  const tracer = Bun.spawn(cgroupWrapArgs(cgroup.joinFiles(), ['strace', '-f', '-o', '/dev/null', 'sh', '-c', 'while true; do /bin/true; done']), { stdout: 'ignore', stderr: 'pipe' })
+  const tracer = Bun.spawn(
+    cgroupWrapArgs(cgroup.joinFiles(), ['strace', '-f', '-o', '/dev/null', 'sh', '-c', 'while true; do /bin/true; done']),
+    { stdout: 'ignore', stderr: 'pipe' },
+  )
   try {
     // Tracer, shell and a child at least: the loop is under way.
     for (let i = 0; cgroup.pids().length < 3; i++) {

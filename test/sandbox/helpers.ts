@@ -34,8 +34,11 @@ export function testScope(): string {
 }
 
 /** Waits for `probe` to give a value (test/helpers/poll.ts), 10 s by default. */
-export const waitFor = <T>(what: string, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>, timeoutMs = 10_000) =>
-  poll(what, probe, { timeoutMs })
+export const waitFor = <T>(
+  what: string,
+  probe: () => T | null | undefined | false | Promise<T | null | undefined | false>,
+  timeoutMs = 10_000,
+) => poll(what, probe, { timeoutMs })
 
 /** A fake gateway on the host's loopback, and a second listener that must stay unreachable. */
 export function fakeGateway(): { port: number; otherPort: number; [Symbol.dispose](): void } {

@@ -21,7 +21,14 @@ afterAll(() => {
 function start(env: Record<string, string> = {}) {
   return Bun.spawn([process.execPath, join(root, 'src/main.ts')], {
     cwd: root,
-    env: { PATH: emptyPath, HOME: process.env.HOME ?? '/root', PORT: '0', DATA_DIR: dataDir, AGENTD_RUNSC: join(emptyPath, 'runsc'), ...env },
+    env: {
+      PATH: emptyPath,
+      HOME: process.env.HOME ?? '/root',
+      PORT: '0',
+      DATA_DIR: dataDir,
+      AGENTD_RUNSC: join(emptyPath, 'runsc'),
+      ...env,
+    },
     stdin: 'ignore',
     stdout: 'ignore',
     stderr: 'pipe',

@@ -66,7 +66,14 @@ test('hold: nothing more passes while held, hold waits for the reader to take wh
   // socat's output goes to a reader that starts reading once the file `go` exists.
   const go = join(dir, 'go')
   const sandbox = Bun.spawn(
-    ['sh', '-c', `(printf 'POST /v1/responses HTTP/1.1\\r\\n\\r\\n'; sleep 30) | socat - "UNIX-CONNECT:$1" | (while [ ! -e "$2" ]; do sleep 0.02; done; cat)`, 'sandbox', relay.socketPath, go],
+    [
+      'sh',
+      '-c',
+      `(printf 'POST /v1/responses HTTP/1.1\\r\\n\\r\\n'; sleep 30) | socat - "UNIX-CONNECT:$1" | (while [ ! -e "$2" ]; do sleep 0.02; done; cat)`,
+      'sandbox',
+      relay.socketPath,
+      go,
+    ],
     { stdout: 'pipe', stderr: 'ignore' },
   )
   try {
@@ -115,10 +122,30 @@ test('hold: nothing more passes while held, hold waits for the reader to take wh
 
 test('isProxyRequest: CONNECT and absolute-form request lines are proxy requests, the gateway’s are not, a prefix waits', () => {
   const is = (text: string) => isProxyRequest(Buffer.from(text, 'latin1'))
-  for (const text of ['CONNECT registry.npmjs.org:443 HTTP/1.1\r\n', 'CONNECT ', 'GET http://deb.debian.org/debian HTTP/1.1\r\n', 'GET http://', 'POST HTTP://x/ HTTP/1.1', 'GET https://x/ HTTP/1.1']) {
+  for (const text of [
+    'CONNECT registry.npmjs.org:443 HTTP/1.1\r\n',
+    'CONNECT ',
+    'GET http://deb.debian.org/debian HTTP/1.1\r\n',
+    'GET http://',
+    'POST HTTP://x/ HTTP/1.1',
+    'GET https://x/ HTTP/1.1',
+  ]) {
     expect([text, is(text)]).toEqual([text, true])
   }
-  for (const text of ['POST /v1/responses HTTP/1.1\r\n', 'POST /', 'GET / HTTP/1.1', 'GET *', '\r\nCONNECT x:1 HTTP/1.1', ' CONNECT x:1', 'CONNECTX x:1 HTTP/1.1', 'GET http:x', 'GET h/', 'GET http\r\n', 'X'.repeat(21), '\x16\x03\x01\x02\x00']) {
+  for (const text of [
+    'POST /v1/responses HTTP/1.1\r\n',
+    'POST /',
+    'GET / HTTP/1.1',
+    'GET *',
+    '\r\nCONNECT x:1 HTTP/1.1',
+    ' CONNECT x:1',
+    'CONNECTX x:1 HTTP/1.1',
+    'GET http:x',
+    'GET h/',
+    'GET http\r\n',
+    'X'.repeat(21),
+    '\x16\x03\x01\x02\x00',
+  ]) {
     expect([text, is(text)]).toEqual([text, false])
   }
   for (const text of ['', 'C', 'CONNECT', 'GET', 'GET ', 'GET h', 'GET http', 'GET http:', 'GET http:/']) {
@@ -138,7 +165,11 @@ describe('one port, two services: the gateway and the egress proxy', () => {
     })
     await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve))
     const dir = mkdtempSync(join(tmpdir(), 'agentd-relay-'))
-    const relay = new GatewayRelay(join(dir, 'r'), { host: '127.0.0.1', port: (gateway.address() as AddressInfo).port }, egress ? { egress } : {})
+    const relay = new GatewayRelay(
+      join(dir, 'r'),
+      { host: '127.0.0.1', port: (gateway.address() as AddressInfo).port },
+      egress ? { egress } : {},
+    )
     await relay.start()
     return {
       relay,
@@ -186,10 +217,16 @@ describe('one port, two services: the gateway and the egress proxy', () => {
     try {
       const request = 'POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'
       expect(await send(w.relay.socketPath, [request])).toBe(`gateway got: ${request}`)
-      expect(await send(w.relay.socketPath, ['PO', 'ST /v1/responses HTTP/1.1\r\n', 'Host: 127.0.0.1\r\n\r\n'])).toBe(`gateway got: ${request}`)
+      expect(await send(w.relay.socketPath, ['PO', 'ST /v1/responses HTTP/1.1\r\n', 'Host: 127.0.0.1\r\n\r\n'])).toBe(
+        `gateway got: ${request}`,
+      )
       expect(heads).toEqual([])
-      expect(await send(w.relay.socketPath, ['CONN', 'ECT registry.npmjs.org:443 HTTP/1.1\r\n\r\n'])).toBe('HTTP/1.1 200 Connection Established\r\n\r\n')
-      expect(await send(w.relay.socketPath, ['GET http://deb.debian.org/debian/ HTTP/1.1\r\n\r\n'])).toBe('HTTP/1.1 200 Connection Established\r\n\r\n')
+      expect(await send(w.relay.socketPath, ['CONN', 'ECT registry.npmjs.org:443 HTTP/1.1\r\n\r\n'])).toBe(
+        'HTTP/1.1 200 Connection Established\r\n\r\n',
+      )
+      expect(await send(w.relay.socketPath, ['GET http://deb.debian.org/debian/ HTTP/1.1\r\n\r\n'])).toBe(
+        'HTTP/1.1 200 Connection Established\r\n\r\n',
+      )
       expect(heads).toEqual(['CONNECT registry.npmjs.org:443 HTTP/1.1\r\n\r\n', 'GET http://deb.debian.org/debian/ HTTP/1.1\r\n\r\n'])
     } finally {
       await w.close()

@@ -13,7 +13,10 @@ const MiB = 1024 * 1024
 
 function volumeIn(root: string, id: string, sizeBytes: number): SandboxVolume {
   const dir = join(root, id)
-  return new SandboxVolume({ id, hostWorkspace: join(dir, 'workspace'), hostHome: join(dir, 'home'), stateDir: join(dir, 'sandbox') }, sizeBytes)
+  return new SandboxVolume(
+    { id, hostWorkspace: join(dir, 'workspace'), hostHome: join(dir, 'home'), stateDir: join(dir, 'sandbox') },
+    sizeBytes,
+  )
 }
 
 test('ensure makes a sparse image, binds its workspace and home, is idempotent, mounts it again after a reboot; remove unmounts and deletes it', async () => {
@@ -133,7 +136,10 @@ test('images after the first of a size are its written blocks in a new sparse fi
   expect(fs.blocks * fs.bsize).toBeLessThanOrEqual(48 * MiB)
   writeFileSync(join(dir, 'kept'), 'written')
   // nosuid and nodev, as mount(8) -o loop,nosuid,nodev made them.
-  const options = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').find((line) => line.split(' ')[4] === dir)!.split(' ')[5]!
+  const options = readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .find((line) => line.split(' ')[4] === dir)!
+    .split(' ')[5]!
   expect(options.split(',')).toEqual(expect.arrayContaining(['nosuid', 'nodev']))
   unmountUnder(root.path)
   expect(attached()).toBe('') // autoclear: the unmount let go of the loop device

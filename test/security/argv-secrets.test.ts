@@ -12,7 +12,6 @@ import type { TestApp } from '../helpers/app'
 import { caller, ISOLATING, processTable, script, securityApp, turnEnded } from './helpers'
 import { poll } from '../helpers/poll'
 
-
 /** The files under DATA_DIR/sandboxes/<each>/<sub>, as host paths. */
 function sandboxFiles(t: TestApp, sub: string): string[] {
   const root = join(t.dir, 'sandboxes')
@@ -40,10 +39,17 @@ for (const kind of ISOLATING) {
     test("neither the turn's gateway token nor its prompt is in any host process's argv (or a host process's environment)", async () => {
       const marker = `prompt-marker-${crypto.randomUUID()}`
       // The step hands the test its own token, then holds the turn until the test says go.
-      const steps = [{ bash: 'printf %s "$ANTHROPIC_API_KEY" > /workspace/token; while [ ! -f /workspace/go ]; do sleep 0.1; done; echo released' }, { answer: 'done' }]
+      const steps = [
+        { bash: 'printf %s "$ANTHROPIC_API_KEY" > /workspace/token; while [ ! -f /workspace/go ]; do sleep 0.1; done; echo released' },
+        { answer: 'done' },
+      ]
       const created = await caller(t)('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: `${marker}\n${script(steps)}` })
       expect(created.status).toBeLessThan(300)
-      const tokenFile = await poll('the token file', () => sandboxFiles(t, 'workspace').find((path) => path.endsWith('/token') && readFileSync(path, 'utf8').length > 0), { timeoutMs: 60_000, everyMs: 50 })
+      const tokenFile = await poll(
+        'the token file',
+        () => sandboxFiles(t, 'workspace').find((path) => path.endsWith('/token') && readFileSync(path, 'utf8').length > 0),
+        { timeoutMs: 60_000, everyMs: 50 },
+      )
       const token = readFileSync(tokenFile, 'utf8')
       expect(token.length).toBeGreaterThanOrEqual(16)
 
@@ -53,7 +59,10 @@ for (const kind of ISOLATING) {
       for (const { pid, cmdline, environ } of table) {
         expect(cmdline.includes(token), `token in argv of ${pid}: ${cmdline.replaceAll('\0', ' ').slice(0, 300)}`).toBe(false)
         expect(cmdline.includes(marker), `prompt in argv of ${pid}: ${cmdline.replaceAll('\0', ' ').slice(0, 300)}`).toBe(false)
-        expect(environ.includes(token), `token in the environment of host process ${pid}: ${cmdline.replaceAll('\0', ' ').slice(0, 200)}`).toBe(false)
+        expect(
+          environ.includes(token),
+          `token in the environment of host process ${pid}: ${cmdline.replaceAll('\0', ' ').slice(0, 200)}`,
+        ).toBe(false)
       }
       // What carried them is gone from the host's disk once the process started: the exec's options
       // (bwrap) or process file (gVisor), and the prompt file in the sandbox's home.

@@ -25,7 +25,11 @@ beforeAll(async () => {
   const created = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([...steps, { answer: 'written' }]) })
   expect(created.status).toBe(202)
   id = (await json(created)).execution_id
-  await waitFor(() => call('GET', `/o/acme/p/_/sessions/${id}`).then(json), (s) => s.status === 'completed', 50_000)
+  await waitFor(
+    () => call('GET', `/o/acme/p/_/sessions/${id}`).then(json),
+    (s) => s.status === 'completed',
+    50_000,
+  )
 }, 60_000)
 afterAll(() => t[Symbol.asyncDispose]())
 

@@ -36,7 +36,9 @@ for (const kind of ISOLATING) {
     afterAll(async () => t?.[Symbol.asyncDispose](), 60_000)
 
     test('three artifacts of 40 MiB in one turn: the first two are kept, the third skipped and named in the logs', async () => {
-      const write = [1, 2, 3].map((i) => `head -c ${40 * MiB} /dev/zero | tr '\\0' ${i} > .agentd/artifacts/part-${i}.bin && sleep 0.05`).join(' && ')
+      const write = [1, 2, 3]
+        .map((i) => `head -c ${40 * MiB} /dev/zero | tr '\\0' ${i} > .agentd/artifacts/part-${i}.bin && sleep 0.05`)
+        .join(' && ')
       const view = await runSession(t, [{ bash: `mkdir -p .agentd/artifacts && ${write}` }, { answer: 'written' }])
       expect(view.status).toBe('completed')
       const call = caller(t)
@@ -48,16 +50,22 @@ for (const kind of ISOLATING) {
     }, 120_000)
 
     test('an artifact rewritten by four turns leaves one blob on disk, not four', async () => {
-      const version = (n: number) => [{ bash: `mkdir -p .agentd/artifacts && head -c ${MiB} /dev/urandom > .agentd/artifacts/report.bin` }, { answer: `v${n}` }]
+      const version = (n: number) => [
+        { bash: `mkdir -p .agentd/artifacts && head -c ${MiB} /dev/urandom > .agentd/artifacts/report.bin` },
+        { answer: `v${n}` },
+      ]
       const before = blobFiles(t).length
       const view = await runSession(t, version(1))
       for (let turn = 2; turn <= 4; turn++) await followUp(t, view.execution_id, version(turn), turn)
       expect(blobFiles(t).length - before).toBe(1)
-      const download = await t.app.handle(new Request(`http://localhost/o/acme/p/_/sessions/${view.execution_id}/artifacts/report.bin`, { headers: { authorization: `Bearer ${t.admin.token}` } }))
+      const download = await t.app.handle(
+        new Request(`http://localhost/o/acme/p/_/sessions/${view.execution_id}/artifacts/report.bin`, {
+          headers: { authorization: `Bearer ${t.admin.token}` },
+        }),
+      )
       expect(download.status).toBe(200)
       expect((await download.arrayBuffer()).byteLength).toBe(MiB)
     }, 180_000)
-
   })
 }
 
@@ -69,8 +77,12 @@ describe('artifact downloads', () => {
   }, 60_000)
   afterAll(async () => t?.[Symbol.asyncDispose](), 60_000)
 
-  test('a 1 GiB artifact downloaded by 20 clients at once: every byte arrives, the server\'s memory stays bounded', async () => {
-    const big = await runSession(t, [{ bash: 'mkdir -p .agentd/artifacts && truncate -s 1G .agentd/artifacts/big.bin' }, { answer: 'big' }], {})
+  test("a 1 GiB artifact downloaded by 20 clients at once: every byte arrives, the server's memory stays bounded", async () => {
+    const big = await runSession(
+      t,
+      [{ bash: 'mkdir -p .agentd/artifacts && truncate -s 1G .agentd/artifacts/big.bin' }, { answer: 'big' }],
+      {},
+    )
     expect(big.status).toBe('completed')
     const url = t.listen()
     await quiesce()
@@ -80,7 +92,9 @@ describe('artifact downloads', () => {
     try {
       const sizes = await Promise.all(
         Array.from({ length: 20 }, async () => {
-          const res = await fetch(`${url}/o/acme/p/_/sessions/${big.execution_id}/artifacts/big.bin`, { headers: { authorization: `Bearer ${t.admin.token}` } })
+          const res = await fetch(`${url}/o/acme/p/_/sessions/${big.execution_id}/artifacts/big.bin`, {
+            headers: { authorization: `Bearer ${t.admin.token}` },
+          })
           let bytes = 0
           for await (const chunk of res.body!) bytes += chunk.byteLength
           return { status: res.status, bytes }

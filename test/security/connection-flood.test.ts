@@ -106,7 +106,11 @@ for (const kind of ISOLATING) {
 
     test(`${CONNECTS} connects from one sandbox: agentd's descriptors stay bounded, and another org's run completes`, async () => {
       const call = caller(t)
-      const id = await startRunning(t, [{ write: { path: 'flood.mjs', content: FLOOD } }, { bash: 'node flood.mjs' }, { answer: 'flooded' }])
+      const id = await startRunning(t, [
+        { write: { path: 'flood.mjs', content: FLOOD } },
+        { bash: 'node flood.mjs' },
+        { answer: 'flooded' },
+      ])
       const baseline = openFds()
       let peak = baseline
       const sampler = setInterval(() => (peak = Math.max(peak, openFds())), 20)
@@ -114,10 +118,20 @@ for (const kind of ISOLATING) {
       let globex: any
       try {
         // Once the flood is under way (the gateway sees its connections), the other org starts a run.
-        await waitFor(async () => openFds(), (n) => n > baseline + 30, 60_000)
-        const created = await caller(t, other)('POST', '/o/globex/p/_/sessions', { agent: 'harness_1', prompt: script([{ bash: 'echo other org' }, { answer: 'globex done' }]) })
+        await waitFor(
+          async () => openFds(),
+          (n) => n > baseline + 30,
+          60_000,
+        )
+        const created = await caller(t, other)('POST', '/o/globex/p/_/sessions', {
+          agent: 'harness_1',
+          prompt: script([{ bash: 'echo other org' }, { answer: 'globex done' }]),
+        })
         expect(created.status).toBe(202)
-        globex = await settled(async () => (await caller(t, other)('GET', `/o/globex/p/_/sessions/${created.body.execution_id}`)).body, { turns: 1, timeoutMs: 90_000 })
+        globex = await settled(async () => (await caller(t, other)('GET', `/o/globex/p/_/sessions/${created.body.execution_id}`)).body, {
+          turns: 1,
+          timeoutMs: 90_000,
+        })
         // The other run ended while the flood still ran.
         expect((await call('GET', `/o/acme/p/_/sessions/${id}`)).body.status).toBe('running')
         flood = await turnEnded(t, id, 1, 120_000)
@@ -179,7 +193,9 @@ for (const kind of ISOLATING) {
       const res = await t.app.handle(req('GET', `/o/acme/p/_/sessions/${id}/artifacts/nine.json`, { token: t.admin.token }))
       expect(res.status).toBe(200)
       const nine = (await res.json()) as any
-      console.log(`9 in flight on ${kind}: the 9th ${nine.ninth.status} in ${nine.ninth.ms.toFixed(0)} ms, Retry-After ${nine.ninth.retryAfter}`)
+      console.log(
+        `9 in flight on ${kind}: the 9th ${nine.ninth.status} in ${nine.ninth.ms.toFixed(0)} ms, Retry-After ${nine.ninth.retryAfter}`,
+      )
       expect(nine.held).toEqual([200, 200, 200, 200, 200, 200, 200, 200])
       expect(nine.ninth.status).toBe(429)
       expect(JSON.parse(nine.ninth.body)).toMatchObject({ type: 'error', error: { type: 'rate_limit_error' } })

@@ -30,7 +30,9 @@ for (const kind of ISOLATING) {
       const events = t.store.allEvents(view.execution_id).filter((e) => e.kind === 'harness' && e.turn === 1)
       const storedBytes = events.reduce((sum, e) => sum + JSON.stringify(e.data).length, 0)
       const floods = events.filter((e) => e.type === 'message' && String(e.data.content ?? '').startsWith('xxxx'))
-      console.log(`event flood on ${kind}: ${events.length} events stored (${(storedBytes / MiB).toFixed(2)} MiB), ${floods.length} of the ${MESSAGES} flood messages`)
+      console.log(
+        `event flood on ${kind}: ${events.length} events stored (${(storedBytes / MiB).toFixed(2)} MiB), ${floods.length} of the ${MESSAGES} flood messages`,
+      )
       // Some got in before the cap; far from all of them.
       expect(floods.length).toBeGreaterThan(0)
       expect(floods.length).toBeLessThan(MESSAGES / 4)
@@ -39,7 +41,9 @@ for (const kind of ISOLATING) {
       // The turn still ended as the CLI said (the model's answer is kept apart from the stored events).
       expect(['completed', 'failed']).toContain(view.status)
       // What was not stored is counted, in the turn's own transcript.
-      const counted = events.find((e) => e.type === 'error' && /^agentd: \d+ events of this turn were not stored/.test(String(e.data.content)))
+      const counted = events.find(
+        (e) => e.type === 'error' && /^agentd: \d+ events of this turn were not stored/.test(String(e.data.content)),
+      )
       expect(counted, 'a line counting the events not stored').toBeDefined()
       expect(Number(/^agentd: (\d+) events/.exec(String(counted!.data.content))![1])).toBeGreaterThan(MESSAGES / 2)
       const messages = await caller(t)('GET', `/o/acme/p/_/sessions/${view.execution_id}/messages`)

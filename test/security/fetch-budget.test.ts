@@ -30,7 +30,14 @@ const REPOS: Record<string, Record<string, string | null>> = {
   // Twenty ordinary skills of nine files each: 12 requests per skill with the operator's token
   // (the repository, the commit, the folder, each file).
   ...Object.fromEntries(
-    Array.from({ length: 20 }, (_, i) => [`many${i}`, { s: null, 's/SKILL.md': md(`many-${i}`), ...Object.fromEntries(Array.from({ length: 8 }, (_, f) => [`s/f${f}.txt`, `file ${f}\n`])) }]),
+    Array.from({ length: 20 }, (_, i) => [
+      `many${i}`,
+      {
+        s: null,
+        's/SKILL.md': md(`many-${i}`),
+        ...Object.fromEntries(Array.from({ length: 8 }, (_, f) => [`s/f${f}.txt`, `file ${f}\n`])),
+      },
+    ]),
   ),
 }
 
@@ -42,19 +49,48 @@ function codeHostAnswer(url: URL): Response | Promise<Response> {
   const files = owner === 'acme' && repo ? REPOS[repo] : undefined
   if (!files) return api({ message: 'Not Found' }, 404)
   if (kind === undefined) return api({ id: 1, name: repo, full_name: `acme/${repo}`, private: false, default_branch: 'main' })
-  if (kind === 'commits') return api({ sha: SHA, url: `${url.origin}/repos/acme/${repo}/commits/${SHA}`, html_url: `https://github.com/acme/${repo}/commit/${SHA}` })
+  if (kind === 'commits')
+    return api({
+      sha: SHA,
+      url: `${url.origin}/repos/acme/${repo}/commits/${SHA}`,
+      html_url: `https://github.com/acme/${repo}/commit/${SHA}`,
+    })
   if (kind !== 'contents' || url.searchParams.get('ref') !== SHA) return api({ message: 'Not Found' }, 404)
   const path = decodeURIComponent(rest.join('/'))
   const entry = files[path]
   const links = (p: string) => ({ self: `${url.origin}/repos/acme/${repo}/contents/${p}`, git: null, html: null })
   if (typeof entry === 'string') {
     const bytes = Buffer.from(entry)
-    return api({ type: 'file', encoding: 'base64', size: bytes.byteLength, name: path.split('/').pop(), path, content: bytes.toString('base64'), sha: 'f'.repeat(40), url: links(path).self, git_url: null, html_url: null, download_url: null, _links: links(path) })
+    return api({
+      type: 'file',
+      encoding: 'base64',
+      size: bytes.byteLength,
+      name: path.split('/').pop(),
+      path,
+      content: bytes.toString('base64'),
+      sha: 'f'.repeat(40),
+      url: links(path).self,
+      git_url: null,
+      html_url: null,
+      download_url: null,
+      _links: links(path),
+    })
   }
   if (entry !== null) return api({ message: 'Not Found' }, 404)
   const children = Object.entries(files).filter(([p]) => p.startsWith(`${path}/`) && !p.slice(path.length + 1).includes('/'))
   return api(
-    children.map(([p, content]) => ({ type: content === null ? 'dir' : 'file', size: 0, name: p.split('/').pop(), path: p, sha: 'e'.repeat(40), url: links(p).self, git_url: null, html_url: null, download_url: null, _links: links(p) })),
+    children.map(([p, content]) => ({
+      type: content === null ? 'dir' : 'file',
+      size: 0,
+      name: p.split('/').pop(),
+      path: p,
+      sha: 'e'.repeat(40),
+      url: links(p).self,
+      git_url: null,
+      html_url: null,
+      download_url: null,
+      _links: links(p),
+    })),
   )
 }
 
@@ -125,7 +161,9 @@ async function create(extra: Record<string, unknown>) {
   seen.host = 0
   seen.codeHost = 0
   const started = performance.now()
-  const res = await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { harness: 'harness_2', input: 'Say hello.', ...extra } }))
+  const res = await t.app.handle(
+    req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { harness: 'harness_2', input: 'Say hello.', ...extra } }),
+  )
   return { status: res.status, body: await json(res), ms: performance.now() - started }
 }
 

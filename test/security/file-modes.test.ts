@@ -61,13 +61,19 @@ describe.each(ISOLATING)('DATA_DIR created by a %s server', (kind) => {
   })
 
   test('after a session with an artifact, no file or folder of agentd’s under DATA_DIR has a group or other bit', async () => {
-    const steps = [{ bash: 'echo draft > draft.txt && mkdir -p notes && echo kept > notes/a.txt' }, { artifact: { name: 'report.md', content: '# secret numbers\n' } }, { answer: 'done' }]
+    const steps = [
+      { bash: 'echo draft > draft.txt && mkdir -p notes && echo kept > notes/a.txt' },
+      { artifact: { name: 'report.md', content: '# secret numbers\n' } },
+      { answer: 'done' },
+    ]
     const created = await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script(steps) })
     expect(created.status).toBe(202)
     const id = created.body.execution_id as string
     const session = await settled(async () => (await call('GET', `/o/acme/p/_/sessions/${id}`)).body, { timeoutMs: 50_000 })
     expect(session.status).toBe('completed')
-    expect((await call('GET', `/o/acme/p/_/sessions/${id}/artifacts`)).body.artifacts.map((a: { name: string }) => a.name)).toEqual(['report.md'])
+    expect((await call('GET', `/o/acme/p/_/sessions/${id}/artifacts`)).body.artifacts.map((a: { name: string }) => a.name)).toEqual([
+      'report.md',
+    ])
 
     const found = modes(dir)
     // The walk saw what matters: the database beside its WAL, the artifact's blob, the workspace.
@@ -75,12 +81,14 @@ describe.each(ISOLATING)('DATA_DIR created by a %s server', (kind) => {
     expect(found.get('agentd.db')).toBe(0o600)
     expect(found.get('agentd.db-wal')).toBe(0o600)
     expect([...found.keys()].some((p) => p.startsWith('blobs/') && /[0-9a-f]{64}$/.test(p))).toBe(true)
-    expect([...found.keys()].some((p) => p === `sandboxes/${id}` )).toBe(true)
+    expect([...found.keys()].some((p) => p === `sandboxes/${id}`)).toBe(true)
     expect([...found.keys()].some((p) => p.endsWith('workspace/notes/a.txt'))).toBe(true)
     // Inside `sandboxes/<id>` the sandbox writes as root and sets what modes it likes (a chmod is
     // one command away); agentd keeps that folder itself, and everything else, to its own user.
     const sandboxOwned = (path: string) => /^sandboxes\/[^/]+\/./.test(path)
-    const open = [...found].filter(([path, mode]) => !sandboxOwned(path) && mode & 0o077).map(([path, mode]) => `${path} ${mode.toString(8)}`)
+    const open = [...found]
+      .filter(([path, mode]) => !sandboxOwned(path) && mode & 0o077)
+      .map(([path, mode]) => `${path} ${mode.toString(8)}`)
     expect(open).toEqual([])
   }, 60_000)
 })

@@ -75,7 +75,12 @@ const anthropic = (label: string, extra: Record<string, unknown> = {}, content?:
   messages: [{ role: 'user', content: content ? [...content, { type: 'text', text: marker(label) }] : marker(label) }],
   ...extra,
 })
-const openai = (label: string, extra: Record<string, unknown> = {}, content: unknown[] = [], items: unknown[] = []): Record<string, unknown> => ({
+const openai = (
+  label: string,
+  extra: Record<string, unknown> = {},
+  content: unknown[] = [],
+  items: unknown[] = [],
+): Record<string, unknown> => ({
   model: MODELS.openai,
   store: false,
   input: [{ type: 'message', role: 'user', content: [...content, { type: 'input_text', text: marker(label) }] }, ...items],
@@ -104,7 +109,12 @@ const CASES: Record<Provider, Case[]> = {
         ],
       }),
     },
-    { label: 'mcp-servers', path: '/v1/messages', expect: 'strip', body: anthropic('mcp-servers', { mcp_servers: [{ type: 'url', url: 'https://attacker.example/mcp', name: 'attacker' }] }) },
+    {
+      label: 'mcp-servers',
+      path: '/v1/messages',
+      expect: 'strip',
+      body: anthropic('mcp-servers', { mcp_servers: [{ type: 'url', url: 'https://attacker.example/mcp', name: 'attacker' }] }),
+    },
     { label: 'service-tier', path: '/v1/messages', expect: 'strip', body: anthropic('service-tier', { service_tier: 'auto' }) },
     { label: 'speed', path: '/v1/messages', expect: 'strip', body: anthropic('speed', { speed: 'fast' }) },
     {
@@ -112,7 +122,8 @@ const CASES: Record<Provider, Case[]> = {
       path: '/v1/messages',
       expect: 'strip',
       headers: {
-        'anthropic-beta': 'files-api-2025-04-14,mcp-client-2025-11-20,code-execution-2025-08-25,fast-mode-2026-02-01,interleaved-thinking-2025-05-14',
+        'anthropic-beta':
+          'files-api-2025-04-14,mcp-client-2025-11-20,code-execution-2025-08-25,fast-mode-2026-02-01,interleaved-thinking-2025-05-14',
         'anthropic-organization-id': 'org-hostile',
         'openai-organization': 'org-hostile',
         'openai-project': 'proj-hostile',
@@ -121,8 +132,18 @@ const CASES: Record<Provider, Case[]> = {
       body: anthropic('headers'),
     },
     { label: 'container', path: '/v1/messages', expect: 'refuse', body: anthropic('container', { container: 'container_011operator' }) },
-    { label: 'file-id', path: '/v1/messages', expect: 'refuse', body: anthropic('file-id', {}, [{ type: 'document', source: { type: 'file', file_id: 'file_011operator' } }]) },
-    { label: 'url-source', path: '/v1/messages', expect: 'refuse', body: anthropic('url-source', {}, [{ type: 'image', source: { type: 'url', url: 'https://attacker.example/x.png' } }]) },
+    {
+      label: 'file-id',
+      path: '/v1/messages',
+      expect: 'refuse',
+      body: anthropic('file-id', {}, [{ type: 'document', source: { type: 'file', file_id: 'file_011operator' } }]),
+    },
+    {
+      label: 'url-source',
+      path: '/v1/messages',
+      expect: 'refuse',
+      body: anthropic('url-source', {}, [{ type: 'image', source: { type: 'url', url: 'https://attacker.example/x.png' } }]),
+    },
   ],
   openai: [
     {
@@ -138,27 +159,62 @@ const CASES: Record<Provider, Case[]> = {
           { type: 'mcp', server_label: 'attacker', server_url: 'https://attacker.example/mcp', require_approval: 'never' },
           { type: 'image_generation' },
           { type: 'computer_use_preview', display_width: 1024, display_height: 768, environment: 'linux' },
-          { type: 'function', name: 'client_tool', description: 'a tool the CLI runs itself', parameters: { type: 'object', properties: {} } },
+          {
+            type: 'function',
+            name: 'client_tool',
+            description: 'a tool the CLI runs itself',
+            parameters: { type: 'object', properties: {} },
+          },
         ],
       }),
     },
     { label: 'service-tier', path: '/v1/responses', expect: 'strip', body: openai('service-tier', { service_tier: 'priority' }) },
     { label: 'background', path: '/v1/responses', expect: 'strip', body: openai('background', { background: true }) },
     { label: 'store', path: '/v1/responses', expect: 'strip', body: openai('store', { store: true }) },
-    { label: 'include', path: '/v1/responses', expect: 'strip', body: openai('include', { include: ['file_search_call.results', 'code_interpreter_call.outputs', 'reasoning.encrypted_content'] }) },
+    {
+      label: 'include',
+      path: '/v1/responses',
+      expect: 'strip',
+      body: openai('include', { include: ['file_search_call.results', 'code_interpreter_call.outputs', 'reasoning.encrypted_content'] }),
+    },
     {
       label: 'headers',
       path: '/v1/responses',
       expect: 'strip',
-      headers: { 'openai-organization': 'org-hostile', 'openai-project': 'proj-hostile', 'openai-beta': 'assistants=v2', 'x-goog-user-project': 'hostile-project' },
+      headers: {
+        'openai-organization': 'org-hostile',
+        'openai-project': 'proj-hostile',
+        'openai-beta': 'assistants=v2',
+        'x-goog-user-project': 'hostile-project',
+      },
       body: openai('headers'),
     },
-    { label: 'previous-response', path: '/v1/responses', expect: 'refuse', body: openai('previous-response', { previous_response_id: 'resp_operator' }) },
+    {
+      label: 'previous-response',
+      path: '/v1/responses',
+      expect: 'refuse',
+      body: openai('previous-response', { previous_response_id: 'resp_operator' }),
+    },
     { label: 'conversation', path: '/v1/responses', expect: 'refuse', body: openai('conversation', { conversation: 'conv_operator' }) },
     { label: 'stored-prompt', path: '/v1/responses', expect: 'refuse', body: openai('stored-prompt', { prompt: { id: 'pmpt_operator' } }) },
-    { label: 'item-reference', path: '/v1/responses', expect: 'refuse', body: openai('item-reference', {}, [], [{ type: 'item_reference', id: 'msg_operator' }]) },
-    { label: 'file-id', path: '/v1/responses', expect: 'refuse', body: openai('file-id', {}, [{ type: 'input_file', file_id: 'file-operator' }]) },
-    { label: 'image-url', path: '/v1/responses', expect: 'refuse', body: openai('image-url', {}, [{ type: 'input_image', image_url: 'https://attacker.example/x.png' }]) },
+    {
+      label: 'item-reference',
+      path: '/v1/responses',
+      expect: 'refuse',
+      body: openai('item-reference', {}, [], [{ type: 'item_reference', id: 'msg_operator' }]),
+    },
+    {
+      label: 'file-id',
+      path: '/v1/responses',
+      expect: 'refuse',
+      body: openai('file-id', {}, [{ type: 'input_file', file_id: 'file-operator' }]),
+    },
+    {
+      label: 'image-url',
+      path: '/v1/responses',
+      expect: 'refuse',
+      body: openai('image-url', {}, [{ type: 'input_image', image_url: 'https://attacker.example/x.png' }]),
+    },
   ],
   google: [
     {
@@ -174,7 +230,11 @@ const CASES: Record<Provider, Case[]> = {
           { fileSearch: { fileSearchStoreNames: ['fileSearchStores/operator'] } },
           { googleMaps: {} },
           { computerUse: { environment: 'ENVIRONMENT_BROWSER' } },
-          { functionDeclarations: [{ name: 'client_tool', description: 'a tool the CLI runs itself', parametersJsonSchema: { type: 'object' } }] },
+          {
+            functionDeclarations: [
+              { name: 'client_tool', description: 'a tool the CLI runs itself', parametersJsonSchema: { type: 'object' } },
+            ],
+          },
         ],
       }),
     },
@@ -185,12 +245,19 @@ const CASES: Record<Provider, Case[]> = {
       headers: { 'x-goog-user-project': 'hostile-project', 'openai-organization': 'org-hostile' },
       body: google('headers'),
     },
-    { label: 'cached-content', path: `/v1beta/models/${MODELS.google}:generateContent`, expect: 'refuse', body: google('cached-content', { cachedContent: 'cachedContents/operator' }) },
+    {
+      label: 'cached-content',
+      path: `/v1beta/models/${MODELS.google}:generateContent`,
+      expect: 'refuse',
+      body: google('cached-content', { cachedContent: 'cachedContents/operator' }),
+    },
     {
       label: 'file-data',
       path: `/v1beta/models/${MODELS.google}:generateContent`,
       expect: 'refuse',
-      body: google('file-data', {}, [{ fileData: { fileUri: 'https://generativelanguage.googleapis.com/v1beta/files/operator', mimeType: 'text/plain' } }]),
+      body: google('file-data', {}, [
+        { fileData: { fileUri: 'https://generativelanguage.googleapis.com/v1beta/files/operator', mimeType: 'text/plain' } },
+      ]),
     },
   ],
 }
@@ -252,8 +319,17 @@ describe('the model gateway forwards only what the CLI needs', () => {
         try {
           body = JSON.parse(text)
         } catch {}
-        seen.push({ provider: provider as Provider, path: `/${rest.join('/')}${url.search}`, headers: Object.fromEntries(request.headers), body })
-        const reply = await fetch(`${scripted.url}/${rest.join('/')}${url.search}`, { method: request.method, headers: request.headers, body: text || undefined })
+        seen.push({
+          provider: provider as Provider,
+          path: `/${rest.join('/')}${url.search}`,
+          headers: Object.fromEntries(request.headers),
+          body,
+        })
+        const reply = await fetch(`${scripted.url}/${rest.join('/')}${url.search}`, {
+          method: request.method,
+          headers: request.headers,
+          body: text || undefined,
+        })
         const headers = new Headers(reply.headers)
         for (const [name, value] of Object.entries(ACCOUNT_HEADERS)) headers.set(name, value)
         return new Response(reply.body, { status: reply.status, headers })
@@ -290,7 +366,11 @@ describe('the model gateway forwards only what the CLI needs', () => {
           agent: AGENTS[provider],
           model: MODELS[provider],
           ...(provider === 'google' ? {} : { speed: 'fast' }),
-          prompt: script([{ write: { path: 'probe.mjs', content: probe(provider, CASES[provider]) } }, { bash: 'node probe.mjs' }, { answer: `probed ${provider}` }]),
+          prompt: script([
+            { write: { path: 'probe.mjs', content: probe(provider, CASES[provider]) } },
+            { bash: 'node probe.mjs' },
+            { answer: `probed ${provider}` },
+          ]),
         })
         expect(created.status, JSON.stringify(created.body)).toBe(202)
         return created.body.execution_id as string
@@ -309,7 +389,14 @@ describe('the model gateway forwards only what the CLI needs', () => {
       // What the CLI asks for itself, past what its protocol needs, never reached the provider.
       for (const s of fromCli) {
         const headers = Object.keys(s.headers)
-        for (const name of ['openai-organization', 'openai-project', 'anthropic-organization-id', 'x-goog-user-project', 'anthropic-dangerous-direct-browser-access']) expect(headers).not.toContain(name)
+        for (const name of [
+          'openai-organization',
+          'openai-project',
+          'anthropic-organization-id',
+          'x-goog-user-project',
+          'anthropic-dangerous-direct-browser-access',
+        ])
+          expect(headers).not.toContain(name)
         if (provider === 'anthropic') {
           expect(s.body.speed, 'Claude Code fast mode is a price tier').toBeUndefined()
           expect(s.body.service_tier).toBeUndefined()
@@ -321,7 +408,10 @@ describe('the model gateway forwards only what the CLI needs', () => {
         }
         if (provider === 'openai') {
           expect(s.body.service_tier, 'Codex fast mode is the priority tier').toBeUndefined()
-          expect(s.body.tools.map((tool: any) => tool.type), "Codex's own web_search is provider-side").not.toContain('web_search')
+          expect(
+            s.body.tools.map((tool: any) => tool.type),
+            "Codex's own web_search is provider-side",
+          ).not.toContain('web_search')
           expect(s.body.store).toBe(false)
           expect(s.body.include).toEqual(['reasoning.encrypted_content'])
           expect(s.body.tools.some((tool: any) => tool.name === 'exec_command')).toBe(true)
@@ -341,7 +431,8 @@ describe('the model gateway forwards only what the CLI needs', () => {
         const reached = mine.filter((s) => fromProbe(s, c.label))
         const what = `${provider} ${c.label}: ${got.status} ${got.body.slice(0, 300)}`
         // No reply the sandbox got says anything about the operator's account.
-        for (const name of Object.keys(ACCOUNT_HEADERS)) expect(Object.keys(got.headers), `${what}: reply header ${name}`).not.toContain(name)
+        for (const name of Object.keys(ACCOUNT_HEADERS))
+          expect(Object.keys(got.headers), `${what}: reply header ${name}`).not.toContain(name)
         if (c.expect === 'refuse') {
           expect(got.status, what).toBe(400)
           expect(reached, `${what}: reached the provider`).toEqual([])
@@ -374,10 +465,14 @@ function expectStripped(provider: Provider, label: string, s: Seen): void {
       return
     case 'anthropic/headers':
       expect(s.headers['anthropic-beta'], what).toBe('interleaved-thinking-2025-05-14')
-      for (const name of ['anthropic-organization-id', 'openai-organization', 'openai-project', 'x-goog-user-project']) expect(s.headers[name], `${what}: ${name}`).toBeUndefined()
+      for (const name of ['anthropic-organization-id', 'openai-organization', 'openai-project', 'x-goog-user-project'])
+        expect(s.headers[name], `${what}: ${name}`).toBeUndefined()
       return
     case 'openai/hosted-tools':
-      expect(body.tools.map((tool: any) => tool.type), what).toEqual(['function'])
+      expect(
+        body.tools.map((tool: any) => tool.type),
+        what,
+      ).toEqual(['function'])
       return
     case 'openai/service-tier':
       expect(body.service_tier, what).toBeUndefined()
@@ -392,10 +487,17 @@ function expectStripped(provider: Provider, label: string, s: Seen): void {
       expect(body.include, what).toEqual(['reasoning.encrypted_content'])
       return
     case 'openai/headers':
-      for (const name of ['openai-organization', 'openai-project', 'openai-beta', 'x-goog-user-project']) expect(s.headers[name], `${what}: ${name}`).toBeUndefined()
+      for (const name of ['openai-organization', 'openai-project', 'openai-beta', 'x-goog-user-project'])
+        expect(s.headers[name], `${what}: ${name}`).toBeUndefined()
       return
     case 'google/provider-tools':
-      expect(body.tools, what).toEqual([{ functionDeclarations: [{ name: 'client_tool', description: 'a tool the CLI runs itself', parametersJsonSchema: { type: 'object' } }] }])
+      expect(body.tools, what).toEqual([
+        {
+          functionDeclarations: [
+            { name: 'client_tool', description: 'a tool the CLI runs itself', parametersJsonSchema: { type: 'object' } },
+          ],
+        },
+      ])
       return
     case 'google/headers':
       for (const name of ['x-goog-user-project', 'openai-organization']) expect(s.headers[name], `${what}: ${name}`).toBeUndefined()

@@ -62,7 +62,11 @@ for (const kind of ISOLATING) {
     async function watchedRun(label: string, steps: unknown[]): Promise<{ id: string; view: any; ranMs: number }> {
       const id = await startRun(t, [{ sleep: 500 }, ...steps])
       const call = caller(t)
-      await waitFor(async () => (await call('GET', `/o/acme/p/app/sessions/${id}`)).body.status, (status) => status !== 'queued' && status !== 'allocating', 60_000)
+      await waitFor(
+        async () => (await call('GET', `/o/acme/p/app/sessions/${id}`)).body.status,
+        (status) => status !== 'queued' && status !== 'allocating',
+        60_000,
+      )
       const running = Date.now()
       await quiesce()
       const rssBefore = process.memoryUsage().rss
@@ -71,7 +75,8 @@ for (const kind of ISOLATING) {
       const overflowed = new Promise<never>((_, reject) => (overflow = reject))
       const sampler = setInterval(() => {
         rssPeak = Math.max(rssPeak, process.memoryUsage().rss)
-        if (rssPeak - rssBefore > MEMORY_BOUND) overflow(new Error(`${label}: agentd's memory grew ${((rssPeak - rssBefore) / MiB).toFixed(0)} MiB while the turn ended`))
+        if (rssPeak - rssBefore > MEMORY_BOUND)
+          overflow(new Error(`${label}: agentd's memory grew ${((rssPeak - rssBefore) / MiB).toFixed(0)} MiB while the turn ended`))
       }, 20)
       const health = watchHealth(url)
       await health.ready
@@ -86,7 +91,9 @@ for (const kind of ISOLATING) {
       }
       const ranMs = Date.now() - running
       rssPeak = Math.max(rssPeak, process.memoryUsage().rss)
-      console.log(`${label} on ${kind}: ${view.status} after ${(ranMs / 1000).toFixed(1)} s (${view.error ?? 'no error'}); memory grew ${((rssPeak - rssBefore) / MiB).toFixed(0)} MiB at its peak`)
+      console.log(
+        `${label} on ${kind}: ${view.status} after ${(ranMs / 1000).toFixed(1)} s (${view.error ?? 'no error'}); memory grew ${((rssPeak - rssBefore) / MiB).toFixed(0)} MiB at its peak`,
+      )
       expect(rssPeak - rssBefore).toBeLessThan(MEMORY_BOUND)
       expectResponsive(`${label} on ${kind}`, stopped, loop.stop())
       return { id, view, ranMs }
@@ -103,7 +110,7 @@ for (const kind of ISOLATING) {
     }
 
     test(
-      'a pre-commit hook that prints forever: it never runs, agentd\'s memory stays flat, the turn completes and its change is published',
+      "a pre-commit hook that prints forever: it never runs, agentd's memory stays flat, the turn completes and its change is published",
       async () => {
         const hook = `printf '#!/bin/sh\\nexec yes "a hook flooding agentd"\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit`
         const { id, view } = await watchedRun('printing hook', [{ bash: `${hook} && ${CHANGE} && echo planted` }, { answer: 'planted' }])
@@ -114,7 +121,7 @@ for (const kind of ISOLATING) {
     )
 
     test(
-      'hooks and programs that sleep forever, planted in the repository\'s config and the home\'s (core.hooksPath, core.fsmonitor, a required filter, gpg.program): none runs, the turn completes before its deadline and its change is published',
+      "hooks and programs that sleep forever, planted in the repository's config and the home's (core.hooksPath, core.fsmonitor, a required filter, gpg.program): none runs, the turn completes before its deadline and its change is published",
       async () => {
         const plant = [
           "mkdir -p ~/stall && printf '#!/bin/sh\\nexec sleep 3600\\n' > ~/stall/pre-commit && cp ~/stall/pre-commit ~/stall/pre-push && chmod +x ~/stall/*",
@@ -138,52 +145,59 @@ for (const kind of ISOLATING) {
     // itself is shown here, on a sandbox of the same driver: what agentd's git prints is kept to
     // GIT_OUTPUT_CAP, whatever the volume; a run past its deadline is killed at once; output held
     // open by a process that left the group is not waited for.
-    test(
-      "agentd's git runs: 300 MB of output read to 64 KiB each, memory flat; a run past its deadline killed at once; a daemon holding the output not waited for",
-      async () => {
-        await using root = tempRoot()
-        using gateway = fakeGateway()
-        const handle = await t.driver.create(specFor(root.path, crypto.randomUUID(), gateway.port))
+    test("agentd's git runs: 300 MB of output read to 64 KiB each, memory flat; a run past its deadline killed at once; a daemon holding the output not waited for", async () => {
+      await using root = tempRoot()
+      using gateway = fakeGateway()
+      const handle = await t.driver.create(specFor(root.path, crypto.randomUUID(), gateway.port))
+      try {
+        const env = { PATH: '/usr/bin:/bin' }
+        await quiesce()
+        const rssBefore = process.memoryUsage().rss
+        let rssPeak = rssBefore
+        const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage().rss)), 20)
+        let flood: Awaited<ReturnType<typeof runGit>>
         try {
-          const env = { PATH: '/usr/bin:/bin' }
-          await quiesce()
-          const rssBefore = process.memoryUsage().rss
-          let rssPeak = rssBefore
-          const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage().rss)), 20)
-          let flood: Awaited<ReturnType<typeof runGit>>
-          try {
-            flood = await runGit(t.driver, handle, ['/bin/sh', '-c', `yes out | head -c ${150 * MiB} & yes err | head -c ${150 * MiB} >&2; wait; exit 3`], env)
-          } finally {
-            clearInterval(sampler)
-          }
-          console.log(`git output flood on ${kind}: exit ${flood.code}, kept ${flood.stdout.length} + ${flood.stderr.length} bytes; memory grew ${((rssPeak - rssBefore) / MiB).toFixed(0)} MiB at its peak`)
-          expect(flood.stdout.length).toBe(GIT_OUTPUT_CAP)
-          expect(flood.stdout.startsWith('out\nout\n')).toBe(true)
-          expect(flood.stderr.length).toBe(GIT_OUTPUT_CAP)
-          expect(rssPeak - rssBefore).toBeLessThan(MEMORY_BOUND)
-
-          const started = Date.now()
-          await expect(runGit(t.driver, handle, ['/bin/sh', '-c', 'echo started; sleep 3600'], env, AbortSignal.timeout(1000))).rejects.toBeInstanceOf(GitDeadlineError)
-          expect(Date.now() - started).toBeLessThan(5000)
-
-          const daemon = await runGit(t.driver, handle, ['/bin/sh', '-c', 'setsid sleep 3600 & echo done'], env)
-          expect(daemon).toEqual({ code: 0, stdout: 'done\n', stderr: '' })
+          flood = await runGit(
+            t.driver,
+            handle,
+            ['/bin/sh', '-c', `yes out | head -c ${150 * MiB} & yes err | head -c ${150 * MiB} >&2; wait; exit 3`],
+            env,
+          )
         } finally {
-          await t.driver.destroy(handle)
+          clearInterval(sampler)
         }
-      },
-      120_000,
-    )
+        console.log(
+          `git output flood on ${kind}: exit ${flood.code}, kept ${flood.stdout.length} + ${flood.stderr.length} bytes; memory grew ${((rssPeak - rssBefore) / MiB).toFixed(0)} MiB at its peak`,
+        )
+        expect(flood.stdout.length).toBe(GIT_OUTPUT_CAP)
+        expect(flood.stdout.startsWith('out\nout\n')).toBe(true)
+        expect(flood.stderr.length).toBe(GIT_OUTPUT_CAP)
+        expect(rssPeak - rssBefore).toBeLessThan(MEMORY_BOUND)
+
+        const started = Date.now()
+        await expect(
+          runGit(t.driver, handle, ['/bin/sh', '-c', 'echo started; sleep 3600'], env, AbortSignal.timeout(1000)),
+        ).rejects.toBeInstanceOf(GitDeadlineError)
+        expect(Date.now() - started).toBeLessThan(5000)
+
+        const daemon = await runGit(t.driver, handle, ['/bin/sh', '-c', 'setsid sleep 3600 & echo done'], env)
+        expect(daemon).toEqual({ code: 0, stdout: 'done\n', stderr: '' })
+      } finally {
+        await t.driver.destroy(handle)
+      }
+    }, 120_000)
 
     test(
-      'a publish that stalls with no config at all (a FIFO where git reads .git/info/exclude) is killed at the turn\'s deadline: the turn fails as timed out',
+      "a publish that stalls with no config at all (a FIFO where git reads .git/info/exclude) is killed at the turn's deadline: the turn fails as timed out",
       async () => {
         const plant = `rm -f .git/info/exclude && mkfifo .git/info/exclude && ${CHANGE} && echo planted`
         const { id, view, ranMs } = await watchedRun('stalled publish', [{ bash: plant }, { answer: 'planted' }])
         expect(view.status).toBe('failed')
         expect(view.error).toBe(`the turn ran longer than ${TIMEOUT_S} s and was stopped`)
         // The CLI had finished (its answer is in the run): what the deadline stopped was the publish.
-        expect(t.store.allEvents(id).some((e) => e.type === 'message' && e.data.role === 'assistant' && e.data.content === 'planted')).toBe(true)
+        expect(t.store.allEvents(id).some((e) => e.type === 'message' && e.data.role === 'assistant' && e.data.content === 'planted')).toBe(
+          true,
+        )
         // Ended at its deadline (counted from before its CLI started), not long after.
         expect(ranMs).toBeLessThan((TIMEOUT_S + 10) * 1000)
         expect(hostRefs(host).has(`refs/heads/agentd/${id.slice(0, 8)}`)).toBe(false)

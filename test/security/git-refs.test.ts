@@ -19,7 +19,10 @@ const attempt = (push: string) => `${push} 2>&1; echo "exit=$?"`
 
 const ATTACKS = [
   // A commit with no history in common with main, force-pushed over it.
-  { name: 'force-push main', step: `git checkout -q --orphan evil && git commit -q --allow-empty -m evil && ${attempt('git push -f origin evil:main')}` },
+  {
+    name: 'force-push main',
+    step: `git checkout -q --orphan evil && git commit -q --allow-empty -m evil && ${attempt('git push -f origin evil:main')}`,
+  },
   { name: 'new branch', step: attempt('git push origin evil:refs/heads/feature') },
   { name: "another session's branch", step: attempt('git push origin evil:refs/heads/agentd/00000000') },
   { name: 'delete a branch', step: attempt('git push origin --delete release') },
@@ -47,7 +50,7 @@ for (const kind of ISOLATING) {
       host?.stop()
     }, 60_000)
 
-    test('a force-push over main, another branch, a delete, a tag: each refused with agentd\'s reason, the code host untouched; the session\'s branch is published, and a later turn may force-push it', async () => {
+    test("a force-push over main, another branch, a delete, a tag: each refused with agentd's reason, the code host untouched; the session's branch is published, and a later turn may force-push it", async () => {
       const id = await startRun(t, [
         ...ATTACKS.map(({ step }) => ({ bash: step })),
         // Back on main with a change: the end-of-turn publish pushes the session's branch.
@@ -60,7 +63,10 @@ for (const kind of ISOLATING) {
       const branch = `agentd/${id.slice(0, 8)}`
       for (const [i, { name }] of ATTACKS.entries()) {
         // git exits 1 and names agentd's reason for the ref.
-        expect({ name, output: outputs[i] }).toEqual({ name, output: expect.stringMatching(/\[remote rejected\][^\n]*agentd[\s\S]*exit=1\s*$/) })
+        expect({ name, output: outputs[i] }).toEqual({
+          name,
+          output: expect.stringMatching(/\[remote rejected\][^\n]*agentd[\s\S]*exit=1\s*$/),
+        })
       }
       console.log(`force-push over main on ${kind}, as git printed it:\n${outputs[0]}`)
       expect(outputs[0]).toContain(`only ${branch}`)

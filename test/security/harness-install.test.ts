@@ -8,7 +8,19 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHash } from 'node:crypto'
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync, type Stats } from 'node:fs'
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+  type Stats,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { HarnessInstaller } from '../../src/runtime/harness-install'
@@ -49,7 +61,12 @@ async function buildTarball(version: string): Promise<Buffer> {
   const hook = `node -e "for (const f of ${JSON.stringify(markers).replaceAll('"', "'")}) try { require('fs').writeFileSync(f, String(process.getuid())) } catch {}"`
   writeFileSync(
     join(dir, 'package', 'package.json'),
-    JSON.stringify({ name: PKG, version, bin: { evil: 'cli.js' }, scripts: { preinstall: hook, install: hook, postinstall: hook, prepare: hook } }),
+    JSON.stringify({
+      name: PKG,
+      version,
+      bin: { evil: 'cli.js' },
+      scripts: { preinstall: hook, install: hook, postinstall: hook, prepare: hook },
+    }),
   )
   writeFileSync(join(dir, 'package', 'cli.js'), '#!/usr/bin/env node\nconsole.log("evil")\n')
   chmodSync(join(dir, 'package', 'cli.js'), 0o755)
@@ -108,7 +125,10 @@ afterAll(() => {
 })
 
 const newInstaller = (timeoutMs?: number) =>
-  new HarnessInstaller(mkdtempSync(join(work, 'harnesses-')), { env: { npm_config_registry: `http://127.0.0.1:${registry.port}/` }, timeoutMs })
+  new HarnessInstaller(mkdtempSync(join(work, 'harnesses-')), {
+    env: { npm_config_registry: `http://127.0.0.1:${registry.port}/` },
+    timeoutMs,
+  })
 
 /** Every path of a tree with its lstat. */
 function walk(path: string): { path: string; stat: Stats }[] {
@@ -121,7 +141,12 @@ describe('pinned harness installs', () => {
     const installer = newInstaller()
     expect(await installer.resolve(`x@latest`, PKG, 'latest')).toBe('2.0.0')
     // Three sessions pin 1.0.0 at once, one pins 2.0.0: one npm per version, never two at a time.
-    const results = await Promise.all([installer.modulesFor(PKG, '1.0.0'), installer.modulesFor(PKG, '1.0.0'), installer.modulesFor(PKG, '2.0.0'), installer.modulesFor(PKG, '1.0.0')])
+    const results = await Promise.all([
+      installer.modulesFor(PKG, '1.0.0'),
+      installer.modulesFor(PKG, '1.0.0'),
+      installer.modulesFor(PKG, '2.0.0'),
+      installer.modulesFor(PKG, '1.0.0'),
+    ])
     expect(new Set(results).size).toBe(2)
     expect(downloads).toEqual({ '1.0.0': 1, '2.0.0': 1 })
     // At each download exactly one npm install was running, as the unprivileged user when we are root.

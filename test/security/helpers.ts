@@ -61,7 +61,9 @@ export async function startRunning(t: TestApp, steps: unknown[]): Promise<string
 export async function whereItIs(t: TestApp, id: string): Promise<string> {
   const call = caller(t)
   const messages = await call('GET', `/o/acme/p/_/sessions/${id}/messages`)
-  const events = ((messages.body?.events ?? []) as { type: string; role?: string; name?: string }[]).map((e) => [e.type, e.role ?? e.name].filter(Boolean).join(':'))
+  const events = ((messages.body?.events ?? []) as { type: string; role?: string; name?: string }[]).map((e) =>
+    [e.type, e.role ?? e.name].filter(Boolean).join(':'),
+  )
   const logs = await call('GET', `/o/acme/p/_/sessions/${id}/logs`)
   const lines = String(logs.body?.logs ?? JSON.stringify(logs.body)).slice(-1500)
   return `events so far: ${events.join(', ') || 'none'}\nlast logs: ${lines}\n${execOutput(t, id)}`
@@ -108,7 +110,10 @@ export function hostCanary(): { dir: string; path: string; secret: string; [Symb
  * event loop), at a raised priority so a busy sandbox cannot starve the measurement itself.
  * `ready` resolves once it polls; `stop()` returns every latency in ms and the requests that failed.
  */
-export function watchHealth(url: string): { ready: Promise<void>; stop(): Promise<{ latencies: number[]; max: number; failures: number }> } {
+export function watchHealth(url: string): {
+  ready: Promise<void>
+  stop(): Promise<{ latencies: number[]; max: number; failures: number }>
+} {
   const code = `
     const url = ${JSON.stringify(`${url}/healthz`)}
     const latencies = []; let failures = 0; let stopping = false
@@ -214,14 +219,21 @@ export const BUSY_BOUND_MS = 250
  * BUSY_BOUND_MS at a stretch. The wall-clock latencies are printed: on a quiet machine they stay under
  * 100 ms too, but on a loaded one the scheduler, not agentd, decides them (see watchLoop).
  */
-export function expectResponsive(label: string, health: { latencies: number[]; max: number; failures: number }, loop: { maxGapMs: number; maxBusyMs: number }): void {
+export function expectResponsive(
+  label: string,
+  health: { latencies: number[]; max: number; failures: number },
+  loop: { maxGapMs: number; maxBusyMs: number },
+): void {
   const sorted = [...health.latencies].sort((a, b) => a - b)
   const p99 = sorted[Math.floor(sorted.length * 0.99)] ?? 0
-  console.log(`${label}: /healthz ${health.latencies.length} polls, p99 ${p99.toFixed(1)} ms, max ${health.max.toFixed(1)} ms; server thread longest gap ${loop.maxGapMs.toFixed(0)} ms, busiest gap ${loop.maxBusyMs.toFixed(0)} ms of CPU`)
+  console.log(
+    `${label}: /healthz ${health.latencies.length} polls, p99 ${p99.toFixed(1)} ms, max ${health.max.toFixed(1)} ms; server thread longest gap ${loop.maxGapMs.toFixed(0)} ms, busiest gap ${loop.maxBusyMs.toFixed(0)} ms of CPU`,
+  )
   if (health.failures !== 0) throw new Error(`${label}: ${health.failures} /healthz requests failed`)
   if (health.latencies.length < 10) throw new Error(`${label}: only ${health.latencies.length} /healthz polls`)
   if (health.max >= 5000) throw new Error(`${label}: a /healthz took ${health.max.toFixed(0)} ms`)
-  if (loop.maxBusyMs >= BUSY_BOUND_MS) throw new Error(`${label}: the server's thread was busy ${loop.maxBusyMs.toFixed(0)} ms without a break`)
+  if (loop.maxBusyMs >= BUSY_BOUND_MS)
+    throw new Error(`${label}: the server's thread was busy ${loop.maxBusyMs.toFixed(0)} ms without a break`)
 }
 
 /**
@@ -244,7 +256,13 @@ export const toCliStdout = (producer: string) =>
  * Watches the server (this process) through an attack: the peak of its memory, /healthz from
  * outside and its thread's busy stretches. Started after a quiet moment; `stop` says what it saw.
  */
-export async function watchServer(url: string): Promise<{ stop(): Promise<{ rssGrowth: number; health: Awaited<ReturnType<ReturnType<typeof watchHealth>['stop']>>; loop: ReturnType<ReturnType<typeof watchLoop>['stop']> }> }> {
+export async function watchServer(url: string): Promise<{
+  stop(): Promise<{
+    rssGrowth: number
+    health: Awaited<ReturnType<ReturnType<typeof watchHealth>['stop']>>
+    loop: ReturnType<ReturnType<typeof watchLoop>['stop']>
+  }>
+}> {
   await quiesce()
   const rssBefore = process.memoryUsage().rss
   let rssPeak = rssBefore

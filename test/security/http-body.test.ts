@@ -18,9 +18,15 @@ let keyId: string
 beforeAll(async () => {
   t = await makeTestApp()
   port = Number(new URL(t.listen()).port)
-  const created = await json(await t.app.handle(req('POST', '/o/acme/p/web/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: 'hello' } })))
+  const created = await json(
+    await t.app.handle(req('POST', '/o/acme/p/web/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: 'hello' } })),
+  )
   sessionId = created.execution_id
-  await waitFor(() => t.app.handle(req('GET', `/o/acme/p/web/sessions/${sessionId}`, { token: t.admin.token })).then(json), (s) => s.status === 'completed', 60_000)
+  await waitFor(
+    () => t.app.handle(req('GET', `/o/acme/p/web/sessions/${sessionId}`, { token: t.admin.token })).then(json),
+    (s) => s.status === 'completed',
+    60_000,
+  )
   keyId = (await json(await t.app.handle(req('POST', '/o/acme/api-keys', { token: t.admin.token, body: { name: 'probe' } })))).id
 }, 90_000)
 afterAll(() => t[Symbol.asyncDispose]())
@@ -77,7 +83,8 @@ function expectRawError(result: RawResult, status: number, code: string) {
 /** Each request sent once by the raw client process; their answers in order. */
 const rawOnce = async (requests: RawRequest[]) => (await rawHttp(port, requests)).map((runs) => runs[0]!)
 const bearer = () => `authorization: Bearer ${t.admin.token}`
-const post = (path: string, ...headers: string[]) => [`POST ${path} HTTP/1.1`, 'host: localhost', 'content-type: application/json', ...headers].join('\r\n')
+const post = (path: string, ...headers: string[]) =>
+  [`POST ${path} HTTP/1.1`, 'host: localhost', 'content-type: application/json', ...headers].join('\r\n')
 
 describe('authentication comes before the body', () => {
   test('an unauthenticated 64 MiB body streamed to a prompt route is refused 401 in under 1 s, answered before the body was sent', async () => {
@@ -164,18 +171,27 @@ describe('a body limit per route: session create 16 MiB, follow-ups 1 MiB, every
       expectError(await send(method, path, streamed(over)), 413, 'PAYLOAD_TOO_LARGE')
     }
     // Routes that take no body are bounded all the same.
-    expectError(await send('POST', `/o/acme/api-keys/no-such-key/rotate`, streamed(sized(JSON_BODY_LIMIT + 1, {}))), 413, 'PAYLOAD_TOO_LARGE')
+    expectError(
+      await send('POST', `/o/acme/api-keys/no-such-key/rotate`, streamed(sized(JSON_BODY_LIMIT + 1, {}))),
+      413,
+      'PAYLOAD_TOO_LARGE',
+    )
   })
 
   test('the OpenAPI document lists 413 on every operation that reads a body', async () => {
     const doc = await json(await t.app.handle(req('GET', '/openapi.json')))
-    const missing = Object.entries<Record<string, { responses: Record<string, unknown>; requestBody?: { content: Record<string, unknown> } }>>(doc.paths).flatMap(
-      ([path, ops]) =>
-        Object.entries(ops)
-          .filter(([method]) => method !== 'get')
-          // Every body is JSON, but an upload's (multipart, read under the same limits).
-          .filter(([, op]) => !op.responses['413'] || (op.requestBody && !op.requestBody.content[path === '/o/{org}/files' ? 'multipart/form-data' : 'application/json']))
-          .map(([method]) => `${method} ${path}`),
+    const missing = Object.entries<
+      Record<string, { responses: Record<string, unknown>; requestBody?: { content: Record<string, unknown> } }>
+    >(doc.paths).flatMap(([path, ops]) =>
+      Object.entries(ops)
+        .filter(([method]) => method !== 'get')
+        // Every body is JSON, but an upload's (multipart, read under the same limits).
+        .filter(
+          ([, op]) =>
+            !op.responses['413'] ||
+            (op.requestBody && !op.requestBody.content[path === '/o/{org}/files' ? 'multipart/form-data' : 'application/json']),
+        )
+        .map(([method]) => `${method} ${path}`),
     )
     expect(missing).toEqual([])
   })
@@ -229,7 +245,9 @@ describe('JSON nested 100,000 levels deep', () => {
       }
     }
     for (const run of health) expect(run.status).toBe(200)
-    console.log(`100,000-deep JSON: medians ${results.map((runs) => median(runs).toFixed(1)).join(', ')} ms, /healthz ${median(health).toFixed(1)} ms; server thread busiest ${busy.maxBusyMs.toFixed(0)} ms of CPU without a break`)
+    console.log(
+      `100,000-deep JSON: medians ${results.map((runs) => median(runs).toFixed(1)).join(', ')} ms, /healthz ${median(health).toFixed(1)} ms; server thread busiest ${busy.maxBusyMs.toFixed(0)} ms of CPU without a break`,
+    )
     expect(busy.maxBusyMs).toBeLessThan(BUSY_BOUND_MS)
   }, 60_000)
 
@@ -272,7 +290,16 @@ describe('malformed percent escapes in path parameters', () => {
 
   test('every operation of the OpenAPI document, each path parameter in turn, answers 400 or 404 in an envelope', async () => {
     const doc = await json(await t.app.handle(req('GET', '/openapi.json')))
-    const valid: Record<string, string> = { org: 'acme', project: 'web', session: sessionId, key: keyId, account: 'acct_none', agent: 'agent_none', connection: 'conn_none', name: 'none.txt' }
+    const valid: Record<string, string> = {
+      org: 'acme',
+      project: 'web',
+      session: sessionId,
+      key: keyId,
+      account: 'acct_none',
+      agent: 'agent_none',
+      connection: 'conn_none',
+      name: 'none.txt',
+    }
     const problems: string[] = []
     let sent = 0
     for (const [path, ops] of Object.entries<Record<string, { requestBody?: unknown }>>(doc.paths)) {
@@ -283,7 +310,13 @@ describe('malformed percent escapes in path parameters', () => {
             const url = path.replace(/\{(\w+)\}|\*/g, (_, n: string | undefined) => ((n ?? '*') === name ? bad : valid[n ?? '*']!))
             const headers: Record<string, string> = { authorization: `Bearer ${t.admin.token}` }
             if (op.requestBody !== undefined) headers['content-type'] = 'application/json'
-            const res = await t.app.handle(new Request(`http://localhost${url}`, { method: method.toUpperCase(), headers, body: op.requestBody !== undefined ? '{}' : undefined }))
+            const res = await t.app.handle(
+              new Request(`http://localhost${url}`, {
+                method: method.toUpperCase(),
+                headers,
+                body: op.requestBody !== undefined ? '{}' : undefined,
+              }),
+            )
             sent++
             const text = await res.text()
             let envelope = false
@@ -291,7 +324,8 @@ describe('malformed percent escapes in path parameters', () => {
               const body = JSON.parse(text)
               envelope = typeof body.error === 'string' || (typeof body.code === 'string' && typeof body.message === 'string')
             } catch {}
-            if (![400, 404].includes(res.status) || !envelope) problems.push(`${method.toUpperCase()} ${url}: ${res.status} ${text.slice(0, 160)}`)
+            if (![400, 404].includes(res.status) || !envelope)
+              problems.push(`${method.toUpperCase()} ${url}: ${res.status} ${text.slice(0, 160)}`)
           }
         }
       }

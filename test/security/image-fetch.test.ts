@@ -20,7 +20,13 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => inside.listen(0, '127.0.0.1', resolve))
   port = (inside.address() as AddressInfo).port
   // `rebound.example` resolves to a public address and an inside one; `inside.example` only inside.
-  t = await makeTestApp({}, { resolveHost: async (host) => (host === 'rebound.example' ? ['93.184.216.34', '127.0.0.1'] : host === 'inside.example' ? ['10.0.0.7'] : []) })
+  t = await makeTestApp(
+    {},
+    {
+      resolveHost: async (host) =>
+        host === 'rebound.example' ? ['93.184.216.34', '127.0.0.1'] : host === 'inside.example' ? ['10.0.0.7'] : [],
+    },
+  )
 })
 afterAll(async () => {
   inside?.close()
@@ -40,7 +46,16 @@ test('an image URL on loopback, a private or metadata address, a name resolving 
     'file:///etc/passwd',
   ]) {
     const res = await t.app.handle(
-      req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { harness: 'harness_1', input: [{ type: 'text', text: 't' }, { type: 'image', source: { type: 'url', url } }] } }),
+      req('POST', '/o/acme/p/_/sessions', {
+        token: t.admin.token,
+        body: {
+          harness: 'harness_1',
+          input: [
+            { type: 'text', text: 't' },
+            { type: 'image', source: { type: 'url', url } },
+          ],
+        },
+      }),
     )
     const body = await json(res)
     expect({ url, status: res.status, code: body.code }).toEqual({ url, status: 422, code: 'ATTACHMENT_FETCH_FAILED' })
@@ -57,7 +72,9 @@ test('a skill URL is fetched under the same rules: inside addresses are 422 SKIL
     [`http://127.0.0.1:${port}/SKILL.md`, 'SKILL_INVALID'],
   ]
   for (const [url, code] of cases) {
-    const res = await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { harness: 'harness_1', input: 't', skills: [url] } }))
+    const res = await t.app.handle(
+      req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { harness: 'harness_1', input: 't', skills: [url] } }),
+    )
     const body = await json(res)
     expect({ url, status: res.status, code: body.code }).toEqual({ url, status: 422, code })
   }
@@ -65,8 +82,15 @@ test('a skill URL is fetched under the same rules: inside addresses are 422 SKIL
 })
 
 test('a tool server URL is held to the same rules: inside addresses are 422 MCP_SERVER_URL_INVALID, for a run and for a stored connection', async () => {
-  for (const url of [`https://127.0.0.1:${port}/mcp`, `https://rebound.example:${port}/mcp`, 'https://169.254.169.254/mcp', `http://127.0.0.1:${port}/mcp`]) {
-    const run = await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { harness: 'harness_1', input: 't', connections: [{ url }] } }))
+  for (const url of [
+    `https://127.0.0.1:${port}/mcp`,
+    `https://rebound.example:${port}/mcp`,
+    'https://169.254.169.254/mcp',
+    `http://127.0.0.1:${port}/mcp`,
+  ]) {
+    const run = await t.app.handle(
+      req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { harness: 'harness_1', input: 't', connections: [{ url }] } }),
+    )
     expect({ url, status: run.status, code: (await json(run)).code }).toEqual({ url, status: 422, code: 'MCP_SERVER_URL_INVALID' })
     const stored = await t.app.handle(req('POST', '/o/acme/connections', { token: t.admin.token, body: { name: 'inside', url } }))
     expect({ url, status: stored.status, code: (await json(stored)).code }).toEqual({ url, status: 422, code: 'MCP_SERVER_URL_INVALID' })

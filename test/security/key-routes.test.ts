@@ -35,7 +35,8 @@ async function documentOperations(): Promise<Operation[]> {
   const doc = await json(await t.app.handle(req('GET', '/openapi.json')))
   const out: Operation[] = []
   for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, { security?: Operation['security'] }>>)) {
-    for (const [method, op] of Object.entries(item)) out.push({ method: method.toUpperCase(), path, ...(op.security ? { security: op.security } : {}) })
+    for (const [method, op] of Object.entries(item))
+      out.push({ method: method.toUpperCase(), path, ...(op.security ? { security: op.security } : {}) })
   }
   return out
 }
@@ -45,7 +46,16 @@ const needsBearer = (op: Operation) => op.security === undefined || op.security.
 
 /** A path template filled in: the real Project and session, made-up names for everything else. */
 function filled(path: string): string {
-  const values: Record<string, string> = { org: 'acme', project: '_', session, agent: 'agent_000000000000000000000000', key: 'key_0', account: 'acct_0', connection: 'conn_0', name: 'NAME' }
+  const values: Record<string, string> = {
+    org: 'acme',
+    project: '_',
+    session,
+    agent: 'agent_000000000000000000000000',
+    key: 'key_0',
+    account: 'acct_0',
+    connection: 'conn_0',
+    name: 'NAME',
+  }
   return path.replace(/\{(\w+)\}/g, (_, name: string) => values[name] ?? 'x')
 }
 
@@ -79,7 +89,18 @@ test('a key on every operation that is not a session route is 401 AUTH_FAILED', 
   const others = (await documentOperations()).filter((op) => needsBearer(op) && !isSessionRoute(op.path))
   // The findings' own routes are among them, with Projects, installations, secrets, environments, agents, accounts, connections, files.
   const keys = others.map((op) => `${op.method} ${op.path}`)
-  for (const expected of ['POST /o/{org}/projects', 'GET /o/{org}/projects', 'GET /o/{org}/github', 'PUT /o/{org}/projects/{project}/secrets/{name}', 'PUT /o/{org}/projects/{project}/environment', 'PATCH /o/{org}/agents/{agent}', 'POST /o/{org}/accounts', 'POST /o/{org}/connections', 'POST /o/{org}/files', 'POST /o/{org}/api-keys']) {
+  for (const expected of [
+    'POST /o/{org}/projects',
+    'GET /o/{org}/projects',
+    'GET /o/{org}/github',
+    'PUT /o/{org}/projects/{project}/secrets/{name}',
+    'PUT /o/{org}/projects/{project}/environment',
+    'PATCH /o/{org}/agents/{agent}',
+    'POST /o/{org}/accounts',
+    'POST /o/{org}/connections',
+    'POST /o/{org}/files',
+    'POST /o/{org}/api-keys',
+  ]) {
     expect(keys).toContain(expected)
   }
   const answers = []

@@ -32,7 +32,8 @@ async function toolOutput(t: TestApp, id: string): Promise<string> {
 }
 
 /** A 1 GiB write into `dir` that reports how it ended (the turn must go on after it fails). */
-const bigWrite = (dir: string, tag: string) => `dd if=/dev/zero of=${dir}/big bs=1M count=1024 2>&1 | grep -v records; echo "${tag} wrote $(du -m ${dir}/big | cut -f1) MB"`
+const bigWrite = (dir: string, tag: string) =>
+  `dd if=/dev/zero of=${dir}/big bs=1M count=1024 2>&1 | grep -v records; echo "${tag} wrote $(du -m ${dir}/big | cut -f1) MB"`
 
 for (const kind of ISOLATING) {
   describe(`sandbox limits on ${kind}`, () => {

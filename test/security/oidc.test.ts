@@ -65,7 +65,13 @@ describe('configuration', () => {
     expect(() => loadConfig({ DATA_DIR: t.dir, AGENTD_OIDC_AUDIENCE: 'agentd' })).toThrow(ConfigError)
     const proc = Bun.spawn([process.execPath, 'src/main.ts'], {
       cwd: `${import.meta.dir}/../..`,
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', DATA_DIR: `${t.dir}/never`, PORT: '0', AGENTD_SANDBOX: 'process', AGENTD_OIDC_ISSUER: issuer.url },
+      env: {
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        DATA_DIR: `${t.dir}/never`,
+        PORT: '0',
+        AGENTD_SANDBOX: 'process',
+        AGENTD_OIDC_ISSUER: issuer.url,
+      },
       stdout: 'ignore',
       stderr: 'pipe',
     })

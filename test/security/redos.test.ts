@@ -75,7 +75,8 @@ for (const kind of ISOLATING) {
       expect(created.status).toBe(202)
       const id = created.body.execution_id
       const key = await waitFor(
-        async () => /LIVE=(gw_[A-Za-z0-9_-]+)/.exec(JSON.stringify((await call('GET', `/o/acme/p/_/sessions/${id}/messages`)).body))?.[1] ?? null,
+        async () =>
+          /LIVE=(gw_[A-Za-z0-9_-]+)/.exec(JSON.stringify((await call('GET', `/o/acme/p/_/sessions/${id}/messages`)).body))?.[1] ?? null,
         (found) => found !== null,
         60_000,
       )
@@ -137,7 +138,13 @@ for (const kind of ISOLATING) {
       const res = await call('POST', '/o/acme/p/_/sessions', {
         agent: 'harness_2',
         prompt: 'hi',
-        output_schema: { type: 'object', properties: {}, required: [], patternProperties: { '^(x)\\1': { type: 'string' } }, additionalProperties: false },
+        output_schema: {
+          type: 'object',
+          properties: {},
+          required: [],
+          patternProperties: { '^(x)\\1': { type: 'string' } },
+          additionalProperties: false,
+        },
       })
       expect(res.status).toBe(400)
       expect(res.body.error).toContain(JSON.stringify('^(x)\\1'))

@@ -38,23 +38,45 @@ export async function startRun(t: TestApp, steps: unknown[]): Promise<string> {
 
 /** Waits until run `id` has `turns` turns and is not in progress; its view. */
 export function runEnded(t: TestApp, id: string, turns = 1, timeoutMs = 90_000): Promise<any> {
-  return settled(async () => (await caller(t)('GET', `/o/acme/p/app/sessions/${id}`)).body, { turns, timeoutMs, explain: () => whereItIs(t, id) })
+  return settled(async () => (await caller(t)('GET', `/o/acme/p/app/sessions/${id}`)).body, {
+    turns,
+    timeoutMs,
+    explain: () => whereItIs(t, id),
+  })
 }
 
 /** What the run's tool calls printed, in order. */
 export function toolOutputs(t: TestApp, id: string): string[] {
-  return t.store.allEvents(id).filter((e) => e.type === 'tool_result').map((e) => String(e.data.output ?? ''))
+  return t.store
+    .allEvents(id)
+    .filter((e) => e.type === 'tool_result')
+    .map((e) => String(e.data.output ?? ''))
 }
 
 /** The code host's refs of acme/app (`refs/heads/main` → sha), read from its bare repository. */
 export function hostRefs(host: GithubApp): Map<string, string> {
-  const run = Bun.spawnSync(['git', '--git-dir', join(host.git.root, 'acme', 'app.git'), 'for-each-ref', '--format=%(refname) %(objectname)'])
-  return new Map(run.stdout.toString().trim().split('\n').filter(Boolean).map((line) => line.split(' ') as [string, string]))
+  const run = Bun.spawnSync([
+    'git',
+    '--git-dir',
+    join(host.git.root, 'acme', 'app.git'),
+    'for-each-ref',
+    '--format=%(refname) %(objectname)',
+  ])
+  return new Map(
+    run.stdout
+      .toString()
+      .trim()
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => line.split(' ') as [string, string]),
+  )
 }
 
 /** Runs git in the code host's bare repository of acme/app (to set up branches and tags). */
 export function hostGit(host: GithubApp, ...args: string[]): string {
-  const run = Bun.spawnSync(['git', '--git-dir', join(host.git.root, 'acme', 'app.git'), ...args], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', GIT_COMMITTER_NAME: 'ada', GIT_COMMITTER_EMAIL: 'ada@acme.test' } })
+  const run = Bun.spawnSync(['git', '--git-dir', join(host.git.root, 'acme', 'app.git'), ...args], {
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', GIT_COMMITTER_NAME: 'ada', GIT_COMMITTER_EMAIL: 'ada@acme.test' },
+  })
   if (run.exitCode !== 0) throw new Error(`git ${args.join(' ')}: ${run.stderr.toString()}`)
   return run.stdout.toString().trim()
 }

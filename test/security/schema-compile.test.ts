@@ -19,22 +19,36 @@ beforeAll(async () => {
 afterAll(() => t?.[Symbol.asyncDispose]())
 
 const idle = 'hello\n```agentd-script\n[{"sleep": 60000}]\n```'
-const object = (properties: Record<string, unknown>) => ({ type: 'object', properties, required: Object.keys(properties), additionalProperties: false })
+const object = (properties: Record<string, unknown>) => ({
+  type: 'object',
+  properties,
+  required: Object.keys(properties),
+  additionalProperties: false,
+})
 const strings = (n: number) => object(Object.fromEntries(Array.from({ length: n }, (_, i) => [`p${i}`, { type: 'string' }])))
-const patternKeys = (n: number, pattern: (i: number) => string) => ({ type: 'object', patternProperties: Object.fromEntries(Array.from({ length: n }, (_, i) => [pattern(i), { type: 'string' }])), additionalProperties: false })
+const patternKeys = (n: number, pattern: (i: number) => string) => ({
+  type: 'object',
+  patternProperties: Object.fromEntries(Array.from({ length: n }, (_, i) => [pattern(i), { type: 'string' }])),
+  additionalProperties: false,
+})
 
 /** Each within the spec's rules (64 KiB, 10 levels, every property required); each took a second or more of the thread to compile. */
 const COSTLY: [string, Record<string, unknown>][] = [
   ['1,900 string properties (62 KiB)', strings(1900)],
   ['1,500 patternProperties keys (1.7 s and more)', patternKeys(1500, (i) => `^x${i}.{0,1000}$`)],
-  ['one pattern whose counted repetition RE2 expands to 500,000 steps', object({ s: { type: 'string', pattern: '.{0,1000}'.repeat(500) } })],
+  [
+    'one pattern whose counted repetition RE2 expands to 500,000 steps',
+    object({ s: { type: 'string', pattern: '.{0,1000}'.repeat(500) } }),
+  ],
   ['an enum of 8,000 values', object({ n: { enum: Array.from({ length: 8000 }, (_, i) => i) } })],
   ['anyOf 1,500 constants', object({ s: { anyOf: Array.from({ length: 1500 }, (_, i) => ({ type: 'string', const: `v${i}` })) } })],
 ]
 
 async function create(schema: Record<string, unknown>) {
   const loop = watchLoop()
-  const res = await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: idle, output_schema: schema } }))
+  const res = await t.app.handle(
+    req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: idle, output_schema: schema } }),
+  )
   const body = await json(res)
   return { status: res.status, body, busyMs: loop.stop().maxBusyMs }
 }
@@ -54,7 +68,9 @@ test('the largest schemas accepted compile within the bound: 998 string properti
     const answer = await create(schema)
     expect(answer.status).toBe(202)
     expect(answer.busyMs).toBeLessThan(BUSY_BOUND_MS)
-    await t.app.handle(req('PATCH', `/o/acme/p/_/sessions/${answer.body.execution_id}`, { token: t.admin.token, body: { status: 'cancelled' } }))
+    await t.app.handle(
+      req('PATCH', `/o/acme/p/_/sessions/${answer.body.execution_id}`, { token: t.admin.token, body: { status: 'cancelled' } }),
+    )
   }
 })
 

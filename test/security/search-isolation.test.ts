@@ -97,7 +97,14 @@ async function recordStatements(fn: () => Promise<unknown>): Promise<{ sql: stri
 
 describe('full-text search is isolated by org inside the index', () => {
   test("org A's searches never return org B's sessions: every sort, page, count and phrase combination", async () => {
-    for (const query of ['q=zebra+pipeline', 'q=zebra&q=green', 'q=zebra+pipeline&sort=cost', 'q=pipeline&sort=duration', 'q=globex', 'q=zebra&since=1d']) {
+    for (const query of [
+      'q=zebra+pipeline',
+      'q=zebra&q=green',
+      'q=zebra+pipeline&sort=cost',
+      'q=pipeline&sort=duration',
+      'q=globex',
+      'q=zebra&since=1d',
+    ]) {
       const found = await allPages(query)
       for (const id of found) expect(globex.ids.has(id)).toBe(false)
       if (query !== 'q=globex') expect(new Set(found)).toEqual(acmeIds)
@@ -128,7 +135,9 @@ describe('full-text search is isolated by org inside the index', () => {
     }
     // FTS5 itself serves the MATCH (the plan's virtual-table index), not a scan filtered afterwards.
     const plan = db.sqlite
-      .query<{ detail: string }, [string]>('EXPLAIN QUERY PLAN SELECT rowid FROM session_fts WHERE session_fts MATCH ? ORDER BY rowid DESC LIMIT 10')
+      .query<{ detail: string }, [string]>(
+        'EXPLAIN QUERY PLAN SELECT rowid FROM session_fts WHERE session_fts MATCH ? ORDER BY rowid DESC LIMIT 10',
+      )
       .all(inOrg(t.org.id, '"zebra"'))
     expect(plan.map((p) => p.detail).join('\n')).toMatch(/VIRTUAL TABLE INDEX/)
   })
@@ -148,7 +157,10 @@ describe('full-text search is isolated by org inside the index', () => {
       expect(docs.length).toBe(PER_ORG * 2) // the prompt row and the message row of each
       for (const { session_id } of docs) expect(acmeIds.has(session_id)).toBe(true)
     } finally {
-      db.sqlite.run('UPDATE session_search_docs SET org_id = ? WHERE session_id IN (SELECT id FROM sessions WHERE org_id = ?)', [globex.id, globex.id])
+      db.sqlite.run('UPDATE session_search_docs SET org_id = ? WHERE session_id IN (SELECT id FROM sessions WHERE org_id = ?)', [
+        globex.id,
+        globex.id,
+      ])
     }
   })
 })

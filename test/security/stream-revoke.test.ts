@@ -16,12 +16,18 @@ beforeAll(async () => {
   t = await makeTestApp({}, { sseKeepaliveMs: 200 })
   base = t.listen()
   const created = await t.app.handle(
-    req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: script([{ sleep: 600_000 }, { answer: 'late' }]) } }),
+    req('POST', '/o/acme/p/_/sessions', {
+      token: t.admin.token,
+      body: { agent: 'harness_1', prompt: script([{ sleep: 600_000 }, { answer: 'late' }]) },
+    }),
   )
   expect(created.status).toBe(202)
   const id = (await json(created)).execution_id as string
   const path = `/o/acme/p/_/sessions/${id}`
-  await waitFor(async () => (await json(await t.app.handle(req('GET', path, { token: t.admin.token })))).status, (s) => s === 'running')
+  await waitFor(
+    async () => (await json(await t.app.handle(req('GET', path, { token: t.admin.token })))).status,
+    (s) => s === 'running',
+  )
   events = `${base}${path}/events`
 }, 60_000)
 afterAll(() => t[Symbol.asyncDispose]())
@@ -113,7 +119,11 @@ describe('an open event stream ends when its credential stops granting it', () =
     await expectEnded(sse)
     // Eight keepalives at 200 ms span more than one recheck (every second) after the revocation.
     const from = kept.state.keepalives
-    await waitFor(async () => kept.state.keepalives - from, (n) => n >= 8, 30_000)
+    await waitFor(
+      async () => kept.state.keepalives - from,
+      (n) => n >= 8,
+      30_000,
+    )
     expect(kept.state.ended).toBe(false)
     await kept.close()
   }, 60_000)

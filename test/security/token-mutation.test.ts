@@ -18,10 +18,20 @@ let operations: { method: string; path: string; body: boolean }[]
 
 beforeAll(async () => {
   t = await makeTestApp()
-  const created = await json(await t.app.handle(req('POST', '/o/acme/p/web/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: 'hello' } })))
+  const created = await json(
+    await t.app.handle(req('POST', '/o/acme/p/web/sessions', { token: t.admin.token, body: { agent: 'harness_1', prompt: 'hello' } })),
+  )
   sessionId = created.execution_id
-  await waitFor(() => t.app.handle(req('GET', `/o/acme/p/web/sessions/${sessionId}`, { token: t.admin.token })).then(json), (s) => s.status === 'completed', 60_000)
-  const key = await json(await t.app.handle(req('POST', '/o/acme/api-keys', { token: t.admin.token, body: { name: 'mutated', scopes: ['runs:read', 'runs:write'] } })))
+  await waitFor(
+    () => t.app.handle(req('GET', `/o/acme/p/web/sessions/${sessionId}`, { token: t.admin.token })).then(json),
+    (s) => s.status === 'completed',
+    60_000,
+  )
+  const key = await json(
+    await t.app.handle(
+      req('POST', '/o/acme/api-keys', { token: t.admin.token, body: { name: 'mutated', scopes: ['runs:read', 'runs:write'] } }),
+    ),
+  )
   apiKey = key.secret
   keyId = key.id
   expect(apiKey).toStartWith('sk_live_')
@@ -42,7 +52,16 @@ afterAll(() => t[Symbol.asyncDispose]())
  * (a 404 or 400 past authentication), while the reads name the real session.
  */
 function fill(op: { method: string; path: string }): string {
-  const values: Record<string, string> = { org: 'acme', project: 'web', session: sessionId, key: op.method === 'GET' ? keyId : 'no-such-key', account: 'acct_none', agent: 'agent_none', connection: 'conn_none', name: 'none.txt' }
+  const values: Record<string, string> = {
+    org: 'acme',
+    project: 'web',
+    session: sessionId,
+    key: op.method === 'GET' ? keyId : 'no-such-key',
+    account: 'acct_none',
+    agent: 'agent_none',
+    connection: 'conn_none',
+    name: 'none.txt',
+  }
   return op.path.replace(/\{(\w+)\}|\*/g, (_, name: string | undefined) => values[name ?? '*']!)
 }
 
@@ -120,7 +139,17 @@ test('every one-edit variant of an API key is 401 on every operation', async () 
 
 test('a malformed Authorization header is 401, never 2xx or 500', async () => {
   const get = operations.find((op) => op.method === 'GET' && op.path === '/o/{org}/sessions')!
-  const headers = ['', 'Bearer', 'Bearer ', `bearer${t.admin.token}`, `Basic ${t.admin.token}`, `Bearer ${t.admin.token} ${t.admin.token}`, `Bearer ${t.admin.token},x`, `${t.admin.token}`, `Token ${t.admin.token}`]
+  const headers = [
+    '',
+    'Bearer',
+    'Bearer ',
+    `bearer${t.admin.token}`,
+    `Basic ${t.admin.token}`,
+    `Bearer ${t.admin.token} ${t.admin.token}`,
+    `Bearer ${t.admin.token},x`,
+    `${t.admin.token}`,
+    `Token ${t.admin.token}`,
+  ]
   for (const header of headers) expect({ header, status: await call(get, header) }).toEqual({ header, status: 401 })
 })
 
@@ -129,6 +158,11 @@ test('over a real connection, the byte 0xA0 before or after a valid token is 401
   const port = Number(new URL(t.listen()).port)
   const get = (authorization: string) => ({ head: `GET /o/acme/sessions HTTP/1.1\r\nhost: localhost\r\nauthorization: ${authorization}` })
   const token = t.admin.token
-  const answers = await rawHttp(port, [get(`Bearer ${token}`), get(`Bearer ${token}\u00a0`), get(`Bearer \u00a0${token}`), get(`Bearer ${apiKey}\u00a0`)])
+  const answers = await rawHttp(port, [
+    get(`Bearer ${token}`),
+    get(`Bearer ${token}\u00a0`),
+    get(`Bearer \u00a0${token}`),
+    get(`Bearer ${apiKey}\u00a0`),
+  ])
   expect(answers.map((runs) => runs[0]!.status)).toEqual([200, 401, 401, 401])
 }, 60_000)

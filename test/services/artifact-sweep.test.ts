@@ -16,12 +16,24 @@ beforeAll(async () => {
 })
 afterAll(() => t?.[Symbol.asyncDispose]())
 
-const blobs = () => readdirSync(join(t.dir, 'blobs')).filter((d) => !d.startsWith('.')).flatMap((d) => readdirSync(join(t.dir, 'blobs', d)))
+const blobs = () =>
+  readdirSync(join(t.dir, 'blobs'))
+    .filter((d) => !d.startsWith('.'))
+    .flatMap((d) => readdirSync(join(t.dir, 'blobs', d)))
 
 async function run(content: string): Promise<string> {
-  const res = await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: { agent: 'harness_2', prompt: script([{ artifact: { name: 'out.txt', content } }, { answer: 'ok' }]) } }))
+  const res = await t.app.handle(
+    req('POST', '/o/acme/p/_/sessions', {
+      token: t.admin.token,
+      body: { agent: 'harness_2', prompt: script([{ artifact: { name: 'out.txt', content } }, { answer: 'ok' }]) },
+    }),
+  )
   const id = (await json(res)).execution_id as string
-  await waitFor(async () => t.store.get(id)!, (row) => row.status === 'completed', 60_000)
+  await waitFor(
+    async () => t.store.get(id)!,
+    (row) => row.status === 'completed',
+    60_000,
+  )
   return id
 }
 

@@ -27,7 +27,9 @@ afterAll(async () => {
 async function send(name: string, content: string | Uint8Array) {
   const form = new FormData()
   form.append('file', new File([content], name, { type: 'text/plain' }))
-  return t.app.handle(new Request('http://localhost/o/acme/files', { method: 'POST', headers: { authorization: `Bearer ${t.admin.token}` }, body: form }))
+  return t.app.handle(
+    new Request('http://localhost/o/acme/files', { method: 'POST', headers: { authorization: `Bearer ${t.admin.token}` }, body: form }),
+  )
 }
 
 async function upload(name: string, content: string) {
@@ -36,7 +38,13 @@ async function upload(name: string, content: string) {
   return (await json(res)).id as string
 }
 
-const withFile = (fileId: string) => ({ harness: 'harness_2', input: [{ type: 'text', text: script([{ answer: 'ok' }]) }, { type: 'file', source: { type: 'file', file_id: fileId } }] })
+const withFile = (fileId: string) => ({
+  harness: 'harness_2',
+  input: [
+    { type: 'text', text: script([{ answer: 'ok' }]) },
+    { type: 'file', source: { type: 'file', file_id: fileId } },
+  ],
+})
 
 test('an upload no session uses is removed 7 days on; one a session uses stays with the session', async () => {
   const unused = await upload('unused.txt', 'u')
@@ -57,15 +65,19 @@ test('an upload no session uses is removed 7 days on; one a session uses stays w
 
 test('place writes the attachments under .agentd/attachments and names each path as the sandbox sees it', async () => {
   const fileId = await upload('notes.txt', 'hello')
-  const id = (await json(await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: withFile(fileId) })))).execution_id
+  const id = (await json(await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: withFile(fileId) }))))
+    .execution_id
   const workspace = mkdtempSync(join(scratch, 'ws-'))
-  expect(t.files.place(id, workspace, '/workspace')).toBe('Attached files:\n- /workspace/.agentd/attachments/notes.txt (text/plain, 5 bytes)')
+  expect(t.files.place(id, workspace, '/workspace')).toBe(
+    'Attached files:\n- /workspace/.agentd/attachments/notes.txt (text/plain, 5 bytes)',
+  )
   expect(readFileSync(join(workspace, '.agentd/attachments/notes.txt'), 'utf8')).toBe('hello')
 })
 
 test('a link planted where the attachments go (a repository can hold one) reaches nothing outside the workspace', async () => {
   const fileId = await upload('notes.txt', 'attack')
-  const id = (await json(await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: withFile(fileId) })))).execution_id
+  const id = (await json(await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: withFile(fileId) }))))
+    .execution_id
   const outside = mkdtempSync(join(scratch, 'outside-'))
   writeFileSync(join(outside, 'notes.txt'), 'host file')
 
@@ -92,7 +104,17 @@ test('a caller past the file quota (AGENTD_FILE_QUOTA_MB) of the last 7 days get
   const over = await send('b.bin', big)
   expect(over.status).toBe(429)
   expect((await json(over)).code).toBe('RATE_LIMITED')
-  const inline = { harness: 'harness_2', input: [{ type: 'text', text: 't' }, { type: 'document', name: 'd.bin', source: { type: 'base64', media_type: 'application/octet-stream', data: Buffer.from(big).toString('base64') } }] }
+  const inline = {
+    harness: 'harness_2',
+    input: [
+      { type: 'text', text: 't' },
+      {
+        type: 'document',
+        name: 'd.bin',
+        source: { type: 'base64', media_type: 'application/octet-stream', data: Buffer.from(big).toString('base64') },
+      },
+    ],
+  }
   const refused = await t.app.handle(req('POST', '/o/acme/p/_/sessions', { token: t.admin.token, body: inline }))
   expect(refused.status).toBe(429)
   clock += 7 * 24 * 3600 * 1000 + 1
@@ -101,8 +123,20 @@ test('a caller past the file quota (AGENTD_FILE_QUOTA_MB) of the last 7 days get
 
 test('an upload the sweep removed while a create waited is a 400 at the insert, not a 500', async () => {
   const fileId = await upload('late.txt', 'late')
-  const source = t.files.stored({ userId: t.admin.id, email: 'admin@acme.test', name: null, avatarUrl: null, via: 'user_token' }, t.org.id, fileId, 1)
+  const source = t.files.stored(
+    { userId: t.admin.id, email: 'admin@acme.test', name: null, avatarUrl: null, via: 'user_token' },
+    t.org.id,
+    fileId,
+    1,
+  )
   clock += 7 * 24 * 3600 * 1000 + 1
   t.files.sweep()
-  expect(() => t.files.attach({ userId: t.admin.id, email: 'admin@acme.test', name: null, avatarUrl: null, via: 'user_token' }, t.org.id, 'no-session', [source])).toThrow('expired while the session was being created')
+  expect(() =>
+    t.files.attach(
+      { userId: t.admin.id, email: 'admin@acme.test', name: null, avatarUrl: null, via: 'user_token' },
+      t.org.id,
+      'no-session',
+      [source],
+    ),
+  ).toThrow('expired while the session was being created')
 })

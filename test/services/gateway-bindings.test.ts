@@ -4,13 +4,29 @@ import { GatewaySessions } from '../../src/runtime/gateway-bindings'
 import type { PlanStanding } from '../../src/plans/service'
 
 const limited: PlanStanding = {
-  plan: { source: 'org', tokenLimit: 1_000, computeMinutes: null, weeklyComputeMinutes: null, spendCapUsd: null, maxConcurrent: null, paymentMethod: 'card' },
+  plan: {
+    source: 'org',
+    tokenLimit: 1_000,
+    computeMinutes: null,
+    weeklyComputeMinutes: null,
+    spendCapUsd: null,
+    maxConcurrent: null,
+    paymentMethod: 'card',
+  },
   usage: { tokens: 0, compute_minutes: 0, weekly_compute_minutes: 0, spend_usd: 0 },
 }
 const models = DEFAULT_CATALOG.models.filter((m) => m.id === 'scripted')
 const turn = (gateway: GatewaySessions, sessionId: string) =>
   gateway.open({ sessionId, orgId: 'org', turn: 1, workspace: '/workspace', models, standing: () => limited })
-const call = (sessionId: string, input: number) => ({ sessionId, turn: 1, model: 'scripted', input, output: 0, cacheRead: 0, cacheWrite: 0 })
+const call = (sessionId: string, input: number) => ({
+  sessionId,
+  turn: 1,
+  model: 'scripted',
+  input,
+  output: 0,
+  cacheRead: 0,
+  cacheWrite: 0,
+})
 
 test("a closed turn's usage counts toward its org's limit until it is settled, and meters nothing more", () => {
   const gateway = new GatewaySessions()

@@ -16,7 +16,7 @@ const handover: Handover = {
   prompt: 'fix the bug',
 }
 
-test('a handover is written for agentd\'s user only, read once, then gone', () => {
+test("a handover is written for agentd's user only, read once, then gone", () => {
   const state = join(root, 'a')
   writeHandover(state, handover)
   const file = join(state, 'exec', 'handover.json')
@@ -36,7 +36,12 @@ test('a link in its place is not followed, and a malformed or foreign one is dro
   expect(takeHandover(state)).toBeNull()
   expect(existsSync(target)).toBe(true)
   rmSync(join(state, 'exec', 'handover.json'))
-  for (const bad of ['{not json', JSON.stringify({ ...handover, token: 'sk-other' }), JSON.stringify({ ...handover, turn: '2' }), JSON.stringify({ ...handover, meter: null })]) {
+  for (const bad of [
+    '{not json',
+    JSON.stringify({ ...handover, token: 'sk-other' }),
+    JSON.stringify({ ...handover, turn: '2' }),
+    JSON.stringify({ ...handover, meter: null }),
+  ]) {
     writeFileSync(join(state, 'exec', 'handover.json'), bad)
     expect(takeHandover(state)).toBeNull()
     expect(existsSync(join(state, 'exec', 'handover.json'))).toBe(false)
@@ -44,7 +49,11 @@ test('a link in its place is not followed, and a malformed or foreign one is dro
 })
 
 test('the stored prefix drops exactly what was stored, across batches, and nothing after it', () => {
-  const prefix = new StoredPrefix({ harness: 3, raw: 2, log: { stderr: { chars: 5, truncated: false }, agentd: { chars: 0, truncated: false } } })
+  const prefix = new StoredPrefix({
+    harness: 3,
+    raw: 2,
+    log: { stderr: { chars: 5, truncated: false }, agentd: { chars: 0, truncated: false } },
+  })
   expect(prefix.newEvents(['e1', 'e2'])).toEqual([])
   expect(prefix.newEvents(['e3', 'e4', 'e5'])).toEqual(['e4', 'e5'])
   expect(prefix.newEvents(['e6'])).toEqual(['e6'])
@@ -53,7 +62,11 @@ test('the stored prefix drops exactly what was stored, across batches, and nothi
   expect(prefix.newStderr('defgh')).toBe('fgh')
   expect(prefix.newStderr('i')).toBe('i')
   // A stderr that reached its cap before the restart stays dropped (it is no longer stored).
-  const capped = new StoredPrefix({ harness: 0, raw: 0, log: { stderr: { chars: 10, truncated: true }, agentd: { chars: 0, truncated: false } } })
+  const capped = new StoredPrefix({
+    harness: 0,
+    raw: 0,
+    log: { stderr: { chars: 10, truncated: true }, agentd: { chars: 0, truncated: false } },
+  })
   expect(capped.newStderr('x'.repeat(1000))).toBe('')
   // A turn not taken over drops nothing.
   expect(new StoredPrefix(null).newEvents(['a'])).toEqual(['a'])

@@ -6,7 +6,13 @@ import { Masker, SecretMasks } from '../../src/session-record/masks'
 test('values that look like JSON tokens or keys (true, 5432, text) mask strings only: the structure, numbers and booleans stay', () => {
   const masker = new Masker(new Set(['true', '5432', 'text']))
   const event = { type: 'tool_result', success: true, port: 15432, text: 'CI=true on port 5432', nested: [{ text: 'true' }] }
-  expect(masker.maskJson(event) as unknown).toEqual({ type: 'tool_result', success: true, port: 15432, '***': 'CI=*** on port ***', nested: [{ '***': '***' }] })
+  expect(masker.maskJson(event) as unknown).toEqual({
+    type: 'tool_result',
+    success: true,
+    port: 15432,
+    '***': 'CI=*** on port ***',
+    nested: [{ '***': '***' }],
+  })
   // A raw line of a CLI's stream stays JSON.
   const line = JSON.stringify(event)
   expect(JSON.parse(masker.maskLine(line))).toEqual(masker.maskJson(event))

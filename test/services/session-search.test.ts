@@ -62,7 +62,12 @@ describe('cursors', () => {
   test('a damaged cursor or one of another sort is a 400', () => {
     const recent = encodeCursor({ sort: 'recent', value: 1, key: 2 })
     expect(() => decodeCursor(recent, 'duration')).toThrow('sort=recent')
-    for (const bad of ['x', recent.slice(0, -2), Buffer.from('[2,"recent",1,2]').toString('base64url'), Buffer.from('[1,"recent",1,1.5]').toString('base64url')]) {
+    for (const bad of [
+      'x',
+      recent.slice(0, -2),
+      Buffer.from('[2,"recent",1,2]').toString('base64url'),
+      Buffer.from('[1,"recent",1,1.5]').toString('base64url'),
+    ]) {
       expect(() => decodeCursor(bad, 'recent')).toThrow(ApiError)
     }
   })
@@ -88,11 +93,14 @@ describe('the index in the database', () => {
   })
   afterEach(() => database.close())
 
-  const matches = (...phrases: string[]) => search.rows({ orgId, phrases: phrases.map((p) => ftsPhrase(p)!) }, { limit: 10_000 }).map((r) => r.id)
+  const matches = (...phrases: string[]) =>
+    search.rows({ orgId, phrases: phrases.map((p) => ftsPhrase(p)!) }, { limit: 10_000 }).map((r) => r.id)
   const names = <T extends { name: string }>(rows: T[]) => rows.map((r) => r.name).sort()
 
   test('migrations create the triggers, view, table and indexes the search relies on', () => {
-    const objects = database.sqlite.query<{ type: string; name: string }, []>("SELECT type, name FROM sqlite_master WHERE name LIKE '%search%' OR name = 'session_fts'").all()
+    const objects = database.sqlite
+      .query<{ type: string; name: string }, []>("SELECT type, name FROM sqlite_master WHERE name LIKE '%search%' OR name = 'session_fts'")
+      .all()
     expect(names(objects.filter((o) => o.type === 'trigger'))).toEqual([
       'session_events_search_delete',
       'session_events_search_insert',
@@ -114,9 +122,16 @@ describe('the index in the database', () => {
   })
 
   test('a message is one row of the index, whatever the length of the transcript', () => {
-    const [id] = seedSessions(database.sqlite, [{ orgId, prompt: 'long run', createdAt: NOW, events: Array.from({ length: 300 }, (_, i) => message('assistant', `step ${i}`)) }])
+    const [id] = seedSessions(database.sqlite, [
+      { orgId, prompt: 'long run', createdAt: NOW, events: Array.from({ length: 300 }, (_, i) => message('assistant', `step ${i}`)) },
+    ])
     const { doc } = database.sqlite.query<{ doc: number }, [string]>('SELECT doc FROM session_search_docs WHERE session_id = ?').get(id!)!
-    const rows = () => database.sqlite.query<{ n: number }, [number, number]>('SELECT count(*) AS n FROM session_fts WHERE rowid >= (? << 32) AND rowid < ((? + 1) << 32)').get(doc, doc)!.n
+    const rows = () =>
+      database.sqlite
+        .query<{ n: number }, [number, number]>(
+          'SELECT count(*) AS n FROM session_fts WHERE rowid >= (? << 32) AND rowid < ((? + 1) << 32)',
+        )
+        .get(doc, doc)!.n
     expect(rows()).toBe(301)
     database.sqlite.run(
       "INSERT INTO session_events (session_id, seq, turn, kind, type, data, created_at) VALUES (?, 1000, 2, 'harness', 'message', ?, 0)",
@@ -177,14 +192,20 @@ describe('the index in the database', () => {
       expect(new Set(matches(word)), word).toEqual(new Set(expected))
       expect(search.count({ orgId, phrases: [ftsPhrase(word)!] }), word).toBe(expected.length)
     }
-    for (const [a, b] of [['alpha', 'bravo'], ['charlie', 'hotel'], ['delta', 'echo', 'golf']]) {
+    for (const [a, b] of [
+      ['alpha', 'bravo'],
+      ['charlie', 'hotel'],
+      ['delta', 'echo', 'golf'],
+    ]) {
       const expected = bodies.filter((x) => [a, b].every((w) => x.body.split(/\s+/).includes(w!))).map((x) => x.session_id)
       expect(new Set(matches(a!, b!))).toEqual(new Set(expected))
       expect(search.count({ orgId, phrases: [ftsPhrase(a!)!, ftsPhrase(b!)!] })).toBe(expected.length)
     }
     // Exactly the rows the view defines: none left behind by a delete or a rename, none missing.
     const indexed = database.sqlite.query<{ rowid: number }, []>('SELECT rowid FROM session_fts ORDER BY rowid').all()
-    const defined = database.sqlite.query<{ rowid: number }, []>('SELECT (doc << 32) | seq AS rowid FROM session_search_rows ORDER BY 1').all()
+    const defined = database.sqlite
+      .query<{ rowid: number }, []>('SELECT (doc << 32) | seq AS rowid FROM session_search_rows ORDER BY 1')
+      .all()
     expect(indexed).toEqual(defined)
     database.sqlite.run("INSERT INTO session_fts (session_fts, rank) VALUES ('integrity-check', 0)")
     const counts = database.sqlite
@@ -203,10 +224,18 @@ describe('the index in the database', () => {
         prompt: `task ${i}${i % 2 === 0 ? ' rare' : ''}`,
         createdAt: NOW - 10_000 + i,
         // One long session whose every message holds the common word: a set of its rows or probes.
-        events: [message('assistant', i % 3 === 0 ? 'common words here' : 'other words'), ...(i === 698 ? Array.from({ length: 600 }, () => message('user', 'common again')) : [])],
+        events: [
+          message('assistant', i % 3 === 0 ? 'common words here' : 'other words'),
+          ...(i === 698 ? Array.from({ length: 600 }, () => message('user', 'common again')) : []),
+        ],
       })),
     )
-    const docOf = new Map(database.sqlite.query<{ doc: number; session_id: string }, []>('SELECT doc, session_id FROM session_search_docs').all().map((r) => [r.doc, r.session_id]))
+    const docOf = new Map(
+      database.sqlite
+        .query<{ doc: number; session_id: string }, []>('SELECT doc, session_id FROM session_search_docs')
+        .all()
+        .map((r) => [r.doc, r.session_id]),
+    )
     const expected = rows.filter((_, i) => i % 2 === 0 && (i % 3 === 0 || i === 698)).reverse()
     const docs = sessionSearchDocs.doc
     const hi = Math.max(...docOf.keys()) + 1
@@ -217,8 +246,17 @@ describe('the index in the database', () => {
       for (let run = rarest.next(0); run; run = rarest.next(100)) {
         runs++
         expect(run.docs).toEqual([...run.docs].sort((a, b) => b - a))
-        const held = database.db.select({ doc: docs }).from(sessionSearchDocs).where(and(inArray(docs, run.docs), ...run.others(docs))).all()
-        found.push(...held.map((r) => r.doc).sort((a, b) => b - a).map((d) => docOf.get(d)!))
+        const held = database.db
+          .select({ doc: docs })
+          .from(sessionSearchDocs)
+          .where(and(inArray(docs, run.docs), ...run.others(docs)))
+          .all()
+        found.push(
+          ...held
+            .map((r) => r.doc)
+            .sort((a, b) => b - a)
+            .map((d) => docOf.get(d)!),
+        )
       }
       expect(found, String(probeOverSet)).toEqual(expected)
       expect(runs).toBeGreaterThan(1)
@@ -226,10 +264,18 @@ describe('the index in the database', () => {
   })
 
   test('keys follow created_at, then creation order, and never collide', () => {
-    const same = seedSessions(database.sqlite, Array.from({ length: 2100 }, (_, i) => ({ orgId, prompt: `burst ${i}`, createdAt: NOW })))
+    const same = seedSessions(
+      database.sqlite,
+      Array.from({ length: 2100 }, (_, i) => ({ orgId, prompt: `burst ${i}`, createdAt: NOW })),
+    )
     const [late] = seedSessions(database.sqlite, [{ orgId, prompt: 'clock stepped back', createdAt: NOW - 5 }])
     const [next] = seedSessions(database.sqlite, [{ orgId, prompt: 'next millisecond', createdAt: NOW + 1 }])
-    const keys = new Map(database.sqlite.query<{ session_id: string; key: number }, []>('SELECT session_id, key FROM session_search_docs').all().map((r) => [r.session_id, r.key]))
+    const keys = new Map(
+      database.sqlite
+        .query<{ session_id: string; key: number }, []>('SELECT session_id, key FROM session_search_docs')
+        .all()
+        .map((r) => [r.session_id, r.key]),
+    )
     expect(new Set(keys.values()).size).toBe(2102)
     expect(keys.get(same[0]!)).toBe(NOW * 2048)
     for (let i = 1; i < same.length; i++) expect(keys.get(same[i]!)).toBe(keys.get(same[i - 1]!)! + 1)
@@ -257,19 +303,35 @@ describe('the index in the database', () => {
       migrate(db, { migrationsFolder: dir })
       sqlite.run("INSERT INTO orgs (id, slug, created_at) VALUES (?, 'org', 1), ('org-2', 'org-2', 1)", [orgId])
       const rows = seedSessions(sqlite, [
-        { orgId, prompt: 'Old flaky login', createdAt: NOW - 2000, events: [message('assistant', 'postgres was down'), message('user', 'retry')] },
+        {
+          orgId,
+          prompt: 'Old flaky login',
+          createdAt: NOW - 2000,
+          events: [message('assistant', 'postgres was down'), message('user', 'retry')],
+        },
         { orgId, prompt: 'Older one', createdAt: NOW - 3000 },
         { orgId, prompt: 'Same millisecond', createdAt: NOW - 3000 },
         { orgId: 'org-2', prompt: 'Elsewhere flaky', createdAt: NOW - 1000, events: [message('assistant', 'postgres too')] },
       ])
-      const keys = sqlite.query<{ session_id: string; key: number }, []>('SELECT session_id, key FROM session_search_docs ORDER BY key').all()
+      const keys = sqlite
+        .query<{ session_id: string; key: number }, []>('SELECT session_id, key FROM session_search_docs ORDER BY key')
+        .all()
 
       migrate(db, { migrationsFolder: migrations })
       const upgraded = new SessionSearch(db, () => NOW)
-      const found = (...phrases: string[]) => upgraded.rows({ orgId, phrases: phrases.map((p) => ftsPhrase(p)!) }, { limit: 100 }).map((r) => r.id)
+      const found = (...phrases: string[]) =>
+        upgraded.rows({ orgId, phrases: phrases.map((p) => ftsPhrase(p)!) }, { limit: 100 }).map((r) => r.id)
       // Keys survive, docs follow them, and the org is copied.
-      expect(sqlite.query<{ session_id: string; key: number }, []>('SELECT session_id, key FROM session_search_docs ORDER BY doc').all()).toEqual(keys)
-      expect(sqlite.query<{ n: number }, []>('SELECT count(*) AS n FROM session_search_docs d JOIN sessions s ON s.id = d.session_id AND s.org_id = d.org_id').get()!.n).toBe(4)
+      expect(
+        sqlite.query<{ session_id: string; key: number }, []>('SELECT session_id, key FROM session_search_docs ORDER BY doc').all(),
+      ).toEqual(keys)
+      expect(
+        sqlite
+          .query<{ n: number }, []>(
+            'SELECT count(*) AS n FROM session_search_docs d JOIN sessions s ON s.id = d.session_id AND s.org_id = d.org_id',
+          )
+          .get()!.n,
+      ).toBe(4)
       expect(found('flaky', 'postgres')).toEqual([rows[0]!])
       expect(found('retry')).toEqual([rows[0]!])
       expect(upgraded.count({ orgId, phrases: [ftsPhrase('postgres')!] })).toBe(1)
@@ -279,7 +341,9 @@ describe('the index in the database', () => {
         [rows[1]!, 0],
       ])
       // And the triggers work on top of the backfilled rows.
-      const [newest] = seedSessions(sqlite, [{ orgId, prompt: 'Newest flaky', createdAt: NOW, events: [message('assistant', 'postgres again')] }])
+      const [newest] = seedSessions(sqlite, [
+        { orgId, prompt: 'Newest flaky', createdAt: NOW, events: [message('assistant', 'postgres again')] },
+      ])
       expect(found('flaky', 'postgres')).toEqual([newest!, rows[0]!])
       sqlite.run('DELETE FROM sessions WHERE id = ?', [rows[0]!])
       expect(found('flaky', 'postgres')).toEqual([newest!])

@@ -22,7 +22,7 @@ describe('shellPrograms', () => {
     ['timeout 5 sleep 10', ['sleep']],
     ['nohup ./serve &', ['serve']],
     // Quotes and escapes keep operators inside arguments.
-    ["echo 'a | b && c' \"d ; e\" f\\;g", ['echo']],
+    ['echo \'a | b && c\' "d ; e" f\\;g', ['echo']],
     // Newlines separate commands, but not inside quotes; comments are not commands.
     ['cd src\nnpm test # then; rm -rf /\ngit status', ['cd', 'npm', 'git']],
     ['echo "one\ntwo" && wc -l', ['echo', 'wc']],

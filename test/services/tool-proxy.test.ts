@@ -32,8 +32,16 @@ test('odd statuses, a 205 with a body and a hang-up are answered, never thrown; 
   const statuses: number[] = []
   let done = 0
   for (const path of ['/odd-status', '/reset-content', '/hang-up']) {
-    const req = new Request('http://gateway/mcp/x', { method: 'POST', body: '{}', headers: { 'content-type': 'application/json', authorization: 'Bearer gateway-key' } })
-    const res = await proxyToolRequest(req, { url: `http://127.0.0.1:${port}${path}`, token: 't' }, { resolve: async () => ['127.0.0.1'], allowPrivate: true, onDone: () => done++ })
+    const req = new Request('http://gateway/mcp/x', {
+      method: 'POST',
+      body: '{}',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer gateway-key' },
+    })
+    const res = await proxyToolRequest(
+      req,
+      { url: `http://127.0.0.1:${port}${path}`, token: 't' },
+      { resolve: async () => ['127.0.0.1'], allowPrivate: true, onDone: () => done++ },
+    )
     statuses.push(res.status)
     await res.arrayBuffer().catch(() => null)
   }

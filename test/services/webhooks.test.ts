@@ -38,7 +38,14 @@ function world(deps: Partial<WebhookDeps> = {}) {
   const admin = identity.createUser('acme', 'admin@acme.test', 'admin')
   const principal = identity.userByToken(admin.token) as Principal
   const access = identity.orgAccess(principal, 'acme')!
-  const webhooks = new WebhookService({ db, publicUrl: 'https://agentd.example', allowPrivate: true, timeScale: SCALE, log: () => {}, ...deps })
+  const webhooks = new WebhookService({
+    db,
+    publicUrl: 'https://agentd.example',
+    allowPrivate: true,
+    timeScale: SCALE,
+    log: () => {},
+    ...deps,
+  })
   const keys = new ApiKeyService(db, webhooks)
   webhooks.start()
 
@@ -55,7 +62,22 @@ function world(deps: Partial<WebhookDeps> = {}) {
   function startRun(apiKeyId: string | null, extra: Partial<SessionRow> = {}): string {
     const id = crypto.randomUUID()
     const now = Date.now()
-    const row = { id, orgId: access.orgId, apiKeyId, agent: 'harness_1', harness: 'harness_1', status: 'running', mode: 'headless', persistenceMode: 'resumable', prompt: 'p', title: 'p', model: 'scripted', createdAt: now, updatedAt: now, ...extra } as const
+    const row = {
+      id,
+      orgId: access.orgId,
+      apiKeyId,
+      agent: 'harness_1',
+      harness: 'harness_1',
+      status: 'running',
+      mode: 'headless',
+      persistenceMode: 'resumable',
+      prompt: 'p',
+      title: 'p',
+      model: 'scripted',
+      createdAt: now,
+      updatedAt: now,
+      ...extra,
+    } as const
     store.insert(row, { value: 'running' }, SESSION_MACHINE_VERSION, [])
     return id
   }
@@ -65,7 +87,10 @@ function world(deps: Partial<WebhookDeps> = {}) {
    * update, and the hook among the transition's own writes, commit or roll back together.
    */
   function endTurn(id: string, to: SessionStatus, patch: SessionPatch = {}, from: SessionStatus = 'running') {
-    const full: SessionPatch = to === 'cancelled' ? patch : { completedAt: Date.now(), hasResult: true, resultText: 'done', totalCostUsd: 0.25, turnsCount: 1, ...patch }
+    const full: SessionPatch =
+      to === 'cancelled'
+        ? patch
+        : { completedAt: Date.now(), hasResult: true, resultText: 'done', totalCostUsd: 0.25, turnsCount: 1, ...patch }
     const before = store.get(id)!
     const stored = store.snapshotOf(id)!
     store.commit(id, stored.version, stored.snapshot, to, full, [], () => webhooks.turnEnded({ row: before, from, to, patch: full }))
@@ -103,7 +128,10 @@ describe('runFinished delivery', () => {
     const key = await w.keyWithHook(rx.url)
     const id = w.startRun(key.id, { projectId: null })
     const endedAt = w.endTurn(id, 'completed', { resultStructured: { ok: true } })
-    await waitFor(async () => rx.requests.length, (n) => n === 1)
+    await waitFor(
+      async () => rx.requests.length,
+      (n) => n === 1,
+    )
     const hook = rx.requests[0]!
     expect(hook.headers['webhook-id']).toBe(`webhook:${id}:${endedAt}`)
     expect(hook.headers['content-type']).toBe('application/json')
@@ -130,18 +158,24 @@ describe('runFinished delivery', () => {
     expect(() => new Webhook(`whsec_${Buffer.from('x'.repeat(32)).toString('base64')}`).verify(hook.body, hook.headers)).toThrow()
     expect(() => new Webhook(key.whsec).verify(hook.body.replace('done', 'DONE'), hook.headers)).toThrow()
     // Marked delivered once the receiver's answer is in; then nothing more comes.
-    await waitFor(async () => w.delivery(hook.headers['webhook-id']!)?.state, (state) => state === 'delivered')
+    await waitFor(
+      async () => w.delivery(hook.headers['webhook-id']!)?.state,
+      (state) => state === 'delivered',
+    )
     await Bun.sleep(300)
     expect(rx.requests).toHaveLength(1)
     expect(w.delivery(hook.headers['webhook-id']!)).toMatchObject({ state: 'delivered', attempts: 1 })
     rx.stop()
   })
 
-  test('a turn that pushed its changes carries the branch and the pull request (beyond spec 6.2\'s fields)', async () => {
+  test("a turn that pushed its changes carries the branch and the pull request (beyond spec 6.2's fields)", async () => {
     const rx = startReceiver()
     const key = await w.keyWithHook(rx.url)
     w.endTurn(w.startRun(key.id), 'completed', { branch: 'agentd/0123abcd', prUrl: 'https://github.com/acme/app/pull/7' })
-    await waitFor(async () => rx.requests.length, (n) => n === 1)
+    await waitFor(
+      async () => rx.requests.length,
+      (n) => n === 1,
+    )
     expect(JSON.parse(rx.requests[0]!.body).data).toMatchObject({ branch: 'agentd/0123abcd', pr_url: 'https://github.com/acme/app/pull/7' })
     rx.stop()
   })
@@ -156,7 +190,10 @@ describe('runFinished delivery', () => {
     await Bun.sleep(5)
     w.db.update(sessions).set({ status: 'running' }).where(eq(sessions.id, id)).run()
     const second = w.endTurn(id, 'input_required', { resultText: 'second answer', turnsCount: 2 }, 'running')
-    await waitFor(async () => rx.requests.length, (n) => n >= 2)
+    await waitFor(
+      async () => rx.requests.length,
+      (n) => n >= 2,
+    )
     await Bun.sleep(200)
     // Two deliveries, one per turn; they may arrive in either order (each has its own request).
     expect(rx.requests.map((r) => r.headers['webhook-id']).sort()).toEqual([`webhook:${id}:${first}`, `webhook:${id}:${second}`].sort())
@@ -178,7 +215,10 @@ describe('runFinished delivery', () => {
       ['cancelled', {}, 'run.cancelled', 'cancelled'],
     ]
     for (const [to, patch] of cases) w.endTurn(w.startRun(key.id), to, patch)
-    await waitFor(async () => rx.requests.length, (n) => n === 3)
+    await waitFor(
+      async () => rx.requests.length,
+      (n) => n === 3,
+    )
     const seen = rx.requests.map((r) => new Webhook(key.whsec).verify(r.body, r.headers) as any).map((b) => [b.type, b.data.status])
     expect(seen.sort()).toEqual(cases.map(([, , type, status]) => [type, status]).sort())
     rx.stop()
@@ -189,7 +229,10 @@ describe('runFinished delivery', () => {
     const key = await w.keyWithHook(rx.url)
     w.endTurn(w.startRun(key.id), 'completed', { resultText: 'x'.repeat(INLINE_RESULT_BYTES) })
     w.endTurn(w.startRun(key.id), 'completed', { resultText: 'y'.repeat(INLINE_RESULT_BYTES - 100) })
-    await waitFor(async () => rx.requests.length, (n) => n === 2)
+    await waitFor(
+      async () => rx.requests.length,
+      (n) => n === 2,
+    )
     const results = rx.requests.map((r) => (JSON.parse(r.body) as any).data.result).sort((a, b) => (a === null ? -1 : b === null ? 1 : 0))
     expect(results[0]).toBeNull()
     expect(results[1].text).toHaveLength(INLINE_RESULT_BYTES - 100)
@@ -209,7 +252,10 @@ describe('runFinished delivery', () => {
     // A control delivery proves the worker ran meanwhile.
     const control = w.startRun(key.id)
     w.endTurn(control, 'completed')
-    await waitFor(async () => rx.requests.length, (n) => n >= 1)
+    await waitFor(
+      async () => rx.requests.length,
+      (n) => n >= 1,
+    )
     await Bun.sleep(300)
     expect(rx.requests.map((r) => (JSON.parse(r.body) as any).data.run_id)).toEqual([control])
     rx.stop()
@@ -230,9 +276,17 @@ describe('retries', () => {
     const key = await w.keyWithHook(rx.url)
     const id = w.startRun(key.id)
     w.endTurn(id, 'completed')
-    await waitFor(async () => rx.requests.length, (n) => n === 3, 10_000)
+    await waitFor(
+      async () => rx.requests.length,
+      (n) => n === 3,
+      10_000,
+    )
     // The third attempt is recorded once its answer is in.
-    await waitFor(async () => w.keys.deliveries(w.access, key.id, 1).data[0]?.state, (state) => state === 'delivered', 10_000)
+    await waitFor(
+      async () => w.keys.deliveries(w.access, key.id, 1).data[0]?.state,
+      (state) => state === 'delivered',
+      10_000,
+    )
     await Bun.sleep(2_000 * SCALE * 60) // past the third retry's slot: nothing more comes
     expect(rx.requests).toHaveLength(3)
     const ids = new Set(rx.requests.map((r) => r.headers['webhook-id']))
@@ -264,7 +318,11 @@ describe('retries', () => {
     const rx = startReceiver(() => 503)
     const key = await w.keyWithHook(rx.url)
     w.endTurn(w.startRun(key.id), 'completed')
-    await waitFor(async () => w.keys.deliveries(w.access, key.id, 1).data[0]?.state, (s) => s === 'failed', 10_000)
+    await waitFor(
+      async () => w.keys.deliveries(w.access, key.id, 1).data[0]?.state,
+      (s) => s === 'failed',
+      10_000,
+    )
     await Bun.sleep(600)
     expect(rx.requests).toHaveLength(4)
     const delivery = w.keys.deliveries(w.access, key.id, 1).data[0]!
@@ -283,7 +341,11 @@ describe('retries', () => {
     )
     const key = await w.keyWithHook(rx.url)
     w.endTurn(w.startRun(key.id), 'completed')
-    await waitFor(async () => w.keys.deliveries(w.access, key.id, 1).data[0]?.state, (s) => s === 'delivered', 10_000)
+    await waitFor(
+      async () => w.keys.deliveries(w.access, key.id, 1).data[0]?.state,
+      (s) => s === 'delivered',
+      10_000,
+    )
     expect(target.requests).toHaveLength(0)
     const attempts = w.keys.deliveries(w.access, key.id, 1).data[0]!.attempts
     expect(attempts.map((a) => a.status_code)).toEqual([307, 302, 200])
@@ -297,7 +359,10 @@ describe('retries', () => {
     const rx = startReceiver(() => 500)
     const key = await w.keyWithHook(rx.url)
     w.endTurn(w.startRun(key.id), 'completed')
-    await waitFor(async () => rx.requests.length, (n) => n === 1)
+    await waitFor(
+      async () => rx.requests.length,
+      (n) => n === 1,
+    )
     w.keys.revoke(w.access, key.id)
     await Bun.sleep(6 * 60_000 * SCALE + 500)
     expect(rx.requests).toHaveLength(1)
@@ -312,9 +377,16 @@ describe('retries', () => {
     const next = startReceiver(() => 200)
     const key = await w.keyWithHook(rx.url)
     w.endTurn(w.startRun(key.id), 'completed')
-    await waitFor(async () => rx.requests.length, (n) => n === 1)
+    await waitFor(
+      async () => rx.requests.length,
+      (n) => n === 1,
+    )
     await w.keys.update(w.principal, w.access, key.id, { webhook_url: next.url })
-    await waitFor(async () => next.requests.length, (n) => n === 1, 5_000)
+    await waitFor(
+      async () => next.requests.length,
+      (n) => n === 1,
+      5_000,
+    )
     expect(next.requests[0]!.headers['webhook-id']).toBe(rx.requests[0]!.headers['webhook-id']!)
     // The secret was kept when the URL changed.
     expect(() => new Webhook(key.whsec).verify(next.requests[0]!.body, next.requests[0]!.headers)).not.toThrow()
@@ -322,7 +394,11 @@ describe('retries', () => {
     const cleared = startReceiver(() => 500)
     await w.keys.update(w.principal, w.access, key.id, { webhook_url: cleared.url })
     w.endTurn(w.startRun(key.id), 'completed')
-    await waitFor(async () => cleared.requests.length, (n) => n >= 1, 5_000)
+    await waitFor(
+      async () => cleared.requests.length,
+      (n) => n >= 1,
+      5_000,
+    )
     await w.keys.update(w.principal, w.access, key.id, { webhook_url: null })
     await Bun.sleep(6 * 60_000 * SCALE + 300)
     expect(cleared.requests).toHaveLength(1)
@@ -335,7 +411,11 @@ describe('retries', () => {
     const rx = startReceiver((n) => (n === 1 ? 'hang' : 200), 7_000)
     const key = await w.keyWithHook(rx.url)
     w.endTurn(w.startRun(key.id), 'completed')
-    await waitFor(async () => w.keys.deliveries(w.access, key.id, 1).data[0]?.state, (s) => s === 'delivered', 15_000)
+    await waitFor(
+      async () => w.keys.deliveries(w.access, key.id, 1).data[0]?.state,
+      (s) => s === 'delivered',
+      15_000,
+    )
     const [hung, ok] = w.keys.deliveries(w.access, key.id, 1).data[0]!.attempts
     expect(hung!.status_code).toBeNull()
     expect(hung!.error).toContain('no answer within 5 s')
@@ -375,16 +455,25 @@ describe('outbox atomicity and restarts', () => {
     const w = world()
     const key = await w.keyWithHook(rx.url)
     w.endTurn(w.startRun(key.id), 'completed')
-    await waitFor(async () => rx.requests.length, (n) => n === 1)
+    await waitFor(
+      async () => rx.requests.length,
+      (n) => n === 1,
+    )
     await Bun.sleep(50)
     await w.webhooks.stop()
     await Bun.sleep(2 * 60_000 * SCALE + 100)
     expect(rx.requests).toHaveLength(1)
     const again = new WebhookService({ db: w.db, publicUrl: 'https://agentd.example', allowPrivate: true, timeScale: SCALE, log: () => {} })
     again.start()
-    await waitFor(async () => rx.requests.length, (n) => n === 2)
+    await waitFor(
+      async () => rx.requests.length,
+      (n) => n === 2,
+    )
     expect(rx.requests[1]!.headers['webhook-id']).toBe(rx.requests[0]!.headers['webhook-id']!)
-    await waitFor(async () => w.keys.deliveries(w.access, key.id, 1).data[0]?.state, (s) => s === 'delivered')
+    await waitFor(
+      async () => w.keys.deliveries(w.access, key.id, 1).data[0]?.state,
+      (s) => s === 'delivered',
+    )
     await again.stop()
     rx.stop()
   })
@@ -426,7 +515,11 @@ describe('SSRF', () => {
     }
     expect(await webhookUrlProblem('https://public.test/hook?x=1', false, resolve)).toBeNull()
     // The real resolver: `localhost` is this machine.
-    expect(await webhookUrlProblem('https://localhost:8443/hook', false, (h) => import('../../src/egress/address-policy').then((m) => m.resolveHost(h)))).toContain('non-public')
+    expect(
+      await webhookUrlProblem('https://localhost:8443/hook', false, (h) =>
+        import('../../src/egress/address-policy').then((m) => m.resolveHost(h)),
+      ),
+    ).toContain('non-public')
     // AGENTD_WEBHOOK_ALLOW_PRIVATE lifts it (tests only).
     expect(await webhookUrlProblem('http://127.0.0.1:9/hook', true, resolve)).toBeNull()
   })
@@ -436,7 +529,13 @@ describe('SSRF', () => {
     const lax = world()
     const key = await lax.keyWithHook(rx.url)
     await lax.webhooks.stop()
-    const strict = new WebhookService({ db: lax.db, publicUrl: 'https://agentd.example', allowPrivate: false, timeScale: SCALE, log: () => {} })
+    const strict = new WebhookService({
+      db: lax.db,
+      publicUrl: 'https://agentd.example',
+      allowPrivate: false,
+      timeScale: SCALE,
+      log: () => {},
+    })
     strict.start()
     lax.endTurn(lax.startRun(key.id), 'completed')
     const first = await waitFor(async () => lax.keys.deliveries(lax.access, key.id, 1).data[0]?.attempts[0], Boolean)
@@ -454,7 +553,10 @@ describe('SSRF', () => {
     const key = await w.keyWithHook(`https://rebind.test:${port}/hook`)
     answer = ['127.0.0.1']
     w.endTurn(w.startRun(key.id), 'completed')
-    await waitFor(async () => w.keys.deliveries(w.access, key.id, 1).data[0]?.attempts.length ?? 0, (n) => n >= 1)
+    await waitFor(
+      async () => w.keys.deliveries(w.access, key.id, 1).data[0]?.attempts.length ?? 0,
+      (n) => n >= 1,
+    )
     const attempt = w.keys.deliveries(w.access, key.id, 1).data[0]!.attempts[0]!
     expect(attempt.status_code).toBeNull()
     expect(attempt.error).toContain('non-public address (127.0.0.1)')
@@ -470,20 +572,29 @@ describe('a graceful stop', () => {
     const w = world()
     const key = await w.keyWithHook(rx.url)
     w.endTurn(w.startRun(key.id), 'completed')
-    await waitFor(async () => rx.requests.length, (n) => n === 1)
+    await waitFor(
+      async () => rx.requests.length,
+      (n) => n === 1,
+    )
     // A second turn ends just before the stop: due, not yet sent.
     w.endTurn(w.startRun(key.id), 'failed', { error: 'boom' })
     await w.webhooks.stop(Date.now() + 10_000)
     expect(rx.requests).toHaveLength(2)
     const states = w.keys.deliveries(w.access, key.id, 5).data.map((d) => [d.state, d.attempts.length])
-    expect(states).toEqual([['delivered', 1], ['delivered', 1]])
+    expect(states).toEqual([
+      ['delivered', 1],
+      ['delivered', 1],
+    ])
 
     // Without a deadline: the attempt under way is cut and left for the next process.
     const slow = startReceiver(() => 'hang', 2_000)
     const v = world()
     const other = await v.keyWithHook(slow.url)
     v.endTurn(v.startRun(other.id), 'completed')
-    await waitFor(async () => slow.requests.length, (n) => n === 1)
+    await waitFor(
+      async () => slow.requests.length,
+      (n) => n === 1,
+    )
     await v.webhooks.stop() // had it waited for the answer (200, in 2 s), the delivery would be delivered
     expect(v.keys.deliveries(v.access, other.id, 5).data.map((d) => [d.state, d.attempts.length])).toEqual([['pending', 0]])
     await w.close()

@@ -63,13 +63,17 @@ export const projects = sqliteTable(
 
 /** Per-org plan (contract sections 2 and 9, `plan set`); null columns mean "no limit"; an org without a row is on the config's default plan. */
 export const plans = sqliteTable('plans', {
-  orgId: text('org_id').primaryKey().references(() => orgs.id, { onDelete: 'cascade' }),
+  orgId: text('org_id')
+    .primaryKey()
+    .references(() => orgs.id, { onDelete: 'cascade' }),
   tokenLimit: integer('token_limit'),
   computeMinutes: integer('compute_minutes'),
   weeklyComputeMinutes: integer('weekly_compute_minutes'),
   spendCapUsd: real('spend_cap_usd'),
   maxConcurrent: integer('max_concurrent'),
-  paymentMethod: text('payment_method', { enum: ['none', 'card'] }).notNull().default('none'),
+  paymentMethod: text('payment_method', { enum: ['none', 'card'] })
+    .notNull()
+    .default('none'),
   /** `plan clear`: the org has no plan, and may not run until `plan set` (the other columns are ignored). */
   cleared: integer('cleared', { mode: 'boolean' }).notNull().default(false),
   updatedAt: integer('updated_at').notNull(),
