@@ -30,7 +30,10 @@ export interface ChartTransition {
   /** The target state; null when the transition stays in `from` without re-entering it. */
   to: string | null
   reenter: boolean
-  /** Actions the service carries out (effects, and writes in the transition's transaction), entry actions of the target included. */
+  /**
+   * Actions carried out (the runtime's effects, and the actor's writes in the transition's
+   * transaction), entry actions of the target included.
+   */
   effects: string[]
   /** Context bookkeeping (`assign` actions). */
   bookkeeping: string[]

@@ -4,7 +4,7 @@ import type { MachineState, PersistenceMode, RunMode, SessionStatus } from '../s
 /**
  * The session lifecycle: one state per SessionStatus (spec section 3, contract section 5).
  * The machine holds every lifecycle rule, refusals included: a command the current state does not
- * allow is answered with the `refuse` action naming the kind of refusal and its code. The service feeds
+ * allow is answered with the `refuse` action naming the kind of refusal and its code. The session actor feeds
  * events, writes the new snapshot, and only then carries out the named actions.
  */
 
@@ -28,7 +28,7 @@ export interface SessionContext {
 
 export type SessionInput = Pick<SessionContext, 'persistence' | 'mode' | 'hasSchema'>
 
-/** Admission data the service measures at the moment of the event. */
+/** Admission data the session actor measures at the moment of the event. */
 interface Slots {
   /** The org's runs holding a slot, and its plan's limit (null: none). */
   activeRuns: number
@@ -144,7 +144,7 @@ export const sessionMachine = setup({
     restsInInputRequired: ({ context }) => context.restStatus === 'input_required',
   },
   actions: {
-    // Effects the session service carries out after the transition is committed.
+    // Effects the runtime carries out after the session actor commits the transition.
     provisionSandbox: () => {},
     startTurn: () => {},
     stopTurn: () => {},

@@ -48,7 +48,10 @@ export interface Config {
   githubApiUrl: string
   /** AGENTD_GITHUB_TOKEN: a token for that API (rate limits, private skill repositories); null: anonymous. */
   githubToken: string | null
-  /** AGENTD_GITHUB_APP_ID and AGENTD_GITHUB_APP_KEY_FILE (its private key, PEM): the GitHub App runs reach repositories through; null: none. */
+  /**
+   * AGENTD_GITHUB_APP_ID and AGENTD_GITHUB_APP_KEY_FILE (its private key, PEM): the GitHub App runs
+   * reach repositories through; null: none.
+   */
   githubApp: { appId: string; privateKey: string } | null
   /** Where the code host serves git (`<base>/<owner>/<name>.git`): https://github.com, or an Enterprise host. */
   githubGitUrl: string

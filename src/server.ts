@@ -184,8 +184,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
   })
   const apiKeys = new ApiKeyService(database.db, webhooks, now)
   const auth = new AuthService(identity, config.oidc ? new OidcVerifier(config.oidc.issuer, config.oidc.audience) : null, apiKeys)
-  // Sessions: the store and the read side, the runtime that carries out the machine's actions, and
-  // the service that feeds the machine; the runtime reports back through the service.
+  // Sessions: the store and the read side, the runtime that carries out the machine's actions, the
+  // actor that feeds the machine (the runtime reports back to it), and the service callers talk to.
   const db = database.db
   // Secret values a session's sandbox was given are masked in all it stores (contract section 10).
   const store = new SessionStore(db, now, (id) => queries.forget(id), new SecretMasks())

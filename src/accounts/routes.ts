@@ -5,7 +5,7 @@ import { errorResponses } from '../http/errors'
 import { errorModel } from '../http/errors'
 import { accountModels } from './model'
 import { modelRef } from '../domain/schema-util'
-import { OrgParams } from '../api-keys/model'
+import { OrgParams } from '../domain/api-schemas'
 import { AccountParams, CreateAccountBody, ProviderAccount } from './model'
 import type { AccountService } from './service'
 

@@ -76,7 +76,10 @@ export class AccountService {
     }
   }
 
-  /** At each turn: where the account's calls go and with which key; null once it was removed or its key cannot be opened (the gateway then refuses every call). */
+  /**
+   * At each turn: where the account's calls go and with which key; null once it was removed or its key
+   * cannot be opened (the gateway then refuses every call).
+   */
   async providerFor(accountId: string): Promise<{ name: AccountProvider; config: ProviderConfig } | null> {
     const row = this.deps.db.select().from(providerAccounts).where(eq(providerAccounts.id, accountId)).get()
     if (!row || !this.deps.sealer) return null

@@ -5,7 +5,7 @@ import { errorResponses } from '../http/errors'
 import { errorModel } from '../http/errors'
 import { agentModels } from './model'
 import { modelRef } from '../domain/schema-util'
-import { OrgParams } from '../api-keys/model'
+import { OrgParams } from '../domain/api-schemas'
 import { AgentParams, AgentRevision, CreateAgentBody, PatchAgentBody, SavedAgent } from './model'
 import type { AgentService } from './service'
 

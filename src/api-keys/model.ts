@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import { Elysia, t, type Static } from 'elysia'
+import { OrgParams } from '../domain/api-schemas'
 import { literals, nullable } from '../domain/schema-util'
 import { API_KEY_SCOPES } from '../domain/api-keys'
 import { MAX_WEBHOOK_URL_LENGTH } from '../webhooks/service'
@@ -66,7 +67,6 @@ export const WebhookDelivery = t.Object({
   finished_at: nullable(DateTime),
 })
 
-export const OrgParams = t.Object({ org: t.String() })
 export const KeyParams = t.Object({ org: t.String(), key: t.String() })
 export const DeliveriesQuery = t.Object({ limit: t.Optional(t.Integer({ minimum: 1, maximum: 100 })) })
 
@@ -74,3 +74,5 @@ export type CreateApiKeyBody = Static<typeof CreateApiKeyBody>
 
 /** This feature's named models: each one component of the OpenAPI document, referenced by name from its routes. */
 export const apiKeyModels = new Elysia({ name: 'agentd/models/api-keys' }).model({ ApiKey })
+
+export { OrgParams }

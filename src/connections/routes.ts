@@ -5,7 +5,7 @@ import { errorResponses } from '../http/errors'
 import { errorModel } from '../http/errors'
 import { connectionModels } from './model'
 import { modelRef } from '../domain/schema-util'
-import { OrgParams } from '../api-keys/model'
+import { OrgParams } from '../domain/api-schemas'
 import { Connection, ConnectionParams, CreateConnectionBody } from './model'
 import type { ConnectionService } from './service'
 

@@ -11,6 +11,9 @@ export const HarnessSchema = literals(HARNESSES)
 
 export const ArtifactFile = Type.Object({ name: Type.String(), size: Type.Integer(), content_type: Type.String() })
 
+/** The path of an org's own resources: `/o/{org}/…`. */
+export const OrgParams = Type.Object({ org: Type.String() })
+
 /** The path of everything under one session: `/o/{org}/p/{project}/sessions/{session}…`. */
 export const SessionParams = Type.Object({ org: Type.String(), project: Type.String(), session: Type.String() })
 

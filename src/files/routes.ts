@@ -5,7 +5,7 @@ import { UPLOAD_FILE_LIMIT } from '../http/body'
 import { errorResponses } from '../http/errors'
 import { errorModel } from '../http/errors'
 import { fileModels } from './model'
-import { OrgParams } from '../api-keys/model'
+import { OrgParams } from '../domain/api-schemas'
 import { UploadBody } from './model'
 import { fileTooLarge, type FileService } from './service'
 

@@ -41,7 +41,10 @@ export interface UsageRecord {
 export type ProviderName = 'anthropic' | 'openai' | 'google'
 
 export interface ProviderConfig {
-  /** What the CLI would use as its base URL: `https://api.anthropic.com`, `https://api.openai.com/v1`, `https://generativelanguage.googleapis.com`. */
+  /**
+   * What the CLI would use as its base URL: `https://api.anthropic.com`, `https://api.openai.com/v1`,
+   * `https://generativelanguage.googleapis.com`.
+   */
   baseUrl: string
   apiKey: string
 }

@@ -59,7 +59,10 @@ function periodStartsWithin(from: number, to: number): number[] {
   }
 }
 
-/** The tokens and spend of a turn whose end the machine no longer takes (its session was cancelled, failed or expired first): a ledger row of their own. */
+/**
+ * The tokens and spend of a turn whose end the machine no longer takes (its session was cancelled,
+ * failed or expired first): a ledger row of their own.
+ */
 export function billLateTurn(db: Db, row: SessionRow | null, patch: SessionPatch, now: number): void {
   if (row) recordUsage(db, meterTransition({ row, from: row.status, to: row.status, turnEnded: false, restarted: false, patch, now }).usage)
 }

@@ -4,7 +4,7 @@ import { orgScope } from '../http/auth'
 import { errorResponses } from '../http/errors'
 import { errorModel } from '../http/errors'
 import { planModels } from './model'
-import { OrgParams } from '../api-keys/model'
+import { OrgParams } from '../domain/api-schemas'
 import type { PlanService } from './service'
 
 /** Contract section 9: the org's plan, its usage in the current periods and its limits (admins). */

@@ -22,7 +22,7 @@ interface ActionObject {
   params?: unknown
 }
 
-// Actions the service carries out inside the transition's transaction, not here.
+// Actions the session actor carries out inside the transition's transaction, not here.
 const TRANSACTIONAL = new Set(['enqueueMessage', 'deliverMessage', 'dequeueMessage', 'dropQueue', 'refuse'])
 
 /**

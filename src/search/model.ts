@@ -3,7 +3,7 @@ import { literals, nullable } from '../domain/schema-util'
 import { CAPTURE_STATES, RUN_MODES, SESSION_STATUSES } from '../domain/status'
 import { HARNESSES } from '../domain/harness'
 import { SEARCH_SORTS } from './query'
-import { ArtifactFile, HarnessSchema, SessionStatusSchema } from '../domain/api-schemas'
+import { ArtifactFile, HarnessSchema, OrgParams, SessionStatusSchema } from '../domain/api-schemas'
 
 const NString = nullable(t.String())
 const Count = t.Integer({ minimum: 0 })
@@ -83,7 +83,7 @@ export const SearchQuery = t.Object({
   cursor: t.Optional(t.String({ minLength: 1, maxLength: 1000 })),
 })
 
-export const OrgParams = t.Object({ org: t.String() })
+export { OrgParams }
 
 export type Session = Static<typeof Session>
 export type SearchQuery = Static<typeof SearchQuery>

@@ -19,7 +19,10 @@ export function inOrg(orgId: string, phrase: string): string {
   return `org : ${orgToken(orgId)} AND body : ${phrase}`
 }
 
-/** An org's token in `session_fts.org`: 'o' and its id's UTF-8 bytes in hex (as the triggers write it), one unicode61 token whatever the id holds. */
+/**
+ * An org's token in `session_fts.org`: 'o' and its id's UTF-8 bytes in hex (as the triggers write it),
+ * one unicode61 token whatever the id holds.
+ */
 export function orgToken(orgId: string): string {
   return `o${Buffer.from(orgId, 'utf8').toString('hex')}`
 }

@@ -32,7 +32,7 @@ export interface SessionQueriesDeps {
 
 /**
  * The read side of sessions: one session, a Project's list, the result, the live event stream,
- * artifacts and logs, each under the same access rule (the caller's org, and a Project reference
+ * and artifacts, each under the same access rule (the caller's org, and a Project reference
  * that is `_` or the session's own Project; anything else is 404).
  */
 export class SessionQueries {

@@ -57,7 +57,7 @@ export interface SessionServiceDeps {
 /** What a PATCH of a session's status did: cancelled, accepted to happen (pause, resume), or the turn confirmed stopped. */
 export type UpdateResult = { kind: 'cancelled' } | { kind: 'accepted'; operationId: string } | { kind: 'turn_stopped' }
 
-/** Where a follow-up went: into the running turn, or into the queue at `position`. */
+/** Where a follow-up went: a turn started with it now (the session rested), or into the queue at `position`. */
 export type MessageResult = { kind: 'delivered' } | { kind: 'queued'; messageId: string; position: number }
 
 /** How long stop_turn waits for the harness to exit before answering 422. */
@@ -107,7 +107,7 @@ export class SessionService {
     const profile = request.agent_id === undefined ? null : this.deps.agents.forRun(access.orgId, request.agent_id)
     const run = profile ? withProfile(request, profile) : request
     const runSpec = runSpecOf(run, this.deps.catalog, this.deps.versions, projectless)
-    // Nothing is fetched for a caller whose plan refuses the run anyway (checked again before the insert).
+    // No skill or tool server is fetched for a caller whose plan refuses the run anyway (checked again before the insert).
     this.deps.plans.assertAllows(access.orgId, runSpec.model, (run.account_id ?? null) !== null)
     // Fetched now (in what the images left of the budget), each code-host source pinned to its commit: the run never reads the URLs again.
     const skills = run.skills ? await this.deps.skills.fetch(run.skills, fetches) : []

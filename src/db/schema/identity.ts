@@ -54,14 +54,20 @@ export const projects = sqliteTable(
     name: text('name').notNull(),
     repoOwner: text('repo_owner'),
     repoName: text('repo_name'),
-    /** The org's GitHub installation (github_installations.id) its runs reach the repository through; null: the one GitHub says covers it. */
+    /**
+     * The org's GitHub installation (github_installations.id) its runs reach the repository through;
+     * null: the one GitHub says covers it.
+     */
     githubInstallation: text('github_installation'),
     createdAt: createdAt(),
   },
   (table) => [uniqueIndex('projects_org_name_idx').on(table.orgId, table.name)],
 )
 
-/** Per-org plan (contract sections 2 and 9, `plan set`); null columns mean "no limit"; an org without a row is on the config's default plan. */
+/**
+ * Per-org plan (contract sections 2 and 9, `plan set`); null columns mean "no limit"; an org without a
+ * row is on the config's default plan.
+ */
 export const plans = sqliteTable('plans', {
   orgId: text('org_id')
     .primaryKey()

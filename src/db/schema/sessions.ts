@@ -36,7 +36,10 @@ export const sessions = sqliteTable(
     baseBranch: text('base_branch'),
     onPr: integer('on_pr'),
     prUrl: text('pr_url'),
-    /** The github_installations row the run's git, push and pull request go through (not a foreign key: unlinking one leaves its runs' `changes` saying so). */
+    /**
+     * The github_installations row the run's git, push and pull request go through (not a foreign key:
+     * unlinking one leaves its runs' `changes` saying so).
+     */
     githubInstallation: text('github_installation'),
     summary: text('summary'),
     error: text('error'),
