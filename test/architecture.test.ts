@@ -23,6 +23,8 @@ const FEATURES = [
   'identity',
   'metrics',
   'plans',
+  'projects',
+  'repositories',
   'runtime',
   'search',
   'sessions',
@@ -33,6 +35,8 @@ const FEATURES = [
 ].map((f) => `src/${f}`)
 const HTTP = ['src/http', 'src/app.ts']
 const BELOW = ['machines', 'sandbox', 'src/db', 'src/gateway', 'src/harness']
+/** The session record: row, patch, store, event log, masks and the actor's ports (docs/architecture.md). */
+const GROUND_FLOOR = 'src/session-record'
 
 const rules: { layer: string; forbidden: string[] }[] = [
   { layer: 'src/domain', forbidden: [...HTTP, ...FEATURES, ...BELOW] },
@@ -41,7 +45,9 @@ const rules: { layer: string; forbidden: string[] }[] = [
   { layer: 'src/db', forbidden: [...HTTP, ...FEATURES, 'machines', 'sandbox', 'src/gateway', 'src/harness'] },
   { layer: 'src/gateway', forbidden: [...HTTP, ...FEATURES, 'machines', 'sandbox', 'src/db'] },
   { layer: 'src/harness', forbidden: [...HTTP, ...FEATURES, 'machines', 'sandbox', 'src/db'] },
-  { layer: 'src/http', forbidden: ['src/db', 'machines', 'sandbox', 'src/gateway', 'src/harness'] },
+  { layer: 'src/http', forbidden: [...FEATURES, GROUND_FLOOR, 'src/db', 'machines', 'sandbox', 'src/gateway', 'src/harness'] },
+  // The ground floor knows the domain, the database and the machines, and nothing built on it.
+  { layer: GROUND_FLOOR, forbidden: [...HTTP, ...FEATURES, 'sandbox', 'src/gateway', 'src/harness', 'src/egress'] },
 ]
 
 /** A route file: the HTTP face of a feature (`routes.ts`, `*-routes.ts`). */
@@ -144,6 +150,14 @@ test('the checks see real files and real cycles', () => {
       ]),
     ),
   ).toEqual([])
+  // A literal's length does not count; code and comments do.
+  const sample = [
+    `const a = '${'x'.repeat(200)}'`,
+    `const b = 1 // ${'y'.repeat(200)}`,
+    `const c = \`${'z'.repeat(200)}`,
+    `${'z'.repeat(200)}\``,
+  ]
+  expect(codeLengths(sample.join('\n')).map((n) => n > 140)).toEqual([false, true, false, false])
 })
 
 test('no source file over 400 lines: a longer one holds more than one idea', () => {
@@ -176,4 +190,133 @@ test('every package the server and the clients import is a runtime dependency (t
     }
   }
   expect([...missing]).toEqual([])
+})
+
+/**
+ * The layers, lowest first: a file imports from its own layer or a lower one. The ground floor
+ * (what everything shares: the domain, the database, the machines, then the session record); the
+ * infrastructure the features use; the features, each on the ones before it; the composition on top.
+ * docs/architecture.md draws them and says why each feature sits where it does.
+ */
+const LAYERS: string[][] = [
+  ['src/domain', 'machines', 'src/db', 'src/config.ts', 'src/host-resources.ts'],
+  [GROUND_FLOOR],
+  ['sandbox', 'src/gateway', 'src/harness', 'src/egress', 'src/http'],
+  ['src/identity'],
+  ['src/catalog'],
+  ['src/metrics'],
+  ['src/webhooks'],
+  ['src/api-keys'],
+  ['src/accounts'],
+  ['src/plans'],
+  ['src/files'],
+  ['src/skills'],
+  ['src/connections'],
+  ['src/environments'],
+  ['src/repositories'],
+  ['src/runtime'],
+  ['src/search'],
+  ['src/sessions'],
+  ['src/agents'],
+  ['src/transcript'],
+  ['src/projects'],
+  ['src/statechart'],
+  ['src/app.ts', 'src/server.ts', 'src/main.ts', 'src/housekeeping.ts', 'src/admin', 'src/console'],
+]
+
+/** Imports that run up the layers on purpose, `from -> to`, each with its reason in docs/architecture.md. None today. */
+const UPWARD_ALLOWED: string[] = []
+
+const layerOf = (path: string) => LAYERS.findIndex((layer) => layer.some((l) => inside(path, l)))
+
+test('every source file sits in a layer', () => {
+  expect(sources().filter((path) => layerOf(path) < 0)).toEqual([])
+})
+
+test('no import runs up the layers, except those docs/architecture.md lists with a reason', () => {
+  const upward: string[] = []
+  for (const path of sources()) {
+    for (const target of importsOf(join(root, path)).files) {
+      if (layerOf(path) < layerOf(target)) upward.push(`${path} -> ${target}`)
+    }
+  }
+  expect(upward.filter((edge) => !UPWARD_ALLOWED.includes(edge))).toEqual([])
+  const architecture = readFileSync(join(root, 'docs/architecture.md'), 'utf8')
+  expect(UPWARD_ALLOWED.filter((edge) => !upward.includes(edge) || !architecture.includes(edge))).toEqual([])
+})
+
+/**
+ * What a feature shows the others: its service, its model and its ports, and these files, each
+ * named in docs/architecture.md's table of faces with why another feature may reach it.
+ */
+const FACES: Record<string, string[]> = {
+  'src/catalog': ['catalog.ts', 'output-schema.ts'],
+  'src/identity': ['auth.ts', 'projects.ts'],
+  'src/accounts': ['seal.ts', 'owner.ts'],
+  'src/metrics': ['metrics.ts'],
+  'src/plans': ['meter.ts'],
+  'src/repositories': ['installations.ts', 'run-access.ts'],
+  'src/runtime': ['session-runtime.ts', 'artifacts.ts', 'harness-install.ts'],
+  'src/sessions': ['create-rules.ts'],
+}
+const isFace = (feature: string, path: string) => {
+  const name = path.slice(feature.length + 1)
+  return ['service.ts', 'model.ts', 'ports.ts'].includes(name) || (FACES[feature] ?? []).includes(name)
+}
+
+test('a feature reaches another only through its face: its service, model, ports, or a file docs/architecture.md names', () => {
+  const reached: string[] = []
+  for (const path of sources()) {
+    const from = FEATURES.find((f) => inside(path, f))
+    if (!from) continue
+    for (const target of importsOf(join(root, path)).files) {
+      const to = FEATURES.find((f) => inside(target, f))
+      if (to && to !== from && !isFace(to, target)) reached.push(`${path} -> ${target}`)
+    }
+  }
+  expect(reached).toEqual([])
+  const architecture = readFileSync(join(root, 'docs/architecture.md'), 'utf8')
+  const unnamed = Object.entries(FACES).flatMap(([feature, files]) =>
+    files.map((f) => `${feature}/${f}`).filter((f) => !architecture.includes(f)),
+  )
+  expect(unnamed).toEqual([])
+})
+
+/**
+ * Each line's length without the text inside its string, template and regular-expression
+ * literals: Biome breaks code, never a literal, so a line long only by a literal stays long.
+ */
+function codeLengths(text: string): number[] {
+  let quote: string | null = null // the open literal's delimiter; a template may span lines
+  return text.split('\n').map((line) => {
+    let code = 0
+    if (quote !== '`') quote = null
+    for (let i = 0; i < line.length; i++) {
+      const c = line[i]!
+      if (quote) {
+        if (c === '\\') i++
+        else if (c === quote) quote = null
+        continue
+      }
+      if (c === "'" || c === '"' || c === '`') quote = c
+      else if (c === '/' && line[i + 1] === '^') quote = '/'
+      else if (c === '/' && (line[i + 1] === '/' || line[i + 1] === '*')) {
+        code += line.length - i
+        break
+      }
+      code++
+    }
+    return code
+  })
+}
+
+test('no line over 140 characters in src/, sandbox/, machines/ but the strings Biome cannot break (it formats to 140)', () => {
+  const long: string[] = []
+  for (const path of sources()) {
+    const code = codeLengths(readFileSync(join(root, path), 'utf8'))
+    code.forEach((length, i) => {
+      if (length > 140) long.push(`${path}:${i + 1}`)
+    })
+  }
+  expect(long).toEqual([])
 })
