@@ -5,6 +5,7 @@
 #
 #   sh bench/against.sh REV [bench file, default sandbox.ts] [rounds, default 2]
 #   e.g. BENCH_SANDBOX_DRIVERS=bwrap sh bench/against.sh 4b42557
+# BENCH_KEEP_OLD=1 runs the older tree's own copy instead, for a bench whose imports moved since.
 set -eu
 rev=$1
 file=${2:-sandbox.ts}
@@ -15,7 +16,7 @@ old=$(mktemp -d /tmp/agentd-against-XXXXXX)
 trap 'rm -rf "$old"' EXIT INT TERM
 git -C "$here" archive "$rev" | tar -x -C "$old"
 ln -s "$here/node_modules" "$old/node_modules"
-cp "$here/bench/$file" "$old/bench/$file"
+[ "${BENCH_KEEP_OLD:-0}" = 1 ] || cp "$here/bench/$file" "$old/bench/$file"
 short=$(git -C "$here" rev-parse --short "$rev")
 i=1
 while [ "$i" -le "$rounds" ]; do
