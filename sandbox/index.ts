@@ -27,16 +27,31 @@ export type DriverOptions = Omit<GvisorOptions, 'log'>
 
 /** Whether bubblewrap can create all its namespaces here and socat is there for the gateway relay. */
 export function bwrapWorks(): boolean {
-  if (!findSocat()) return false
-  try {
-    const probe = Bun.spawnSync(['bwrap', '--unshare-all', '--ro-bind', '/', '/', '--dev', '/dev', '--', '/bin/true'], {
-      stderr: 'ignore',
-      stdout: 'ignore',
-    })
-    return probe.exitCode === 0
-  } catch {
-    return false
+  return bwrapProblem() === null
+}
+
+/**
+ * Why bubblewrap cannot make a sandbox here, or null when it can. The probe is tried three times:
+ * on a host busy making and tearing down namespaces (the kernel frees them asynchronously) one
+ * `--unshare-all` can fail and the next succeed, which must not decide the driver.
+ */
+export function bwrapProblem(): string | null {
+  if (!findSocat()) return 'socat is not installed'
+  let why = ''
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    try {
+      const probe = Bun.spawnSync(['bwrap', '--unshare-all', '--ro-bind', '/', '/', '--dev', '/dev', '--', '/bin/true'], {
+        stderr: 'pipe',
+        stdout: 'ignore',
+      })
+      if (probe.exitCode === 0) return null
+      why = probe.stderr.toString().trim() || `bwrap exited ${probe.exitCode}`
+    } catch (err) {
+      return (err as Error).message
+    }
+    Bun.sleepSync(100 * attempt)
   }
+  return why
 }
 
 const WHY: Record<SandboxKind, string> = {
@@ -103,9 +118,10 @@ export function createDriver(
     return new GvisorDriver({ log, ...options })
   }
   if (chosen === 'bwrap') {
-    if (kind && !bwrapWorks())
+    const problem = kind ? bwrapProblem() : null
+    if (problem)
       throw new Error(
-        'AGENTD_SANDBOX=bwrap, but bubblewrap does not work here (install the bubblewrap and socat packages; it needs user namespaces)',
+        `AGENTD_SANDBOX=bwrap, but bubblewrap does not work here: ${problem} (install the bubblewrap and socat packages; it needs user namespaces)`,
       )
     const driver = new BwrapDriver(options)
     log(`agentd: sandbox driver bwrap (${WHY.bwrap}; cgroup ${driver.enforcesLimits ? cgroupVersion() : 'none'})`)
