@@ -113,7 +113,8 @@ export function createDriver(
       throw new Error('AGENTD_SANDBOX=gvisor, but gVisor does not work here (it needs root, the runsc and socat packages, and cgroups)')
     const runsc = runscBinary()
     log(
-      `agentd: sandbox driver gvisor (${WHY.gvisor}; cgroup ${cgroupVersion()}; runsc ${runsc?.version} from ${runsc?.source} at ${runsc?.path}, platform ${runsc?.platform})`,
+      `agentd: sandbox driver gvisor (${WHY.gvisor}; cgroup ${cgroupVersion()}; runsc ${runsc?.version} from ` +
+        `${runsc?.source} at ${runsc?.path}, platform ${runsc?.platform})`,
     )
     return new GvisorDriver({ log, ...options })
   }
@@ -121,20 +122,23 @@ export function createDriver(
     const problem = kind ? bwrapProblem() : null
     if (problem)
       throw new Error(
-        `AGENTD_SANDBOX=bwrap, but bubblewrap does not work here: ${problem} (install the bubblewrap and socat packages; it needs user namespaces)`,
+        `AGENTD_SANDBOX=bwrap, but bubblewrap does not work here: ${problem} (install the bubblewrap and socat ` +
+          'packages; it needs user namespaces)',
       )
     const driver = new BwrapDriver(options)
     log(`agentd: sandbox driver bwrap (${WHY.bwrap}; cgroup ${driver.enforcesLimits ? cgroupVersion() : 'none'})`)
     if (!driver.enforcesLimits)
       log(
-        'agentd: WARNING no writable cgroup v1 or v2 hierarchy here: sandbox memory, process and CPU limits are OFF and park stops processes by signal',
+        'agentd: WARNING no writable cgroup v1 or v2 hierarchy here: sandbox memory, process and CPU limits ' +
+          'are OFF and park stops processes by signal',
       )
     if (!driver.limitsDisk)
       log('agentd: WARNING not running as root: sandboxes have no disk image, so the disk limit (AGENTD_SANDBOX_DISK_MB) is OFF')
     return driver
   }
   log(
-    'agentd: WARNING sandbox driver "process" (AGENTD_SANDBOX=process) runs agents as plain host processes with NO isolation and no disk limit (they see the host files and network); use it for development only',
+    'agentd: WARNING sandbox driver "process" (AGENTD_SANDBOX=process) runs agents as plain host processes with ' +
+      'NO isolation and no disk limit (they see the host files and network); use it for development only',
   )
   return new ProcessDriver(options)
 }

@@ -122,7 +122,8 @@ export class SandboxVolume {
         await this.remove()
         const why = copied.stderr.trim().split('\n')[0] ?? `cp exited ${copied.code}`
         throw new Error(
-          `the sandbox's files do not fit its disk limit of ${Math.round(this.sizeBytes / 1024 / 1024)} MB (${why}); raise AGENTD_SANDBOX_DISK_MB`,
+          `the sandbox's files do not fit its disk limit of ${Math.round(this.sizeBytes / 1024 / 1024)} MB ` +
+            `(${why}); raise AGENTD_SANDBOX_DISK_MB`,
         )
       }
       for (const entry of readdirSync(host)) rmSync(join(host, entry), { recursive: true, force: true })

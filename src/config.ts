@@ -125,7 +125,8 @@ export function hostCapacity(
   const basis =
     env.AGENTD_MAX_SANDBOXES || env.AGENTD_MAX_STARTING
       ? 'from AGENTD_MAX_SANDBOXES / AGENTD_MAX_STARTING'
-      : `from ${host.cores} cores and ${gib(host.memoryBytes)} of memory at ${gib(sandboxMemoryBytes)} per sandbox${host.limitedBy?.length ? ` (lowered by ${host.limitedBy.join(' and ')})` : ''}`
+      : `from ${host.cores} cores and ${gib(host.memoryBytes)} of memory at ${gib(sandboxMemoryBytes)} per sandbox` +
+        (host.limitedBy?.length ? ` (lowered by ${host.limitedBy.join(' and ')})` : '')
   return { maxSandboxes, maxStarting, basis }
 }
 

@@ -107,9 +107,8 @@ export async function makeNetHolder(socat: string, port: number, socketPath: str
     if (netPid && listening(netPid)) return { process: holder, netPid, netns: netnsOf(netPid) }
     if (holder.exitCode !== null || Date.now() > deadline) {
       holder.kill('SIGKILL')
-      throw new Error(
-        `the sandbox's network (bwrap --unshare-net with the socat relay) did not start${holder.exitCode !== null ? ` (exit ${holder.exitCode})` : ''}`,
-      )
+      const exit = holder.exitCode !== null ? ` (exit ${holder.exitCode})` : ''
+      throw new Error(`the sandbox's network (bwrap --unshare-net with the socat relay) did not start${exit}`)
     }
     await Bun.sleep(1)
   }

@@ -40,7 +40,8 @@ function generatedKey(path: string, log: (line: string) => void): Uint8Array {
   try {
     linkSync(temporary, path)
     log(
-      `agentd: generated the encryption key for sealed values (Project secrets, provider accounts, tool server tokens) at ${path} (mode 0600); back it up with the database, or set accounts.encryption_key in AGENTD_CONFIG`,
+      'agentd: generated the encryption key for sealed values (Project secrets, provider accounts, tool server ' +
+        `tokens) at ${path} (mode 0600); back it up with the database, or set accounts.encryption_key in AGENTD_CONFIG`,
     )
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
@@ -62,7 +63,8 @@ function readKeyFile(path: string): Uint8Array | null {
   const key = Buffer.from(text.trim(), 'base64')
   if (key.length !== 32)
     throw new ConfigError(
-      `${path} must hold 32 bytes in base64 (the key agentd generated; restore it from a backup, or set accounts.encryption_key in AGENTD_CONFIG)`,
+      `${path} must hold 32 bytes in base64 (the key agentd generated; restore it from a backup, or set ` +
+        'accounts.encryption_key in AGENTD_CONFIG)',
     )
   return new Uint8Array(key)
 }

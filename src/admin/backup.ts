@@ -75,7 +75,8 @@ export function restore(source: string, dataDir: string, dbPath: string): Backup
   const sandboxes = join(dataDir, 'sandboxes')
   if (existsSync(sandboxes) && readdirSync(sandboxes).some((name) => !name.startsWith('.'))) {
     throw new BackupError(
-      `${sandboxes} holds sandboxes of another run: restore into a DATA_DIR without them (move sandboxes/ aside, after unmounting what is mounted below it)`,
+      `${sandboxes} holds sandboxes of another run: restore into a DATA_DIR without them (move sandboxes/ aside, ` +
+        'after unmounting what is mounted below it)',
     )
   }
   const key = join(dataDir, GENERATED_KEY_FILE)

@@ -144,7 +144,8 @@ export class AgentService implements SavedAgentProfiles {
     const revision = this.revision(id, row.revision)
     if (revision.catalogRevision !== this.catalogRevision) {
       throw conflict(
-        `The catalog changed since saved agent "${row.name}" (revision ${row.revision}) was reviewed (${revision.catalogRevision}, now ${this.catalogRevision}); review it again (PATCH with review: true)`,
+        `The catalog changed since saved agent "${row.name}" (revision ${row.revision}) was reviewed ` +
+          `(${revision.catalogRevision}, now ${this.catalogRevision}); review it again (PATCH with review: true)`,
         'CATALOG_REFRESH_REQUIRED',
       )
     }

@@ -47,7 +47,10 @@ function walk(node: unknown, path: string, depth: number): string | null {
     const required = Array.isArray(obj.required) ? obj.required : []
     const missing = Object.keys(properties).filter((key) => !required.includes(key))
     if (missing.length > 0)
-      return `output_schema object at ${path} must list every property in required (missing: ${missing.join(', ')}); express an optional one as type [T, "null"]`
+      return (
+        `output_schema object at ${path} must list every property in required (missing: ${missing.join(', ')}); ` +
+        'express an optional one as type [T, "null"]'
+      )
     if (obj.additionalProperties !== false) return `output_schema object at ${path} must set additionalProperties: false`
   }
   const children: [string, unknown][] = []

@@ -110,7 +110,8 @@ export class ConnectionService {
         const matches = own.filter((row) => row.id === entry || row.name === entry)
         if (matches.length > 1) {
           throw unprocessable(
-            `connections[${i}]: "${entry}" names ${matches.length} of your connections (${matches.map((m) => m.id).join(', ')}); send one id instead`,
+            `connections[${i}]: "${entry}" names ${matches.length} of your connections (${matches.map((m) => m.id).join(', ')}); ` +
+              'send one id instead',
             'CONNECTION_AMBIGUOUS',
           )
         }

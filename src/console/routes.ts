@@ -16,7 +16,18 @@ export interface ConsoleOidc {
  * a frame.
  */
 const csp = (oidc: ConsoleOidc | null, inlineScript: string) =>
-  `default-src 'self'; script-src 'self' ${inlineScript}; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'${oidc ? ` ${new URL(oidc.issuer).origin}` : ''}; frame-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'`
+  [
+    "default-src 'self'",
+    `script-src 'self' ${inlineScript}`,
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data:",
+    `connect-src 'self'${oidc ? ` ${new URL(oidc.issuer).origin}` : ''}`,
+    "frame-src 'self'",
+    "object-src 'none'",
+    "base-uri 'none'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+  ].join('; ')
 
 const page = async (bundle: ConsoleBundle, oidc: ConsoleOidc | null) => {
   const { html, inlineScript } = await bundle.assets()

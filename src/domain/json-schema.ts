@@ -15,7 +15,8 @@ export class UnsupportedPattern extends Error {
     reason: string,
   ) {
     super(
-      `pattern ${JSON.stringify(pattern)} is not supported: ${reason} (patterns run on a linear-time engine, RE2: no backreferences or lookaround)`,
+      `pattern ${JSON.stringify(pattern)} is not supported: ${reason} (patterns run on a linear-time engine, ` +
+        'RE2: no backreferences or lookaround)',
     )
   }
 }
@@ -74,7 +75,10 @@ export function schemaCostProblem(schema: unknown): string | null {
     weight += patternWeight(source)
     if (patterns > SCHEMA_LIMITS.patterns) return `holds more than ${SCHEMA_LIMITS.patterns} patterns`
     if (weight > SCHEMA_LIMITS.patternWeight)
-      return `has patterns too large to compile quickly (counted repetition expands to more than ${SCHEMA_LIMITS.patternWeight} steps together)`
+      return (
+        'has patterns too large to compile quickly (counted repetition expands to more than ' +
+        `${SCHEMA_LIMITS.patternWeight} steps together)`
+      )
     return null
   }
   while (stack.length > 0) {

@@ -160,9 +160,8 @@ export class EgressProxy {
       addresses = await resolvePublic(target.host, this.options)
     } catch (err) {
       if (err instanceof AddressRefused) {
-        session.log(
-          `egress refused: ${where} ${err.address === target.host ? 'is a non-public address' : `resolves to a non-public address (${err.address})`}`,
-        )
+        const what = err.address === target.host ? 'is a non-public address' : `resolves to a non-public address (${err.address})`
+        session.log(`egress refused: ${where} ${what}`)
         return this.answer(inner, 403, `${where} is not a public address\n`)
       }
       session.log(`egress failed: ${where} does not resolve`)
@@ -241,7 +240,8 @@ export class EgressProxy {
   private answer(inner: Socket, status: number, body: string): void {
     if (inner.destroyed) return
     inner.end(
-      `HTTP/1.1 ${status} ${REASONS[status]}\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      `HTTP/1.1 ${status} ${REASONS[status]}\r\nContent-Type: text/plain\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     )
     inner.resume() // whatever else it sends is dropped
     setTimeout(() => inner.destroy(), FLUSH_MS).unref()

@@ -4,7 +4,9 @@ import { DEFAULT_SETUP_TIMEOUT_S, MAX_SETUP_TIMEOUT_S } from './environment'
 import { MAX_ALLOW_ENTRIES } from './environment'
 
 const ALLOW_ENTRY =
-  'A host name (`api.example.com`), `*.` and a domain (`*.example.com`: the names below it), or an IP address (IPv6 in brackets when a port follows), each optionally with `:port` (else 443 and 80); or `registries`: the public package registries of npm, PyPI, crates.io, the Go module proxy and Debian'
+  'A host name (`api.example.com`), `*.` and a domain (`*.example.com`: the names below it), or an IP address ' +
+  '(IPv6 in brackets when a port follows), each optionally with `:port` (else 443 and 80); or `registries`: ' +
+  'the public package registries of npm, PyPI, crates.io, the Go module proxy and Debian'
 
 /** A Project's environment (contract section 10): setup script, its time limit, the hosts its sandboxes reach. */
 export const ProjectEnvironment = t.Object({

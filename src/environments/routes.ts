@@ -42,7 +42,8 @@ export const environmentRoutes = (auth: AuthService, environments: EnvironmentSe
           operationId: 'secrets.put',
           tags,
           summary:
-            'Make or replace a Project secret (admins): sealed at rest, an environment variable of its name in the Project’s sandboxes from the next turn on',
+            'Make or replace a Project secret (admins): sealed at rest, an environment variable of its name in ' +
+            'the Project’s sandboxes from the next turn on',
         },
       },
     )

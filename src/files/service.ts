@@ -100,7 +100,8 @@ export class FileService {
     if (held + adding > this.deps.quotaBytes) {
       throw new ApiError(
         'rate_limited',
-        `Your files of the last 7 days would pass the ${Math.round(this.deps.quotaBytes / 1024 / 1024)} MiB quota; wait for older uploads to expire`,
+        `Your files of the last 7 days would pass the ${Math.round(this.deps.quotaBytes / 1024 / 1024)} MiB ` +
+          'quota; wait for older uploads to expire',
         'RATE_LIMITED',
       )
     }

@@ -59,12 +59,14 @@ const ASIDE = '.git/config.agentd-aside'
  */
 const PUBLISH = [
   'set -e',
-  'test -d .git && test ! -L .git && test ! -e .git/commondir && test ! -L .git/commondir || { echo "the checkout\'s .git is not a repository folder of its own" >&2; exit 1; }',
+  'test -d .git && test ! -L .git && test ! -e .git/commondir && test ! -L .git/commondir || { echo "the ' +
+    'checkout\'s .git is not a repository folder of its own" >&2; exit 1; }',
   // A publish killed at its deadline left the repository's config aside: it goes back first.
   `if test -e ${ASIDE} || test -L ${ASIDE}; then rm -rf .git/config; mv ${ASIDE} .git/config; fi`,
   `if test -e .git/config || test -L .git/config; then mv .git/config ${ASIDE}; fi`,
   `trap 'rm -f .git/config; if test -e ${ASIDE} || test -L ${ASIDE}; then mv ${ASIDE} .git/config; fi' EXIT`,
-  'printf \'[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tlogallrefupdates = true\\n[remote "origin"]\\n\\turl = %s\\n\\tfetch = +refs/heads/*:refs/remotes/origin/*\\n\' "$3" > .git/config',
+  "printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tlogallrefupdates = true\\n[remote " +
+    '"origin"]\\n\\turl = %s\\n\\tfetch = +refs/heads/*:refs/remotes/origin/*\\n\' "$3" > .git/config',
   // The branch the checkout tracks (the pull request's base), read from the config put aside as a
   // file (`--file` follows no include).
   'head=$(git symbolic-ref -q --short HEAD) || { echo "HEAD is not on a branch" >&2; exit 1; }',

@@ -59,7 +59,8 @@ export async function proxyGitRequest(
     if (value !== null) headers.set(name, value)
   }
   if (token) headers.set('authorization', `Basic ${Buffer.from(`x-access-token:${token}`).toString('base64')}`)
-  const upstream = `${remote.baseUrl.replace(/\/+$/, '')}/${repository.owner}/${repository.name}.git/${target.rest}${target.rest === 'info/refs' ? `?service=${service}` : ''}`
+  const query = target.rest === 'info/refs' ? `?service=${service}` : ''
+  const upstream = `${remote.baseUrl.replace(/\/+$/, '')}/${repository.owner}/${repository.name}.git/${target.rest}${query}`
   let answer: Response
   try {
     answer = await fetch(upstream, {

@@ -120,7 +120,8 @@ export class InstallationService {
     const link = installation && candidates.find((row) => row.installationId === installation.id)
     if (!installation || !link)
       throw refuse(
-        `${full} is not in ${candidates.length === 1 ? `the installation on ${candidates[0]!.account}` : 'any installation linked to this org'}`,
+        `${full} is not in ` +
+          (candidates.length === 1 ? `the installation on ${candidates[0]!.account}` : 'any installation linked to this org'),
         'REPO_NOT_IN_INSTALLATION',
       )
     if (installation.suspended) throw conflict(`the GitHub App installation on ${installation.account} is suspended`)

@@ -43,8 +43,18 @@ const INSTALL_TIMEOUT_MS = 10 * 60_000
  * The only variables of agentd's environment npm sees: how to reach the registry (proxies, the
  * registry and scoped registries, CA certificates). Not HOME, not tokens of other services.
  */
-const PASSED_ENV =
-  /^(https?_proxy|no_proxy|npm_config_(.*registry|https?_proxy|proxy|noproxy|cafile|ca|strict_ssl)|node_extra_ca_certs|ssl_cert_(file|dir))$/i
+const PASSED_ENV = new RegExp(
+  [
+    'https?_proxy',
+    'no_proxy',
+    'npm_config_(.*registry|https?_proxy|proxy|noproxy|cafile|ca|strict_ssl)',
+    'node_extra_ca_certs',
+    'ssl_cert_(file|dir)',
+  ]
+    .map((name) => `^${name}$`)
+    .join('|'),
+  'i',
+)
 
 /**
  * No per-user npmrc (root's would not be readable by the install's user anyway): registry settings

@@ -128,7 +128,9 @@ export async function endedTurn(deps: TurnEndDeps, end: TurnEnd): Promise<{ even
     // even when the agent carried on after its tool call was killed.
     outcome = {
       ...outcome,
-      error: `the sandbox ran out of memory (limit ${Math.round(deps.limits.memoryBytes / 1024 / 1024)} MB): a process of this turn was killed`,
+      error:
+        `the sandbox ran out of memory (limit ${Math.round(deps.limits.memoryBytes / 1024 / 1024)} MB): ` +
+        'a process of this turn was killed',
     }
   }
   let artifactCount = row.artifactCount
@@ -143,7 +145,8 @@ export async function endedTurn(deps: TurnEndDeps, end: TurnEnd): Promise<{ even
         .join(', ')
       deps.sessionLog?.(
         run.turn,
-        `${new Date(deps.now()).toISOString()} agentd: ${collected.skipped.length} artifacts (${bytes} bytes) not kept past AGENTD_ARTIFACTS_MAX_MB: ${names}${collected.skipped.length > 5 ? ', …' : ''}\n`,
+        `${new Date(deps.now()).toISOString()} agentd: ${collected.skipped.length} artifacts (${bytes} bytes) ` +
+          `not kept past AGENTD_ARTIFACTS_MAX_MB: ${names}${collected.skipped.length > 5 ? ', …' : ''}\n`,
       )
     }
   } catch (err) {

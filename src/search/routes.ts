@@ -24,6 +24,7 @@ export const searchRoutes = (auth: AuthService, search: SessionSearch) =>
         summary: 'Search the org’s sessions, or resolve one by selector',
         description:
           'Without `selector`: a SessionList, newest first unless `sort` says otherwise, or only `count` with `count=true`. ' +
-          'With `selector`: the one Session it names (full id, unique id prefix, or title); 409 AMBIGUOUS_SELECTOR with `candidates` when several match.',
+          'With `selector`: the one Session it names (full id, unique id prefix, or title); 409 AMBIGUOUS_SELECTOR ' +
+          'with `candidates` when several match.',
       },
     })

@@ -28,6 +28,9 @@ export function orgToken(orgId: string): string {
 }
 
 /** Rows of each phrase read first (to find the rarest), and the most any later read of the rarest takes. */
+/** The FTS rows of the docs from `first` up to `below`: a doc's rows are rowid (doc << 32) + n. */
+const rowidsOf = (first: SQLWrapper | number, below: SQLWrapper | number) => sql`rowid >= (${first} << 32) AND rowid < (${below} << 32)`
+
 const FIRST_READ = 256
 const MAX_READ = 4096
 
@@ -52,7 +55,8 @@ export interface Run {
 function readDocs(sqlite: Database, phrase: string, lo: number, below: number, limit: number): { docs: number[]; rows: number } {
   const rows = sqlite
     .query<unknown, [string, number, number, number]>(
-      'SELECT rowid >> 32 FROM session_fts WHERE session_fts MATCH ? AND rowid >= (? << 32) AND rowid < (? << 32) ORDER BY rowid DESC LIMIT ?',
+      'SELECT rowid >> 32 FROM session_fts WHERE session_fts MATCH ? ' +
+        'AND rowid >= (? << 32) AND rowid < (? << 32) ORDER BY rowid DESC LIMIT ?',
     )
     .values(phrase, lo, below, limit) as [number][]
   // A session's rows are adjacent: keep each doc once.
@@ -132,8 +136,8 @@ export class RarestRuns {
       others: (doc) =>
         this.others.map(({ phrase, density }) =>
           density * span > this.probeOverSet * docs.length
-            ? sql`EXISTS (SELECT 1 FROM session_fts WHERE session_fts MATCH ${phrase} AND rowid >= (${doc} << 32) AND rowid < ((${doc} + 1) << 32))`
-            : sql`+${doc} IN (SELECT rowid >> 32 FROM session_fts WHERE session_fts MATCH ${phrase} AND rowid >= (${oldest} << 32) AND rowid < (${newest + 1} << 32))`,
+            ? sql`EXISTS (SELECT 1 FROM session_fts WHERE session_fts MATCH ${phrase} AND ${rowidsOf(doc, sql`(${doc} + 1)`)})`
+            : sql`+${doc} IN (SELECT rowid >> 32 FROM session_fts WHERE session_fts MATCH ${phrase} AND ${rowidsOf(oldest, newest + 1)})`,
         ),
     }
   }

@@ -50,7 +50,8 @@ export const liveRoutes = (auth: AuthService, sessions: SessionService, queries:
           200: t.String({ description: 'text/event-stream: `status`, unnamed harness events, then `done` or `error`' }),
           204: t.Void({
             description:
-              'A resumed stream (Last-Event-ID or cursor) of a session at rest with no event after it: nothing more to send; an EventSource stops reconnecting',
+              'A resumed stream (Last-Event-ID or cursor) of a session at rest with no event after it: nothing ' +
+              'more to send; an EventSource stops reconnecting',
           }),
           ...errorResponses(400, 401, 403, 404),
         },

@@ -20,7 +20,8 @@ export const CloudRunSession = t.Object({
     t.Integer({
       minimum: 1,
       description:
-        'While `queued`: its place in the order sessions are started in (1 starts next), fair across orgs; null otherwise. agentd’s own field.',
+        'While `queued`: its place in the order sessions are started in (1 starts next), fair across orgs; null ' +
+        'otherwise. agentd’s own field.',
     }),
   ),
   sandbox_generation: NInt,

@@ -61,7 +61,8 @@ export type ResourceRepository = Extract<Resource, { kind: 'repository' }> & { c
  * `resources` of a create (spec 4.1): every URL one of the forms (else 422 RESOURCE_UNSUPPORTED),
  * at most one repository (400), on a Project run only the Project's own. A repository is reached
  * through an installation of the org's GitHub App (`codeHost`; without one it is 422
- * RESOURCE_NOT_ACCESSIBLE) and returned with its entry's `connection`; an issue needs a tracker connection, which this server has not yet (422).
+ * RESOURCE_NOT_ACCESSIBLE) and returned with its entry's `connection`; an issue needs a tracker
+ * connection, which this server has not yet (422).
  */
 export function checkResources(
   resources: { url: string; connection?: string }[],
@@ -72,7 +73,8 @@ export function checkResources(
     const resource = parseResource(r.url)
     if (!resource) {
       throw unprocessable(
-        `resources[${i}]: ${JSON.stringify(r.url)} is not a resource agentd can put before the agent (https://${CODE_HOST}/<owner>/<repo>[/tree/<branch> | /pull/<n>] or https://${TRACKER}/<workspace>/issue/<ID>)`,
+        `resources[${i}]: ${JSON.stringify(r.url)} is not a resource agentd can put before the agent ` +
+          `(https://${CODE_HOST}/<owner>/<repo>[/tree/<branch> | /pull/<n>] or https://${TRACKER}/<workspace>/issue/<ID>)`,
         'RESOURCE_UNSUPPORTED',
       )
     }
@@ -85,7 +87,8 @@ export function checkResources(
       const full = `${resource.owner}/${resource.repo}`
       if (project?.repoOwner && `${project.repoOwner}/${project.repoName}`.toLowerCase() !== full.toLowerCase()) {
         throw unprocessable(
-          `resources[${i}]: a run of Project ${project.name} may only name its own repository (${project.repoOwner}/${project.repoName}), not ${full}`,
+          `resources[${i}]: a run of Project ${project.name} may only name its own repository ` +
+            `(${project.repoOwner}/${project.repoName}), not ${full}`,
           'RESOURCE_NOT_ACCESSIBLE',
         )
       }

@@ -71,12 +71,14 @@ function renderSession(session: SessionPart): string {
   const rows = session.history
     .map(
       (c) =>
-        `<tr><td><time datetime="${c.at}">${c.at}</time></td><td>${c.from ? escapeHtml(c.from) : '—'}</td><td>${escapeHtml(c.to)}</td><td>${c.turn}</td></tr>`,
+        `<tr><td><time datetime="${c.at}">${c.at}</time></td>` +
+        `<td>${c.from ? escapeHtml(c.from) : '—'}</td><td>${escapeHtml(c.to)}</td><td>${c.turn}</td></tr>`,
     )
     .join('\n')
+  const machineState = escapeHtml(session.machineState ?? 'none')
   return `<section id="session" data-status="${escapeHtml(session.status)}">
 <h2>Session <code>${escapeHtml(session.id)}</code></h2>
-<p>Current state: <strong>${escapeHtml(session.status)}</strong> (machine_state ${escapeHtml(session.machineState ?? 'none')}), highlighted below.</p>
+<p>Current state: <strong>${escapeHtml(session.status)}</strong> (machine_state ${machineState}), highlighted below.</p>
 <h3>Transitions</h3>
 <table id="history"><thead><tr><th>At</th><th>From</th><th>To</th><th>Turn</th></tr></thead>
 <tbody>
