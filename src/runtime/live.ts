@@ -19,8 +19,8 @@ export interface Live {
 /** The sessions this process holds, and the work in flight on them (a shutdown waits for it). */
 export class LiveSessions {
   private readonly live = new Map<string, Live>()
-  /** Operations and turns not settled yet. */
-  readonly pending = new Set<Promise<unknown>>()
+  /** Operations and turns not settled yet, each with what it is (`<session>: park`), for a shutdown's log. */
+  readonly pending = new Map<Promise<unknown>, string>()
 
   constructor(private readonly log: (line: string, fields?: LogFields) => void) {}
 
@@ -41,16 +41,16 @@ export class LiveSessions {
     return [...this.live]
   }
 
-  /** Runs `op` after the session's earlier operations; a failure is logged, never thrown. */
-  serial(id: string, op: () => Promise<void>): void {
+  /** Runs `op` (`what` it does) after the session's earlier operations; a failure is logged, never thrown. */
+  serial(id: string, what: string, op: () => Promise<void>): void {
     const live = this.of(id)
     const next = live.ops.then(op).catch((err) => this.log(`${(err as Error).stack ?? err}`, { session: id }))
     live.ops = next
-    this.track(next)
+    this.track(next, `${id}: ${what}`)
   }
 
-  track(work: Promise<unknown>): void {
-    this.pending.add(work)
+  track(work: Promise<unknown>, label: string): void {
+    this.pending.set(work, label)
     void work.finally(() => this.pending.delete(work))
   }
 }

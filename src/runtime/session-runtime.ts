@@ -22,6 +22,9 @@ interface ActionObject {
   params?: unknown
 }
 
+/** After this long a stop says what it still waits for. */
+const SLOW_STOP_MS = 10_000
+
 // Actions the session actor carries out inside the transition's transaction, not here.
 const TRANSACTIONAL = new Set(['enqueueMessage', 'deliverMessage', 'dequeueMessage', 'dropQueue', 'refuse'])
 
@@ -68,10 +71,10 @@ export class SessionRuntime {
     for (const action of actions) {
       switch (action.type) {
         case 'provisionSandbox':
-          this.live.serial(id, () => this.sandboxes.provision(id))
+          this.live.serial(id, 'provision', () => this.sandboxes.provision(id))
           break
         case 'startTurn':
-          this.live.serial(id, () => this.runTurn(id))
+          this.live.serial(id, 'start a turn', () => this.runTurn(id))
           break
         case 'stopTurn':
           interrupt(this.live.get(id)?.turn)
@@ -80,15 +83,16 @@ export class SessionRuntime {
           this.live.of(id).turn?.process.kill('SIGKILL')
           break
         case 'parkSandbox':
-          this.live.serial(id, () => this.sandboxes.park(id, true))
+          this.live.serial(id, 'park', () => this.sandboxes.park(id, true))
           break
         case 'wakeSandbox':
-          this.live.serial(id, () => this.sandboxes.wake(id))
+          this.live.serial(id, 'wake', () => this.sandboxes.wake(id))
           break
         case 'releaseSandbox': // params.keep: a resumable session parks its sandbox instead
         case 'destroySandbox':
-          if ((action.params as { keep?: boolean } | undefined)?.keep) this.live.serial(id, () => this.sandboxes.park(id, false))
-          else this.live.serial(id, () => this.sandboxes.destroy(id))
+          if ((action.params as { keep?: boolean } | undefined)?.keep)
+            this.live.serial(id, 'park after the turn', () => this.sandboxes.park(id, false))
+          else this.live.serial(id, 'destroy', () => this.sandboxes.destroy(id))
           break
         case 'admitQueued':
           queueMicrotask(() => this.closing || this.inbox.admit())
@@ -210,7 +214,7 @@ export class SessionRuntime {
         this.turnOptions,
       ),
     )
-    if (row.status === 'running') this.live.serial(row.id, () => this.sandboxes.wake(row.id))
+    if (row.status === 'running') this.live.serial(row.id, 'wake', () => this.sandboxes.wake(row.id))
     return true
   }
 
@@ -231,7 +235,7 @@ export class SessionRuntime {
     })
     const done = this.finish(id, run, summary, running.outcome, deadline.signal).finally(() => deadline.clear())
     if (live.turn?.process === running.process) live.turn.done = done
-    this.live.track(done)
+    this.live.track(done, `${id}: turn ${run.turn}`)
   }
 
   private async finish(id: string, run: TurnRun, summary: TurnSummary, running: Promise<TurnOutcome>, deadline?: AbortSignal) {
@@ -301,8 +305,18 @@ export class SessionRuntime {
     const kept = new Set(
       this.live.all().flatMap(([, live]) => (live.turn?.done && (live.turn.handedOver || (!thaw && live.parked)) ? [live.turn.done] : [])),
     )
-    const waited = () => [...this.live.pending].filter((p) => !kept.has(p))
+    const waited = () => [...this.live.pending.keys()].filter((p) => !kept.has(p))
+    // What a slow stop waits for is said once, so an operator (or a test's log) sees it.
+    let toldAt = Date.now() + SLOW_STOP_MS
     while (waited().length > 0) {
+      if (Date.now() >= toldAt) {
+        this.deps.log(
+          `agentd: the stop waits for ${waited()
+            .map((p) => this.live.pending.get(p))
+            .join(', ')}`,
+        )
+        toldAt = Number.POSITIVE_INFINITY
+      }
       for (const [, live] of this.live.all()) {
         if (!live.turn || (live.turn.done && kept.has(live.turn.done))) continue
         live.turn.abandoned = true

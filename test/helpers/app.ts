@@ -39,7 +39,11 @@ export async function makeTestApp(env: Record<string, string> = {}, options: Ser
       : new ProcessDriver({ scope: sandboxScope(dir) }))
   let services: Awaited<ReturnType<typeof startServices>>
   try {
-    services = await startServices(config, { log: () => {}, ...options, driver })
+    // AGENTD_TEST_LOG=1 prints the in-process server's own log; otherwise only what a slow stop waits for.
+    const log = (line: string) => {
+      if (process.env.AGENTD_TEST_LOG || line.startsWith('agentd: the stop waits')) console.error(`[agentd ${dir}] ${line}`)
+    }
+    services = await startServices(config, { log, ...options, driver })
   } catch (err) {
     // A start the test expects to fail (a bad config file) leaves no DATA_DIR behind.
     await removeDataDir(dir)

@@ -100,9 +100,11 @@ for (const kind of ISOLATING) {
       other = t.identity.createUser('globex', 'admin@globex.test', 'admin').token
     }, 60_000)
 
+    // The stop waits for the parks in flight: on gVisor the flooded sandbox's checkpoint, which on
+    // the whole suite's load once took past 60 s (the stop logs what it waits for after 10 s).
     afterAll(async () => {
       await t?.[Symbol.asyncDispose]()
-    }, 60_000)
+    }, 180_000)
 
     test(`${CONNECTS} connects from one sandbox: agentd's descriptors stay bounded, and another org's run completes`, async () => {
       const call = caller(t)
