@@ -60,6 +60,30 @@ export function buildSandboxEtc(dir: string): void {
   }
 }
 
+/**
+ * Host programs a sandbox sees as empty files it cannot run. `lsb_release` is a shell script that
+ * forks a dozen processes; Codex runs it three times as it starts (its OS detection, which reads
+ * /etc/os-release when there is none): 0.3 s of every Codex start on gVisor, where each process
+ * costs more (docs/decisions.md). The sandbox's /etc/os-release says the same.
+ */
+const MASKED_PROGRAMS = ['/usr/bin/lsb_release']
+
+/** What a sandbox masks: the MASKED_PROGRAMS this host has, each bound over by `file` (empty, read-only). */
+export interface MaskedPrograms {
+  file: string
+  paths: string[]
+}
+
+/** The masks of sandboxes under `runDir`, its empty file made once. */
+export function maskedPrograms(runDir: string): MaskedPrograms {
+  const file = join(runDir, 'masked-program')
+  if (!existsSync(file)) {
+    mkdirSync(runDir, { recursive: true })
+    writeFileSync(file, '', { mode: 0o444 })
+  }
+  return { file, paths: MASKED_PROGRAMS.filter((path) => existsSync(path)) }
+}
+
 /** How the top of the host's root looks: `bin`, `lib`… are symlinks into /usr on merged-/usr systems. */
 export interface HostRoot {
   links: { path: string; target: string }[]

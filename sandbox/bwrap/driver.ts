@@ -2,7 +2,7 @@ import { existsSync, readdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { fullLimits, type ExecOptions, type SandboxHandle, type SandboxSpec } from '../driver'
 import { HostDriver, type HostCommand, type HostDriverOptions, type HostSandbox } from '../host-driver'
-import { buildSandboxEtc, detectHostRoot, type HostRoot } from '../host-root'
+import { buildSandboxEtc, detectHostRoot, type HostRoot, maskedPrograms, type MaskedPrograms } from '../host-root'
 import { holds, makeNetHolder, NetPool, type NetHolder } from './netns'
 import { bwrapOptionsOnFd } from '../private-file'
 import { findSocat, GatewayRelay, listening, RELAY_SOCKET, relayDir } from '../relay'
@@ -18,6 +18,8 @@ export interface BwrapLayout {
   /** Host folder bound read-only as /etc (see SANDBOX_ETC). */
   etcDir: string
   root: HostRoot
+  /** Host programs bound over by an empty file (host-root.ts). */
+  masked: MaskedPrograms
   /** Host folder bound as /tmp (the sandbox disk's, so temp files count against its limit); a fresh tmpfs when absent. */
   tmpDir?: string
 }
@@ -31,6 +33,7 @@ export interface BwrapLayout {
 export function bwrapArgs(layout: BwrapLayout, argv: string[], options: ExecOptions): string[] {
   const args = ['bwrap', '--unshare-all', '--share-net', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--hostname', 'sandbox']
   args.push('--ro-bind', '/usr', '/usr')
+  for (const path of layout.masked.paths) args.push('--ro-bind', layout.masked.file, path)
   for (const link of layout.root.links) args.push('--symlink', link.target, link.path)
   for (const dir of layout.root.dirs) args.push('--ro-bind', dir, dir)
   args.push(
@@ -64,6 +67,7 @@ export class BwrapDriver extends HostDriver {
   private readonly pools = new Map<string, NetPool>()
   private readonly socat: string
   private readonly etcDir: string
+  private readonly masked: MaskedPrograms
   private execs = 0
 
   constructor(options: HostDriverOptions = {}) {
@@ -73,6 +77,7 @@ export class BwrapDriver extends HostDriver {
     this.socat = socat
     this.etcDir = join(this.runDir, 'etc')
     buildSandboxEtc(this.etcDir)
+    this.masked = maskedPrograms(this.runDir)
   }
 
   protected describe(spec: SandboxSpec): Pick<SandboxHandle, 'workspace' | 'home' | 'gatewayUrl'> {
@@ -151,6 +156,7 @@ export class BwrapDriver extends HostDriver {
       readOnlyPaths: spec.readOnlyPaths,
       etcDir: this.etcDir,
       root: this.root,
+      masked: this.masked,
     }
     const volume = sandbox.volume
     if (volume) layout.tmpDir = volume.execTmp(`${Date.now().toString(36)}-${(this.execs++).toString(36)}`)

@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, watch, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { buildSandboxEtc, detectHostRoot } from '../host-root'
+import { buildSandboxEtc, detectHostRoot, type MaskedPrograms, maskedPrograms } from '../host-root'
 import { cgroupName, delegateControllers, type SandboxCgroup } from '../cgroup'
 import {
   fullLimits,
@@ -51,6 +51,7 @@ export class GvisorDriver implements SandboxDriver {
   private readonly runDir: string
   private readonly runsc: Runsc
   private readonly etcDir: string
+  private readonly masked: MaskedPrograms
   private readonly socat: string
   private readonly rootDirs = detectHostRoot().dirs
   private readonly log: (line: string) => void
@@ -75,6 +76,7 @@ export class GvisorDriver implements SandboxDriver {
     if (!socat) throw new Error('the gvisor driver needs socat for the gateway relay (apt-get install socat)')
     this.socat = socat
     buildSandboxEtc(this.etcDir)
+    this.masked = maskedPrograms(this.runDir)
     this.parking = new GvisorParking(
       { runsc: this.runsc, scope: this.scope, log: this.log, checkOpenConnections: options.checkOpenConnections ?? true },
       {
@@ -105,7 +107,7 @@ export class GvisorDriver implements SandboxDriver {
   async create(spec: SandboxSpec): Promise<SandboxHandle> {
     if (this.sandboxes.has(spec.id)) throw new Error(`sandbox ${spec.id} exists already`)
     for (const dir of [spec.hostWorkspace, spec.hostHome, spec.stateDir]) mkdirSync(dir, { recursive: true })
-    const sandbox = newGsandbox(this.relayRoot, spec, spec.gateway.port, 0, 'stopped')
+    const sandbox = newGsandbox(this.relayRoot, spec, spec.gateway.port, 0, 'stopped', this.masked.paths)
     rmSync(sandbox.image, { recursive: true, force: true })
     rmSync(sandbox.io, { recursive: true, force: true })
     this.sandboxes.set(spec.id, sandbox)
@@ -180,6 +182,7 @@ export class GvisorDriver implements SandboxDriver {
       hostHome: spec.hostHome,
       readOnlyPaths: spec.readOnlyPaths,
       etcDir: this.etcDir,
+      masked: { file: this.masked.file, paths: sandbox.masked },
       relayDir: sandbox.relay.dir,
       ioDir: sandbox.io,
       rootDirs: this.rootDirs,
@@ -315,6 +318,7 @@ export class GvisorDriver implements SandboxDriver {
       saved.innerPort ?? spec.gateway.port,
       Math.max(saved.generation ?? 0, ...generations),
       'stopped',
+      saved.masked ?? [],
     )
     this.sandboxes.set(spec.id, sandbox)
     sandbox.kept = new Set(options.keep)

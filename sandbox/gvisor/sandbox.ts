@@ -40,6 +40,8 @@ export interface Gsandbox {
   /** Execs waiting for the sandbox to run (asked for while it was parked). */
   waiting: { proc: TailedProcess; start: () => void }[]
   oomKills: number
+  /** Host programs its container mounts an empty file over (host-root.ts), fixed when it was made. */
+  masked: string[]
   /** Processes inside when it was frozen: a frozen sentry answers no `runsc ps`. */
   frozenProcesses: number
   lock: Promise<unknown>
@@ -48,7 +50,14 @@ export interface Gsandbox {
 }
 
 /** The record of a sandbox (no container yet), its relay under `relayRoot`. */
-export function newGsandbox(relayRoot: string, spec: SandboxSpec, innerPort: number, generation: number, status: Status): Gsandbox {
+export function newGsandbox(
+  relayRoot: string,
+  spec: SandboxSpec,
+  innerPort: number,
+  generation: number,
+  status: Status,
+  masked: string[],
+): Gsandbox {
   const name = cgroupName(spec.id)
   const handle: SandboxHandle = {
     id: spec.id,
@@ -81,6 +90,7 @@ export function newGsandbox(relayRoot: string, spec: SandboxSpec, innerPort: num
     orphans: false,
     kept: new Set(),
     oomKills: 0,
+    masked,
     frozenProcesses: 0,
     lock: Promise.resolve(),
     watcher: null,
@@ -88,17 +98,22 @@ export function newGsandbox(relayRoot: string, spec: SandboxSpec, innerPort: num
   }
 }
 
-/** What the sandbox remembers across restarts (`<stateDir>/sandbox.json`): its relay's port inside, its container generation. */
+/**
+ * What the sandbox remembers across restarts (`<stateDir>/sandbox.json`): its relay's port inside,
+ * its container generation, and the host programs it was made with masked (a restore must mount
+ * what the checkpoint had; a sandbox from before masking has none).
+ */
 export interface SavedSandbox {
   innerPort?: number
   generation?: number
+  masked?: string[]
 }
 
 /** Moves the sandbox to a new container id (and its cgroup), remembered across restarts. */
 export function nextGeneration(sandbox: Gsandbox): void {
   sandbox.generation += 1
   sandbox.cid = containerId(sandbox.name, sandbox.generation)
-  const saved: SavedSandbox = { innerPort: sandbox.innerPort, generation: sandbox.generation }
+  const saved: SavedSandbox = { innerPort: sandbox.innerPort, generation: sandbox.generation, masked: sandbox.masked }
   writeFileSync(join(sandbox.spec.stateDir, 'sandbox.json'), JSON.stringify(saved))
 }
 

@@ -1,5 +1,6 @@
 import { CPU_PERIOD_US } from '../cgroup'
 import type { ExecOptions, SandboxLimits } from '../driver'
+import type { MaskedPrograms } from '../host-root'
 import { innerRelayArgs, listenPattern, RELAY_SOCKET, SANDBOX_RELAY_DIR } from '../relay'
 import { runscPath } from './runsc-binary'
 
@@ -24,6 +25,8 @@ export interface GvisorLayout {
   readOnlyPaths: string[]
   /** Host folder bound read-only as /etc. */
   etcDir: string
+  /** Host programs bound over by an empty file (host-root.ts). */
+  masked: MaskedPrograms
   /** Host folder with the relay socket, bound read-only at SANDBOX_RELAY_DIR. */
   relayDir: string
   /** Host folder for exec output files, bound read-write at SANDBOX_IO_DIR. */
@@ -78,6 +81,7 @@ export function gvisorSpec(layout: GvisorLayout): Record<string, unknown> {
       { destination: '/dev', type: 'tmpfs', source: 'tmpfs' },
       { destination: '/tmp', type: 'tmpfs', source: 'tmpfs' },
       ro('/usr'),
+      ...layout.masked.paths.map((path) => ({ destination: path, type: 'bind', source: layout.masked.file, options: ['bind', 'ro'] })),
       ...layout.rootDirs.map((dir) => ro(dir)),
       ro(layout.etcDir, '/etc'),
       ...layout.readOnlyPaths.map((path) => ro(path)),

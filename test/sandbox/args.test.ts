@@ -36,6 +36,7 @@ test('bwrapArgs: all namespaces but the network, no capabilities, read-only syst
       ],
       dirs: ['/lib32'],
     },
+    masked: { file: '/run/agentd/default/masked-program', paths: ['/usr/bin/lsb_release'] },
   }
   expect(bwrapArgs(layout, ['claude', '-p', '--', 'hello world'], { env: { HOME: '/home/agent', A: 'b c' } })).toEqual([
     'bwrap',
@@ -50,6 +51,9 @@ test('bwrapArgs: all namespaces but the network, no capabilities, read-only syst
     '--ro-bind',
     '/usr',
     '/usr',
+    '--ro-bind',
+    '/run/agentd/default/masked-program',
+    '/usr/bin/lsb_release',
     '--symlink',
     'usr/bin',
     '/bin',
@@ -194,6 +198,7 @@ test('gvisorSpec: read-only root and system, writable workspace and home, relay 
     hostHome: '/d/s/home',
     readOnlyPaths: ['/app/node_modules'],
     etcDir: '/run/agentd/x/etc',
+    masked: { file: '/run/agentd/x/masked-program', paths: ['/usr/bin/lsb_release'] },
     relayDir: '/run/agentd/x/relay/ab',
     ioDir: '/d/s/sandbox/io',
     rootDirs: [],
@@ -219,6 +224,7 @@ test('gvisorSpec: read-only root and system, writable workspace and home, relay 
       { destination: '/dev', type: 'tmpfs', source: 'tmpfs' },
       { destination: '/tmp', type: 'tmpfs', source: 'tmpfs' },
       { destination: '/usr', type: 'bind', source: '/usr', options: ['rbind', 'ro'] },
+      { destination: '/usr/bin/lsb_release', type: 'bind', source: '/run/agentd/x/masked-program', options: ['bind', 'ro'] },
       { destination: '/etc', type: 'bind', source: '/run/agentd/x/etc', options: ['rbind', 'ro'] },
       { destination: '/app/node_modules', type: 'bind', source: '/app/node_modules', options: ['rbind', 'ro'] },
       { destination: '/home/agent', type: 'bind', source: '/d/s/home', options: ['rbind', 'rw'] },

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, test } from 'bun:test'
-import { writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { BwrapDriver } from '../../sandbox/bwrap/driver'
 import type { SandboxDriver, SandboxHandle } from '../../sandbox/driver'
@@ -117,6 +117,19 @@ for (const [kind, reason, make] of drivers) {
         ),
       )
       expect(out).toBe('ws-ok\nusr-ro\netc-ro\n')
+    })
+
+    test('lsb_release is masked (a slow script Codex runs at start): it cannot run; /etc/os-release names the system', async () => {
+      if (!existsSync('/usr/bin/lsb_release')) return void console.warn('no /usr/bin/lsb_release on this host: nothing to mask')
+      const masked = await run(sh(mine, '/usr/bin/lsb_release -a; echo "exit $?"; wc -c < /usr/bin/lsb_release'))
+      expect(masked.out).toContain('exit 126')
+      expect(masked.out.trim().split('\n').at(-1)).toBe('0')
+      const release = await run(sh(mine, '. /etc/os-release && echo "$ID"'))
+      expect(release.out.trim()).toBe(
+        readFileSync('/etc/os-release', 'utf8')
+          .match(/^ID=(.*)$/m)![1]!
+          .replace(/"/g, ''),
+      )
     })
 
     test('cleanup', async () => {
