@@ -74,6 +74,14 @@ export interface MaskedPrograms {
   paths: string[]
 }
 
+/**
+ * Of `paths` (a sandbox's record), those agentd masks: a record is agentd's own file, but nothing
+ * read back from disk names a mount destination unchecked.
+ */
+export function knownMasks(paths: unknown): string[] {
+  return Array.isArray(paths) ? MASKED_PROGRAMS.filter((path) => paths.includes(path)) : []
+}
+
 /** The masks of sandboxes under `runDir`, its empty file made once. */
 export function maskedPrograms(runDir: string): MaskedPrograms {
   const file = join(runDir, 'masked-program')

@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, watch, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { buildSandboxEtc, detectHostRoot, type MaskedPrograms, maskedPrograms } from '../host-root'
+import { buildSandboxEtc, detectHostRoot, knownMasks, type MaskedPrograms, maskedPrograms } from '../host-root'
 import { cgroupName, delegateControllers, type SandboxCgroup } from '../cgroup'
 import {
   fullLimits,
@@ -318,7 +318,7 @@ export class GvisorDriver implements SandboxDriver {
       saved.innerPort ?? spec.gateway.port,
       Math.max(saved.generation ?? 0, ...generations),
       'stopped',
-      saved.masked ?? [],
+      knownMasks(saved.masked),
     )
     this.sandboxes.set(spec.id, sandbox)
     sandbox.kept = new Set(options.keep)

@@ -1,12 +1,10 @@
 import { Elysia, t } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
-import { errorResponses } from '../http/errors'
-import { errorModel } from '../http/errors'
-import { accountModels } from './model'
+import { errorResponses, errorModel } from '../http/errors'
+import { accountModels, AccountParams, CreateAccountBody, ProviderAccount } from './model'
 import { modelRef } from '../domain/schema-util'
 import { OrgParams } from '../domain/api-schemas'
-import { AccountParams, CreateAccountBody, ProviderAccount } from './model'
 import type { AccountService } from './service'
 
 const tags = ['accounts']

@@ -1,12 +1,10 @@
 import { Elysia, t } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
-import { errorResponses } from '../http/errors'
-import { errorModel } from '../http/errors'
-import { agentModels } from './model'
+import { errorResponses, errorModel } from '../http/errors'
+import { agentModels, AgentParams, AgentRevision, CreateAgentBody, PatchAgentBody, SavedAgent } from './model'
 import { modelRef } from '../domain/schema-util'
 import { OrgParams } from '../domain/api-schemas'
-import { AgentParams, AgentRevision, CreateAgentBody, PatchAgentBody, SavedAgent } from './model'
 import type { AgentService } from './service'
 
 const tags = ['agents']

@@ -1,6 +1,5 @@
 import { Type } from '@sinclair/typebox'
 import { Elysia, t, type Static } from 'elysia'
-import { OrgParams } from '../domain/api-schemas'
 import { literals, nullable } from '../domain/schema-util'
 import { API_KEY_SCOPES } from '../domain/api-keys'
 import { MAX_WEBHOOK_URL_LENGTH } from '../webhooks/service'
@@ -74,5 +73,3 @@ export type CreateApiKeyBody = Static<typeof CreateApiKeyBody>
 
 /** This feature's named models: each one component of the OpenAPI document, referenced by name from its routes. */
 export const apiKeyModels = new Elysia({ name: 'agentd/models/api-keys' }).model({ ApiKey })
-
-export { OrgParams }

@@ -2,19 +2,18 @@ import { Elysia, t } from 'elysia'
 import type { ApiKeyService } from './service'
 import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
-import { errorResponses } from '../http/errors'
+import { errorResponses, errorModel } from '../http/errors'
 import {
   ApiKey,
   ApiKeyWithSecret,
   CreateApiKeyBody,
   DeliveriesQuery,
   KeyParams,
-  OrgParams,
   UpdateApiKeyBody,
   WebhookDelivery,
+  apiKeyModels,
 } from './model'
-import { errorModel } from '../http/errors'
-import { apiKeyModels } from './model'
+import { OrgParams } from '../domain/api-schemas'
 
 const tags = ['api-keys']
 

@@ -4,9 +4,8 @@ import { agentsAvailable } from './discovery'
 import type { Catalog } from './catalog'
 import type { HarnessVersions } from './catalog'
 import { orgScope } from '../http/auth'
-import { errorResponses } from '../http/errors'
+import { errorResponses, errorModel } from '../http/errors'
 import { HarnessSchema } from '../domain/api-schemas'
-import { errorModel } from '../http/errors'
 
 export const agentRoutes = (auth: AuthService, catalog: Catalog, runnable: HarnessVersions, now: () => number) =>
   new Elysia({ name: 'agentd/agents' })

@@ -1,12 +1,10 @@
 import { Elysia, t } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
-import { errorResponses } from '../http/errors'
-import { errorModel } from '../http/errors'
-import { connectionModels } from './model'
+import { errorResponses, errorModel } from '../http/errors'
+import { connectionModels, Connection, ConnectionParams, CreateConnectionBody } from './model'
 import { modelRef } from '../domain/schema-util'
 import { OrgParams } from '../domain/api-schemas'
-import { Connection, ConnectionParams, CreateConnectionBody } from './model'
 import type { ConnectionService } from './service'
 
 const tags = ['connections']

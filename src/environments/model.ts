@@ -1,7 +1,6 @@
 import { Elysia, t, type Static } from 'elysia'
 import { nullable } from '../domain/schema-util'
-import { DEFAULT_SETUP_TIMEOUT_S, MAX_SETUP_TIMEOUT_S } from './environment'
-import { MAX_ALLOW_ENTRIES } from './environment'
+import { DEFAULT_SETUP_TIMEOUT_S, MAX_SETUP_TIMEOUT_S, MAX_ALLOW_ENTRIES } from './environment'
 
 const ALLOW_ENTRY =
   'A host name (`api.example.com`), `*.` and a domain (`*.example.com`: the names below it), or an IP address ' +

@@ -1,11 +1,9 @@
 import { Elysia, t } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
-import { errorResponses } from '../http/errors'
-import { errorModel } from '../http/errors'
-import { environmentModels } from './model'
+import { errorResponses, errorModel } from '../http/errors'
+import { environmentModels, EnvironmentModel } from './model'
 import type { EnvironmentService } from './environment'
-import { EnvironmentModel } from './model'
 import type { SecretService } from './secrets'
 
 const tags = ['environments']

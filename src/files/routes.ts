@@ -2,11 +2,9 @@ import { Elysia } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
 import { UPLOAD_FILE_LIMIT } from '../http/body'
-import { errorResponses } from '../http/errors'
-import { errorModel } from '../http/errors'
-import { fileModels } from './model'
+import { errorResponses, errorModel } from '../http/errors'
+import { fileModels, UploadBody } from './model'
 import { OrgParams } from '../domain/api-schemas'
-import { UploadBody } from './model'
 import { fileTooLarge, type FileService } from './service'
 
 /** Uploads for shape B file blocks (contract section 8). Signed-in callers only: a key run sends text blocks alone. */

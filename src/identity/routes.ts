@@ -1,7 +1,6 @@
 import { Elysia, t } from 'elysia'
 import { authPlugin } from '../http/auth'
-import { errorResponses } from '../http/errors'
-import { errorModel } from '../http/errors'
+import { errorResponses, errorModel } from '../http/errors'
 import type { AuthService } from './auth'
 import type { IdentityService } from './service'
 

@@ -1,11 +1,9 @@
 import { Elysia, t } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
-import { errorResponses } from '../http/errors'
-import { errorModel } from '../http/errors'
-import { projectModels } from './model'
+import { errorResponses, errorModel } from '../http/errors'
+import { projectModels, CreateProjectBody, Project } from './model'
 import { modelRef } from '../domain/schema-util'
-import { CreateProjectBody, Project } from './model'
 import type { ProjectService } from './service'
 
 const tags = ['projects']

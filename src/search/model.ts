@@ -3,7 +3,7 @@ import { literals, nullable } from '../domain/schema-util'
 import { CAPTURE_STATES, RUN_MODES, SESSION_STATUSES } from '../domain/status'
 import { HARNESSES } from '../domain/harness'
 import { SEARCH_SORTS } from './query'
-import { ArtifactFile, HarnessSchema, OrgParams, SessionStatusSchema } from '../domain/api-schemas'
+import { ArtifactFile, HarnessSchema, SessionStatusSchema } from '../domain/api-schemas'
 
 const NString = nullable(t.String())
 const Count = t.Integer({ minimum: 0 })
@@ -82,8 +82,6 @@ export const SearchQuery = t.Object({
   limit: t.Optional(t.Integer({ minimum: 1, maximum: 500 })),
   cursor: t.Optional(t.String({ minLength: 1, maxLength: 1000 })),
 })
-
-export { OrgParams }
 
 export type Session = Static<typeof Session>
 export type SearchQuery = Static<typeof SearchQuery>

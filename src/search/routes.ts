@@ -2,10 +2,9 @@ import { Elysia, t } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import type { SessionSearch } from './service'
 import { orgScope } from '../http/auth'
-import { messageEnvelope, messageErrorResponses } from '../http/errors'
-import { AmbiguousSelector, OrgParams, SearchQuery, Session, SessionList } from './model'
-import { errorModel } from '../http/errors'
-import { searchModels } from './model'
+import { messageEnvelope, messageErrorResponses, errorModel } from '../http/errors'
+import { AmbiguousSelector, SearchQuery, Session, SessionList, searchModels } from './model'
+import { OrgParams } from '../domain/api-schemas'
 
 /** `GET /o/{org}/sessions` (spec 4.1): the org-wide search. Its errors use `{code, message}`. */
 export const searchRoutes = (auth: AuthService, search: SessionSearch) =>

@@ -2,12 +2,11 @@ import { Elysia, t } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import type { SessionQueries } from './queries'
 import { orgScope } from '../http/auth'
-import { errorResponses } from '../http/errors'
+import { errorResponses, errorModel } from '../http/errors'
 import { decodePathParam } from '../http/path-params'
 import { artifactHeaders } from './artifact-headers'
-import { ArtifactFile, SessionParams } from './model'
-import { errorModel } from '../http/errors'
 import { sessionModels } from './model'
+import { ArtifactFile, SessionParams } from '../domain/api-schemas'
 
 const tags = ['artifacts']
 

@@ -1,7 +1,6 @@
 import { and, eq, lt } from 'drizzle-orm'
 import type { Db } from '../db/client'
 import { idempotencyKeys } from '../db/schema'
-import { bodyDigest } from '../domain/digest'
 import { conflict } from '../domain/errors'
 import type { SessionStatus } from '../domain/status'
 import { callerOf, type Principal } from '../identity/service'
@@ -73,5 +72,3 @@ export class IdempotencyKeys {
       .run()
   }
 }
-
-export { bodyDigest }

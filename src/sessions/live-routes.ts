@@ -5,10 +5,9 @@ import type { SessionQueries } from './queries'
 import type { SessionService } from './service'
 import { orgScope, stillAllowed } from '../http/auth'
 import { sseStream } from './sse'
-import { errorResponses } from '../http/errors'
-import { EventsQuery, MessageQueued, MessageSent, PostMessageBody, SessionParams } from './model'
-import { errorModel } from '../http/errors'
-import { sessionModels } from './model'
+import { errorResponses, errorModel } from '../http/errors'
+import { EventsQuery, MessageQueued, MessageSent, PostMessageBody, sessionModels } from './model'
+import { SessionParams } from '../domain/api-schemas'
 
 const tags = ['sessions']
 

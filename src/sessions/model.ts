@@ -1,5 +1,5 @@
 import { Elysia, t, type Static } from 'elysia'
-import { ArtifactFile, HarnessSchema, SessionParams, SessionStatusSchema } from '../domain/api-schemas'
+import { ArtifactFile, HarnessSchema, SessionStatusSchema } from '../domain/api-schemas'
 import { literals, nullable } from '../domain/schema-util'
 import { EFFORTS, SPEEDS } from '../domain/harness'
 import { CAPTURE_STATES, PERSISTENCE_MODES, RUN_MODES } from '../domain/status'
@@ -179,5 +179,3 @@ export const EventsQuery = t.Object({ cursor: t.Optional(t.String()) })
 
 /** This feature's named models: each one component of the OpenAPI document, referenced by name from its routes. */
 export const sessionModels = new Elysia({ name: 'agentd/models/sessions' }).model({ CloudRunSession })
-
-export { ArtifactFile, HarnessSchema, SessionParams, SessionStatusSchema }

@@ -1,12 +1,11 @@
-import { Elysia } from 'elysia'
+import { Elysia, t } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import type { SessionQueries } from './queries'
 import type { SessionService } from './service'
 import { orgScope } from '../http/auth'
-import { errorModel } from '../http/errors'
-import { sessionModels } from './model'
-import { errorResponses } from '../http/errors'
+import { errorModel, errorResponses } from '../http/errors'
 import {
+  sessionModels,
   CloudRunSession,
   CreateSessionBody,
   IdempotencyHeaders,
@@ -15,10 +14,9 @@ import {
   PatchSessionResponse,
   ProjectListQuery,
   ProjectParams,
-  SessionParams,
   SessionResult,
 } from './model'
-import { t } from 'elysia'
+import { SessionParams } from '../domain/api-schemas'
 
 const tags = ['sessions']
 

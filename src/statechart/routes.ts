@@ -2,9 +2,8 @@ import { Elysia } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import type { StatechartService } from './service'
 import { authPlugin } from '../http/auth'
-import { errorResponses } from '../http/errors'
+import { errorResponses, errorModel } from '../http/errors'
 import { HtmlPage, StatechartQuery } from './model'
-import { errorModel } from '../http/errors'
 
 const tags = ['lifecycle']
 

@@ -4,11 +4,17 @@ import type { SessionLogReader } from './logs'
 import type { ToolCallService } from './tool-calls'
 import type { TranscriptService } from './service'
 import { orgScope } from '../http/auth'
-import { errorResponses } from '../http/errors'
+import { errorResponses, errorModel } from '../http/errors'
 import { SessionParams } from '../domain/api-schemas'
-import { MessagesQuery, MessagesResponse, SessionLogs, ToolCallsQuery, ToolCallsResponse, TrajectoryResponse } from './model'
-import { errorModel } from '../http/errors'
-import { transcriptModels } from './model'
+import {
+  MessagesQuery,
+  MessagesResponse,
+  SessionLogs,
+  ToolCallsQuery,
+  ToolCallsResponse,
+  TrajectoryResponse,
+  transcriptModels,
+} from './model'
 
 const tags = ['transcript']
 const NDJSON = 'application/x-ndjson'

@@ -1,4 +1,5 @@
 import { expect, test } from 'bun:test'
+import { knownMasks } from '../../sandbox/host-root'
 import { mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -338,4 +339,10 @@ test('canPlaceThread: only with both CAP_SYS_ADMIN and CAP_SYS_NICE (root in a d
   expect(canPlaceThread(status('0000000000200000'))).toBe(false) // CAP_SYS_ADMIN alone
   expect(canPlaceThread(status('0000000000a00000'))).toBe(true) // CAP_SYS_ADMIN and CAP_SYS_NICE
   expect(canPlaceThread('Name:\tagentd\n')).toBe(false)
+})
+
+test('a sandbox record names only the programs agentd masks: any other path in it is never mounted', () => {
+  expect(knownMasks(['/usr/bin/lsb_release', '/etc/shadow', '/'])).toEqual(['/usr/bin/lsb_release'])
+  expect(knownMasks(undefined)).toEqual([])
+  expect(knownMasks('/usr/bin/lsb_release')).toEqual([])
 })
