@@ -41,22 +41,88 @@ export interface GvisorLayout {
   limits: SandboxLimits
 }
 
+/** A tmpfs inside the sandbox (its memory, never the host's disk) with the spawner's FIFO and requests. */
+export const SANDBOX_SPAWN_DIR = '/run/agentd/spawn'
+/** The spawner's FIFO in SANDBOX_SPAWN_DIR: one request name per line. */
+export const SPAWN_FIFO = 'requests'
+
 /**
- * The container's init: the gateway relay on the sandbox's loopback, a ready marker once it
- * listens, then a shell that reaps orphans for the sandbox's life.
+ * The spawner, run by the container's init for the sandbox's life: for each name read from the
+ * FIFO, the process described by the request file of that name (its environment, folder and argv,
+ * as `SPAWN_REQUEST` wrote them), with its output in `<io>/<name>.out|.err`, in a session of its own
+ * (so a kill reaches its whole group), its pid in `.pid`, its exit code in `.exit` (written
+ * atomically). Files survive a checkpoint, pipes to a host process would not. Its processes are
+ * the init's descendants, not a `runsc exec`'s: gVisor since 2023 kills every exec-started process
+ * (and its children) when it restores a checkpoint, the caller being gone; the init's live on.
+ * The FIFO is held open for reading and writing, so the loop never sees an end of file, and bash
+ * (its SIGCHLD handler) reaps what the sandbox orphans, as an init must.
+ */
+export const SPAWNER = [
+  'while :; do',
+  '  read -r n <&3 || continue',
+  '  case "$n" in ""|*[!a-z0-9-]*) continue;; esac',
+  '  (',
+  '    p="$__io/$n" q="$__spawn/$n"',
+  '    exec </dev/null >"$p.out" 2>/dev/null',
+  '    ( . "$q" && exec /usr/bin/setsid "$@" ) 2>"$p.err" &',
+  '    echo $! > "$p.pid"',
+  '    wait $!',
+  '    echo $? > "$p.code"',
+  '    /bin/mv -f "$p.code" "$p.exit"',
+  '    exec /bin/rm -f "$q"',
+  '  ) &',
+  'done',
+].join('\n')
+
+/**
+ * What `runsc exec` runs for each process: a request to the spawner (SPAWNER), its own
+ * environment, folder and argv written as bash re-reads them (`declare -px`, `printf %q`) to a file
+ * only root reads inside the sandbox, then its name to the FIFO; it ends at once. A container
+ * started before the spawner existed (taken over live, or restored from an older checkpoint) has
+ * no FIFO: there the process runs as this exec's own child, as it did then.
+ */
+export const SPAWN_REQUEST = [
+  'n=$1 __spawn=$2 __io=$3; shift 3',
+  `if [ -p "$__spawn/${SPAWN_FIFO}" ]; then`,
+  '  umask 077',
+  "  { declare -px; printf 'cd -- %q || exit 126\\nset --' \"$PWD\"; printf ' %q' \"$@\"; echo; } > \"$__spawn/$n\" || exit 126",
+  `  echo "$n" > "$__spawn/${SPAWN_FIFO}" || exit 126`,
+  '  exit 0',
+  'fi',
+  'p="$__io/$n"',
+  'exec </dev/null >"$p.out" 2>/dev/null',
+  '/usr/bin/setsid "$@" 2>"$p.err" &',
+  'echo $! > "$p.pid"',
+  'wait $!',
+  'echo $? > "$p.code"',
+  'exec /bin/mv -f "$p.code" "$p.exit"',
+].join('\n')
+
+/**
+ * The container's init (bash): the gateway relay on the sandbox's loopback, the spawner's FIFO, a
+ * ready marker once the relay listens, then the spawner for the sandbox's life.
  */
 export function gvisorInit(layout: Pick<GvisorLayout, 'innerPort' | 'socat'>): string[] {
   const relay = innerRelayArgs(layout.socat, layout.innerPort, `${SANDBOX_RELAY_DIR}/${RELAY_SOCKET}`)
   const script = [
     '"$@" </dev/null >/dev/null 2>&1 &',
+    `/usr/bin/mkfifo -m 600 "$__spawn/${SPAWN_FIFO}" && exec 3<>"$__spawn/${SPAWN_FIFO}" || /bin/rm -f "$__spawn/${SPAWN_FIFO}"`,
     'while :; do',
     '  while read -r l; do case "$l" in *"$P"*) break 2;; esac; done < /proc/net/tcp',
     '  sleep 0.005',
     'done',
-    `: > ${SANDBOX_IO_DIR}/${READY_FILE}`,
-    'while :; do sleep 3600 & wait; done',
+    ': > "$__io/ready"',
+    // Without its FIFO (requests then start their process themselves) the init only reaps.
+    `[ -p "$__spawn/${SPAWN_FIFO}" ] || while :; do sleep 3600 & wait; done`,
+    SPAWNER,
   ].join('\n')
-  return ['/bin/sh', '-c', `P='${listenPattern(layout.innerPort)}'\n${script}`, 'agentd-init', ...relay]
+  return [
+    '/bin/bash',
+    '-c',
+    `P='${listenPattern(layout.innerPort)}' __io=${SANDBOX_IO_DIR} __spawn=${SANDBOX_SPAWN_DIR}\n${script}`,
+    'agentd-init',
+    ...relay,
+  ]
 }
 
 /** The OCI runtime spec (config.json) of a sandbox's container; `rootfs` is an empty folder beside it. */
@@ -80,6 +146,7 @@ export function gvisorSpec(layout: GvisorLayout): Record<string, unknown> {
       { destination: '/proc', type: 'proc', source: 'proc' },
       { destination: '/dev', type: 'tmpfs', source: 'tmpfs' },
       { destination: '/tmp', type: 'tmpfs', source: 'tmpfs' },
+      { destination: SANDBOX_SPAWN_DIR, type: 'tmpfs', source: 'tmpfs', options: ['mode=700'] },
       ro('/usr'),
       ...layout.masked.paths.map((path) => ({ destination: path, type: 'bind', source: layout.masked.file, options: ['bind', 'ro'] })),
       ...layout.rootDirs.map((dir) => ro(dir)),
@@ -128,28 +195,12 @@ export function runscArgs(root: string, ...args: string[]): string[] {
   return [runscPath(), `--root=${root}`, ...args]
 }
 
-/**
- * Runs one process in the container with its output in files: stdin from /dev/null, stdout and
- * stderr to `<prefix>.out|.err`, the command in a session of its own (so a kill reaches its whole
- * group), its pid in `<prefix>.pid`, its exit code in `<prefix>.exit` (written atomically). Files
- * survive a checkpoint, pipes to a host process would not: output goes on after a wake.
- */
-export const EXEC_WRAPPER = [
-  'p=$1; shift',
-  'exec </dev/null >"$p.out" 2>/dev/null',
-  '/usr/bin/setsid "$@" 2>"$p.err" &',
-  'echo $! > "$p.pid"',
-  'wait $!',
-  'echo $? > "$p.code"',
-  'exec /bin/mv -f "$p.code" "$p.exit"',
-].join('\n')
-
 /** The PATH of an exec whose environment names none (the container's own, as `runsc exec --env` merged it). */
 const EXEC_PATH = 'PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin'
 
 /**
- * The OCI process of one exec: `argv` through EXEC_WRAPPER, with output files under
- * `<SANDBOX_IO_DIR>/<name>`. It goes to runsc in a file (`gvisorExecArgs`), never on its command
+ * The OCI process of one exec: a request (SPAWN_REQUEST) that the spawner start `argv`, with
+ * output files under `<SANDBOX_IO_DIR>/<name>`. It goes to runsc in a file (`gvisorExecArgs`), never on its command
  * line: the environment holds the turn's gateway token, and any host user can read any process's
  * argv in /proc.
  */
@@ -158,7 +209,7 @@ export function gvisorExecProcess(name: string, argv: string[], options: ExecOpt
   return {
     terminal: false,
     user: { uid: 0, gid: 0 },
-    args: ['/bin/sh', '-c', EXEC_WRAPPER, 'agentd-exec', `${SANDBOX_IO_DIR}/${name}`, ...argv],
+    args: ['/bin/bash', '-c', SPAWN_REQUEST, 'agentd-exec', name, SANDBOX_SPAWN_DIR, SANDBOX_IO_DIR, ...argv],
     env: [...env].map(([key, value]) => `${key}=${value}`),
     cwd: options.cwd ?? GVISOR_WORKSPACE,
   }

@@ -1,6 +1,6 @@
 import { expect, test } from 'bun:test'
 import { knownMasks } from '../../sandbox/host-root'
-import { mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { bwrapArgs } from '../../sandbox/bwrap/driver'
@@ -9,7 +9,9 @@ import { netHolderArgs } from '../../sandbox/bwrap/netns'
 import { cgroupName, cgroupWrapArgs } from '../../sandbox/cgroup'
 import {
   containerId,
-  EXEC_WRAPPER,
+  SPAWN_FIFO,
+  SPAWN_REQUEST,
+  SPAWNER,
   gvisorExecArgs,
   gvisorExecProcess,
   gvisorInit,
@@ -224,6 +226,7 @@ test('gvisorSpec: read-only root and system, writable workspace and home, relay 
       { destination: '/proc', type: 'proc', source: 'proc' },
       { destination: '/dev', type: 'tmpfs', source: 'tmpfs' },
       { destination: '/tmp', type: 'tmpfs', source: 'tmpfs' },
+      { destination: '/run/agentd/spawn', type: 'tmpfs', source: 'tmpfs', options: ['mode=700'] },
       { destination: '/usr', type: 'bind', source: '/usr', options: ['rbind', 'ro'] },
       { destination: '/usr/bin/lsb_release', type: 'bind', source: '/run/agentd/x/masked-program', options: ['bind', 'ro'] },
       { destination: '/etc', type: 'bind', source: '/run/agentd/x/etc', options: ['rbind', 'ro'] },
@@ -241,12 +244,14 @@ test('gvisorSpec: read-only root and system, writable workspace and home, relay 
   })
 })
 
-test('gvisorInit: the relay, a ready marker once it listens, then a reaping shell', () => {
+test('gvisorInit: the relay, a ready marker once it listens, then the spawner', () => {
   const [shell, dashC, script, name, ...relay] = gvisorInit({ innerPort: 8787, socat: '/usr/bin/socat' })
-  expect([shell, dashC, name]).toEqual(['/bin/sh', '-c', 'agentd-init'])
+  expect([shell, dashC, name]).toEqual(['/bin/bash', '-c', 'agentd-init'])
   expect(relay).toEqual(innerRelayArgs('/usr/bin/socat', 8787, '/run/agentd/relay/gateway.sock'))
   expect(script).toContain(listenPattern(8787))
-  expect(script).toContain(': > /run/agentd/io/ready')
+  expect(script).toContain('__io=/run/agentd/io __spawn=/run/agentd/spawn')
+  expect(script).toContain(': > "$__io/ready"')
+  expect(script).toContain(SPAWNER)
 })
 
 test('gvisorExecArgs: runsc exec of a process file (environment and argv never on the command line)', () => {
@@ -261,7 +266,7 @@ test('gvisorExecArgs: runsc exec of a process file (environment and argv never o
   expect(gvisorExecProcess('k1', ['claude', '-p'], { env: { HOME: '/home/agent', PATH: '/x' }, cwd: '/workspace/a' })).toEqual({
     terminal: false,
     user: { uid: 0, gid: 0 },
-    args: ['/bin/sh', '-c', EXEC_WRAPPER, 'agentd-exec', '/run/agentd/io/k1', 'claude', '-p'],
+    args: ['/bin/bash', '-c', SPAWN_REQUEST, 'agentd-exec', 'k1', '/run/agentd/spawn', '/run/agentd/io', 'claude', '-p'],
     env: ['PATH=/x', 'HOME=/home/agent'],
     cwd: '/workspace/a',
   })
@@ -280,16 +285,63 @@ test('gvisorExecArgs: runsc exec of a process file (environment and argv never o
   ])
 })
 
-test('EXEC_WRAPPER writes output, pid and exit code files (run here with sh)', async () => {
-  await using scratch = scratchDir('agentd-wrap-')
-  const dir = scratch.path
-  await Bun.write(`${dir}/.keep`, '')
-  const child = Bun.spawn(['/bin/sh', '-c', EXEC_WRAPPER, 'agentd-exec', `${dir}/p`, '/bin/sh', '-c', 'echo out; echo err >&2; exit 5'])
-  await child.exited
-  expect(await Bun.file(`${dir}/p.out`).text()).toBe('out\n')
-  expect(await Bun.file(`${dir}/p.err`).text()).toBe('err\n')
-  expect(await Bun.file(`${dir}/p.exit`).text()).toBe('5\n')
-  expect(Number(await Bun.file(`${dir}/p.pid`).text())).toBeGreaterThan(0)
+/** Runs the spawner on this host (bash, as in the sandbox) over `spawn` and `io` until the test ends. */
+function hostSpawner(spawn: string, io: string) {
+  const script = `__io=$1 __spawn=$2; /usr/bin/mkfifo -m 600 "$__spawn/${SPAWN_FIFO}"; exec 3<>"$__spawn/${SPAWN_FIFO}"\n${SPAWNER}`
+  return Bun.spawn(['/bin/bash', '-c', script, 'agentd-init', io, spawn], { stdout: 'ignore', stderr: 'ignore' })
+}
+
+async function until(check: () => boolean): Promise<void> {
+  for (let tries = 0; !check(); tries++) {
+    if (tries > 500) throw new Error('gave up waiting')
+    await Bun.sleep(10)
+  }
+}
+
+test('SPAWN_REQUEST and SPAWNER: the spawner starts the process with the environment, folder and argv of the request (bash, here)', async () => {
+  await using scratch = scratchDir('agentd-spawn-')
+  const [spawn, io, cwd] = ['spawn', 'io', "a dir 'quoted'"].map((name) => join(scratch.path, name))
+  for (const dir of [spawn!, io!, cwd!]) mkdirSync(dir)
+  const spawner = hostSpawner(spawn!, io!)
+  try {
+    await until(() => existsSync(join(spawn!, SPAWN_FIFO)))
+    const tricky = `x 'y' "z" $HOME \\ \`id\`\nsecond line`
+    const argv = ['/bin/sh', '-c', 'printf "%s|" "$A" "$0" "$1" "$(pwd)" "$B"; echo err >&2; exit 5', 'arg $0 *', '']
+    const request = Bun.spawn(['/bin/bash', '-c', SPAWN_REQUEST, 'agentd-exec', 'k1-0', spawn!, io!, ...argv], {
+      env: { A: tricky, B: '', PATH: '/usr/bin:/bin' },
+      cwd,
+    })
+    expect(await request.exited).toBe(0)
+    await until(() => existsSync(join(io!, 'k1-0.exit')))
+    expect(readFileSync(join(io!, 'k1-0.out'), 'utf8')).toBe(`${tricky}|arg $0 *||${cwd}||`)
+    expect(readFileSync(join(io!, 'k1-0.err'), 'utf8')).toBe('err\n')
+    expect(readFileSync(join(io!, 'k1-0.exit'), 'utf8')).toBe('5\n')
+    const pid = Number(readFileSync(join(io!, 'k1-0.pid'), 'utf8'))
+    expect(pid).toBeGreaterThan(0)
+    // The process was the spawner's (its session leader), not the request's; its request file is gone.
+    await until(() => !existsSync(join(spawn!, 'k1-0')))
+    // A name that is not one of the driver's is ignored; the spawner goes on.
+    writeFileSync(join(spawn!, SPAWN_FIFO), '../evil\n')
+    const next = Bun.spawn(['/bin/bash', '-c', SPAWN_REQUEST, 'agentd-exec', 'k1-1', spawn!, io!, '/bin/true'], { cwd })
+    expect(await next.exited).toBe(0)
+    await until(() => existsSync(join(io!, 'k1-1.exit')))
+    expect(existsSync(join(io!, '../evil.pid'))).toBe(false)
+  } finally {
+    spawner.kill('SIGKILL')
+  }
+})
+
+test('SPAWN_REQUEST without a spawner (a container from before it) runs the process as its own child', async () => {
+  await using scratch = scratchDir('agentd-spawn-')
+  const request = Bun.spawn(
+    ['/bin/bash', '-c', SPAWN_REQUEST, 'agentd-exec', 'p', scratch.path, scratch.path, '/bin/sh', '-c', 'echo out; echo err >&2; exit 5'],
+    { env: { PATH: '/usr/bin:/bin' } },
+  )
+  await request.exited
+  expect(await Bun.file(`${scratch.path}/p.out`).text()).toBe('out\n')
+  expect(await Bun.file(`${scratch.path}/p.err`).text()).toBe('err\n')
+  expect(await Bun.file(`${scratch.path}/p.exit`).text()).toBe('5\n')
+  expect(Number(await Bun.file(`${scratch.path}/p.pid`).text())).toBeGreaterThan(0)
 })
 
 test('unsavableSockets: connected or closing TCP sockets, not listeners or TIME_WAIT', () => {
