@@ -64,7 +64,8 @@ export const SPAWNER = [
   '  (',
   '    p="$__io/$n" q="$__spawn/$n"',
   '    exec </dev/null >"$p.out" 2>/dev/null',
-  '    ( . "$q" && exec /usr/bin/setsid "$@" ) 2>"$p.err" &',
+  // bash's own exports (its level, the previous folder) are not the request's.
+  '    ( unset -v OLDPWD SHLVL; . "$q" && exec /usr/bin/setsid "$@" ) 2>"$p.err" &',
   '    echo $! > "$p.pid"',
   '    wait $!',
   '    echo $? > "$p.code"',
@@ -84,7 +85,7 @@ export const SPAWNER = [
 export const SPAWN_REQUEST = [
   'n=$1 __spawn=$2 __io=$3; shift 3',
   `if [ -p "$__spawn/${SPAWN_FIFO}" ]; then`,
-  '  umask 077',
+  '  umask 077; unset -v OLDPWD SHLVL',
   "  { declare -px; printf 'cd -- %q || exit 126\\nset --' \"$PWD\"; printf ' %q' \"$@\"; echo; } > \"$__spawn/$n\" || exit 126",
   `  echo "$n" > "$__spawn/${SPAWN_FIFO}" || exit 126`,
   '  exit 0',

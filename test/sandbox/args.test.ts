@@ -288,7 +288,9 @@ test('gvisorExecArgs: runsc exec of a process file (environment and argv never o
 /** Runs the spawner on this host (bash, as in the sandbox) over `spawn` and `io` until the test ends. */
 function hostSpawner(spawn: string, io: string) {
   const script = `__io=$1 __spawn=$2; /usr/bin/mkfifo -m 600 "$__spawn/${SPAWN_FIFO}"; exec 3<>"$__spawn/${SPAWN_FIFO}"\n${SPAWNER}`
-  return Bun.spawn(['/bin/bash', '-c', script, 'agentd-init', io, spawn], { stdout: 'ignore', stderr: 'ignore' })
+  // The container's init has only PATH in its environment (gvisorSpec).
+  const env = { PATH: '/usr/local/bin:/usr/bin:/bin' }
+  return Bun.spawn(['/bin/bash', '-c', script, 'agentd-init', io, spawn], { env, stdout: 'ignore', stderr: 'ignore' })
 }
 
 async function until(check: () => boolean): Promise<void> {
@@ -322,9 +324,15 @@ test('SPAWN_REQUEST and SPAWNER: the spawner starts the process with the environ
     await until(() => !existsSync(join(spawn!, 'k1-0')))
     // A name that is not one of the driver's is ignored; the spawner goes on.
     writeFileSync(join(spawn!, SPAWN_FIFO), '../evil\n')
-    const next = Bun.spawn(['/bin/bash', '-c', SPAWN_REQUEST, 'agentd-exec', 'k1-1', spawn!, io!, '/bin/true'], { cwd })
+    // The environment is the request's, nothing of bash's or the spawner's added.
+    const names = 'env | cut -d= -f1 | sort | tr "\\n" " "'
+    const next = Bun.spawn(['/bin/bash', '-c', SPAWN_REQUEST, 'agentd-exec', 'k1-1', spawn!, io!, '/bin/sh', '-c', names], {
+      env: { C: '1', PATH: '/usr/bin:/bin' },
+      cwd,
+    })
     expect(await next.exited).toBe(0)
     await until(() => existsSync(join(io!, 'k1-1.exit')))
+    expect(readFileSync(join(io!, 'k1-1.out'), 'utf8')).toBe('C PATH PWD ')
     expect(existsSync(join(io!, '../evil.pid'))).toBe(false)
   } finally {
     spawner.kill('SIGKILL')

@@ -60,7 +60,9 @@ for (const kind of ['bwrap', 'gvisor'] as const) {
       expect(pids.length).toBeGreaterThan(0)
       const nices = pids.map(niceOf).filter((n) => n !== null)
       expect(nices.length).toBeGreaterThan(0)
-      for (const nice of nices) expect(nice).toBe(SANDBOX_NICE)
+      // gVisor's systrap platform runs its stub threads one step below the sentry, by design.
+      expect(nices).toContain(SANDBOX_NICE)
+      for (const nice of nices) expect([SANDBOX_NICE, ...(kind === 'gvisor' ? [SANDBOX_NICE + 1] : [])]).toContain(nice)
       // Started niced, and in the sandbox's network namespace, from agentd's own thread (bwrap),
       // which is back at its own niceness and in its own namespace.
       expect(niceOf(process.pid)).toBe(0)
