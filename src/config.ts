@@ -61,6 +61,12 @@ export interface Config {
   fetchLimits: { requests: number; ms: number }
   /** What this host runs at once, whatever the orgs' plans allow (see hostCapacity). */
   capacity: HostCapacity
+  /**
+   * AGENTD_WARM_SANDBOXES: sandboxes kept booted ahead of the sessions that take them (0: none);
+   * null: the default, one per eight sandboxes the host runs (at least one) on gVisor, none on the
+   * other drivers, whose starts cost milliseconds.
+   */
+  warmSandboxes: number | null
   /** AGENTD_METRICS_TOKEN: the bearer token /metrics wants; null: /metrics is off. */
   metricsToken: string | null
   /** AGENTD_LITESTREAM_URL: where Litestream replicates the database to (file:// or s3://); null: no replication. */
@@ -97,6 +103,21 @@ export function readConfigFile(configFile: string | null): Record<string, unknow
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
     throw new ConfigError(`AGENTD_CONFIG ${configFile}: not a JSON object`)
   return parsed as Record<string, unknown>
+}
+
+/** A count (0 allowed), or null when unset. */
+function countOrNull(name: string, raw: string | undefined): number | null {
+  if (raw === undefined || raw === '') return null
+  const value = Number(raw)
+  if (!Number.isInteger(value) || value < 0) throw new ConfigError(`${name} must be a whole number (0 or more), got "${raw}"`)
+  return value
+}
+
+/** How many sandboxes to keep warm: AGENTD_WARM_SANDBOXES, else one per eight the host runs on gVisor (none elsewhere). */
+export function warmSandboxCount(config: Pick<Config, 'warmSandboxes' | 'capacity'>, driverKind: string): number {
+  if (config.warmSandboxes !== null) return config.warmSandboxes
+  if (driverKind !== 'gvisor') return 0
+  return Math.min(config.capacity.maxStarting, Math.max(1, Math.floor(config.capacity.maxSandboxes / 8)))
 }
 
 function wholeNumber(name: string, raw: string | undefined): number | null {
@@ -211,6 +232,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     fetchCa: env.AGENTD_FETCH_CA_FILE ? readFileSync(env.AGENTD_FETCH_CA_FILE, 'utf8') : null,
     fetchLimits: { requests: 200, ms: 30_000 * timeScale },
     capacity: hostCapacity(env, sandboxMemoryBytes),
+    warmSandboxes: countOrNull('AGENTD_WARM_SANDBOXES', env.AGENTD_WARM_SANDBOXES),
     metricsToken: env.AGENTD_METRICS_TOKEN || null,
     litestreamUrl: env.AGENTD_LITESTREAM_URL || null,
     lokiUrl: (env.AGENTD_LOKI_URL || '').replace(/\/+$/, '') || null,

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import { join } from 'node:path'
 import { createDriver, type SandboxDriver } from '../sandbox'
 import { createApp, type AppDeps } from './app'
-import type { Config } from './config'
+import { type Config, warmSandboxCount } from './config'
 import { openDb } from './db/client'
 import { startGateway } from './gateway/gateway'
 import { ADAPTERS } from './harness'
@@ -13,6 +13,7 @@ import { ArtifactStore } from './runtime/artifacts'
 import { GatewaySessions } from './runtime/gateway-bindings'
 import { HarnessInstaller } from './runtime/harness-install'
 import { StartSlots } from './runtime/start-slots'
+import type { WarmSandboxes } from './runtime/warm-sandboxes'
 import { SessionRuntime } from './runtime/session-runtime'
 import type { LogFields } from './domain/log'
 import { SessionSearch } from './search/service'
@@ -241,6 +242,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     gateway: { host: '127.0.0.1', port: gateway.port },
     gatewaySessions,
     starts: new StartSlots(config.capacity.maxStarting),
+    warmSandboxes: warmSandboxCount(config, driver.kind),
     // A run on the caller's own provider account is not held to the plan's token and spend limits.
     turnTerms: async (row) =>
       row.accountId === null
@@ -322,7 +324,10 @@ export async function startServices(config: Config, options: ServerOptions = {})
   // The previous process's sessions come back while the server already listens: a restart with
   // many sandboxes to sweep and adopt still answers /healthz at once (the app holds other requests).
   let stopHousekeeping = () => {}
+  // Warm sandboxes are booted once the start-up sweep has run (it removes sandboxes no session owns).
   const ready = actor.rehydrate().then(() => {
+    runtime.warm.start()
+    if (runtime.warm.size > 0) log(`agentd: ${runtime.warm.size} sandbox(es) kept warm for the next sessions (AGENTD_WARM_SANDBOXES)`)
     const { idleMs, timeScale } = config
     stopHousekeeping = startHousekeeping({ sessions, files, artifacts, installer, store, catalog, idleMs, timeScale, now })
   })
@@ -381,6 +386,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
     metrics,
     gateway,
     driver,
+    /** The sandboxes kept booted ahead of the next sessions. */
+    warm: runtime.warm as Pick<WarmSandboxes, 'size' | 'booted'>,
     /**
      * Stops everything and closes the database. Turns that can be (gVisor) are handed over to the
      * next start, each let finish its model request first for at most AGENTD_SHUTDOWN_S.

@@ -20,6 +20,8 @@ export interface RuntimeDeps extends TurnSpecDeps, Pick<TurnEndDeps, 'publish'> 
   gatewaySessions: GatewaySessions
   /** Creates and wakes within AGENTD_MAX_STARTING. */
   starts: StartSlots
+  /** Sandboxes to keep booted ahead of the sessions that take them (AGENTD_WARM_SANDBOXES; none when absent). */
+  warmSandboxes?: number
   /** What the gateway holds a turn of this session to: the plan's limits mid-turn, or the caller's own provider account. */
   turnTerms: (row: SessionRow) => Promise<TurnTerms>
   artifacts: ArtifactStore

@@ -5,6 +5,7 @@ import type { LiveSessions } from './live'
 import type { ProjectSetup } from './project-setup'
 import type { RuntimeDeps } from './runtime-deps'
 import { sandboxDir, sandboxSpec } from './sandbox-spec'
+import type { WarmSandboxes } from './warm-sandboxes'
 
 export type SandboxesDeps = Pick<
   RuntimeDeps,
@@ -23,12 +24,19 @@ export class SessionSandboxes {
     private readonly inbox: () => SessionInbox,
     /** Shutting down: a failed start is not tried again. */
     private readonly closing: () => boolean,
+    /** Sandboxes booted ahead, each under the id of the session that takes it. */
+    private readonly warm: Pick<WarmSandboxes, 'claim' | 'discard'>,
   ) {}
 
   spec(id: string): SandboxSpec {
-    const { dataDir, installer, gateway, limits } = this.deps
     const egress = this.deps.egress?.(id)
-    return { ...sandboxSpec({ dataDir, installerRoot: installer.root, gateway, limits }, id), ...(egress ? { egress } : {}) }
+    return { ...this.plainSpec(id), ...(egress ? { egress } : {}) }
+  }
+
+  /** The sandbox every session starts from, before its Project's image or egress proxy: what a warm one is made as. */
+  plainSpec(id: string): SandboxSpec {
+    const { dataDir, installer, gateway, limits } = this.deps
+    return sandboxSpec({ dataDir, installerRoot: installer.root, gateway, limits }, id)
   }
 
   /**
@@ -40,15 +48,15 @@ export class SessionSandboxes {
     const causes: string[] = []
     const row = this.deps.store.get(id)
     const base = row ? await this.project.baseImage(row) : null
+    const warm = await this.warm.claim(id)
+    if (warm && (base || this.spec(id).egress)) await this.warm.discard(warm)
+    else if (warm) return this.ready(id, warm)
     for (let attempt = 1; attempt <= 2; attempt++) {
       try {
         // A second start goes without the prebuilt image (it may have been pruned meanwhile): setup runs.
         if (attempt === 2 && base) this.project.withoutImage(id)
         const spec = { ...this.spec(id), ...(base && attempt === 1 ? { baseImage: base } : {}) }
-        const handle = await this.deps.starts.run(() => this.deps.driver.create(spec))
-        Object.assign(this.live.of(id), { handle, parked: false })
-        if (!this.inbox().apply(id, { type: 'sandbox.ready' })) await this.destroy(id)
-        return
+        return await this.ready(id, await this.deps.starts.run(() => this.deps.driver.create(spec)))
       } catch (err) {
         causes.push((err as Error).message)
         this.deps.log(`sandbox start ${attempt} of 2 failed: ${(err as Error).message}`, { session: id })
@@ -57,6 +65,12 @@ export class SessionSandboxes {
     }
     const why = causes[0] === causes[1] ? `${causes[0]} (twice)` : `${causes[1]} (first attempt: ${causes[0]})`
     this.inbox().apply(id, { type: 'sandbox.failed', error: `sandbox could not start: ${why}` })
+  }
+
+  /** The session's sandbox is up: the actor hears it (and a session that went meanwhile has it destroyed). */
+  private async ready(id: string, handle: SandboxHandle): Promise<void> {
+    Object.assign(this.live.of(id), { handle, parked: false })
+    if (!this.inbox().apply(id, { type: 'sandbox.ready' })) await this.destroy(id)
   }
 
   /** The session's sandbox handle; after a restart, found again on disk by the driver. */

@@ -15,6 +15,7 @@ import { SessionSandboxes } from './sandboxes'
 import { sandboxVariables } from './environment'
 import type { RuntimeDeps } from './runtime-deps'
 import { ProjectSetup } from './project-setup'
+import { WarmSandboxes } from './warm-sandboxes'
 
 /** A machine action as `transition()` returns it. */
 interface ActionObject {
@@ -35,6 +36,8 @@ const TRANSACTIONAL = new Set(['enqueueMessage', 'deliverMessage', 'dequeueMessa
 export class SessionRuntime {
   private readonly live: LiveSessions
   private readonly sandboxes: SessionSandboxes
+  /** Sandboxes booted ahead of the sessions that take them (AGENTD_WARM_SANDBOXES). */
+  readonly warm: WarmSandboxes
   /** Shutting down: nothing new starts. */
   closing = false
 
@@ -58,7 +61,22 @@ export class SessionRuntime {
       this.project,
       () => this.inbox,
       () => this.closing,
+      { claim: (id) => this.warm.claim(id), discard: (handle) => this.warm.discard(handle) },
     )
+    this.warm = new WarmSandboxes(
+      { ...deps, spec: (id) => this.sandboxes.plainSpec(id), log: (line) => deps.log(line) },
+      deps.warmSandboxes ?? 0,
+    )
+  }
+
+  /** The id for a new session: one whose sandbox is booted ahead when a warm one waits. */
+  newSessionId(): string {
+    return this.warm.sessionId()
+  }
+
+  /** A create stored no session under `id` (refused, or a replay): its warm sandbox, if any, goes back untouched. */
+  unusedSessionId(id: string): void {
+    this.warm.giveBack(id)
   }
 
   connect(inbox: SessionInbox): void {
@@ -295,6 +313,7 @@ export class SessionRuntime {
    */
   async shutdown(deadline = Date.now() + 30_000): Promise<void> {
     this.closing = true
+    const warm = this.warm.close()
     // A driver whose sandboxes outlive agentd keeps each turn's processes, frozen, for the next server.
     if (this.deps.driver.reattach)
       await Promise.all(this.live.all().map(([id, live]) => handOver(this.deps, id, live, this.sandboxes.spec(id).stateDir, deadline)))
@@ -334,6 +353,7 @@ export class SessionRuntime {
           .catch((err) => this.deps.log(`not parked at shutdown: ${(err as Error).message}`, { session: id })),
       ),
     )
+    await warm
     this.deps.store.events.flush()
   }
 }

@@ -37,7 +37,7 @@ export interface SessionServiceDeps {
   /** The machine loop every command goes through. */
   actor: SessionActor
   /** Confirms a stop_turn: the turn's CLI has exited. */
-  runtime: Pick<SessionRuntime, 'stopped'>
+  runtime: Pick<SessionRuntime, 'stopped' | 'newSessionId' | 'unusedSessionId'>
   installer: HarnessInstaller
   plans: PlanService
   accounts: AccountService
@@ -113,59 +113,67 @@ export class SessionService {
     // Fetched now (in what the images left of the budget), each code-host source pinned to its commit: the run never reads the URLs again.
     const skills = run.skills ? await this.deps.skills.fetch(run.skills, fetches) : []
     // Tokens are sealed for this session, under its id: made now, before anything is awaited again.
-    const id = newId()
-    const servers = run.connections
-      ? await this.deps.connections.forRun(principal, access.orgId, project?.id ?? null, id, run.connections)
-      : []
-    if (runSpec.pinned) await this.resolvePin(runSpec)
-    const installation = await checkRunRepository(
-      this.deps.repositories,
-      access.orgId,
-      runRepository(project, named, runSpec),
-      { project, named: named !== null && !project?.repoOwner, connection: named?.connection ?? null },
-      runSpec.onPr,
-    )
-    // Another create with the key may have made its session while this one waited.
-    const made = replay()
-    if (made) return this.deps.queries.view(this.store.get(made)!)
-    // Synchronous from here to the insert, so two creates cannot both take a key's last slot, nor
-    // both make a session for one Idempotency-Key.
-    const accountId = request.account_id ?? null
-    if (accountId !== null) this.deps.accounts.assertUsable(principal, access.orgId, accountId, runSpec.model)
-    this.deps.plans.assertAllows(access.orgId, runSpec.model, accountId !== null)
-    if (principal.apiKey) assertKeySlot(this.deps.db, principal.apiKey)
+    // A warm sandbox waits under the id the runtime gives (a new one when none does).
+    const id = this.deps.runtime.newSessionId()
+    // A create that stores no session gives its id back: its warm sandbox stays warm for the next.
+    let stored = false
+    try {
+      const servers = run.connections
+        ? await this.deps.connections.forRun(principal, access.orgId, project?.id ?? null, id, run.connections)
+        : []
+      if (runSpec.pinned) await this.resolvePin(runSpec)
+      const installation = await checkRunRepository(
+        this.deps.repositories,
+        access.orgId,
+        runRepository(project, named, runSpec),
+        { project, named: named !== null && !project?.repoOwner, connection: named?.connection ?? null },
+        runSpec.onPr,
+      )
+      // Another create with the key may have made its session while this one waited.
+      const made = replay()
+      if (made) return this.deps.queries.view(this.store.get(made)!)
+      // Synchronous from here to the insert, so two creates cannot both take a key's last slot, nor
+      // both make a session for one Idempotency-Key.
+      const accountId = request.account_id ?? null
+      if (accountId !== null) this.deps.accounts.assertUsable(principal, access.orgId, accountId, runSpec.model)
+      this.deps.plans.assertAllows(access.orgId, runSpec.model, accountId !== null)
+      if (principal.apiKey) assertKeySlot(this.deps.db, principal.apiKey)
 
-    const [snapshot] = initialTransition(sessionMachine, {
-      persistence: runSpec.persistence,
-      mode: runSpec.mode,
-      hasSchema: runSpec.outputSchema !== null,
-    })
-    const row = newSessionRow({
-      id,
-      orgId: access.orgId,
-      project,
-      principal,
-      accountId,
-      runSpec,
-      repository: runRepository(project, named, runSpec),
-      installation,
-      status: statusOf(snapshot),
-      now: this.now(),
-    })
-    if (profile) Object.assign(row, profileFields(request, profile, runSpec))
-    if (skills.length > 0) row.effectiveConfig = { ...row.effectiveConfig, skills: SkillService.pins(skills) }
-    this.store.insert(
-      row,
-      sessionMachine.getPersistedSnapshot(snapshot),
-      SESSION_MACHINE_VERSION,
-      [statusEvent(0, statusOf(snapshot), id)],
-      () => {
-        if (keyed) this.idempotency.claim(keyed.scope, keyed.key, keyed.digest, id)
-        this.deps.files.attach(principal, access.orgId, id, attachments)
-        this.deps.skills.attach(id, skills)
-        this.deps.connections.attach(id, servers)
-      },
-    )
+      const [snapshot] = initialTransition(sessionMachine, {
+        persistence: runSpec.persistence,
+        mode: runSpec.mode,
+        hasSchema: runSpec.outputSchema !== null,
+      })
+      const row = newSessionRow({
+        id,
+        orgId: access.orgId,
+        project,
+        principal,
+        accountId,
+        runSpec,
+        repository: runRepository(project, named, runSpec),
+        installation,
+        status: statusOf(snapshot),
+        now: this.now(),
+      })
+      if (profile) Object.assign(row, profileFields(request, profile, runSpec))
+      if (skills.length > 0) row.effectiveConfig = { ...row.effectiveConfig, skills: SkillService.pins(skills) }
+      this.store.insert(
+        row,
+        sessionMachine.getPersistedSnapshot(snapshot),
+        SESSION_MACHINE_VERSION,
+        [statusEvent(0, statusOf(snapshot), id)],
+        () => {
+          if (keyed) this.idempotency.claim(keyed.scope, keyed.key, keyed.digest, id)
+          this.deps.files.attach(principal, access.orgId, id, attachments)
+          this.deps.skills.attach(id, skills)
+          this.deps.connections.attach(id, servers)
+        },
+      )
+      stored = true
+    } finally {
+      if (!stored) this.deps.runtime.unusedSessionId(id)
+    }
     this.actor.admit()
     return this.deps.queries.view(this.store.get(id)!)
   }

@@ -30,7 +30,8 @@ export type TestApp = Awaited<ReturnType<typeof makeTestApp>>
  */
 export async function makeTestApp(env: Record<string, string> = {}, options: ServerOptions = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'agentd-test-'))
-  const config = loadConfig({ DATA_DIR: dir, ...env })
+  // No warm sandboxes unless a test asks (test/e2e/warm-sandboxes.test.ts): most apps here run no session on gVisor.
+  const config = loadConfig({ DATA_DIR: dir, AGENTD_WARM_SANDBOXES: '0', ...env })
   // AGENTD_SANDBOX=gvisor|bwrap gives the app that real driver; otherwise the process driver.
   const driver =
     options.driver ??

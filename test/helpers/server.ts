@@ -18,7 +18,8 @@ export interface RunningServer {
 export async function startServer(env: Record<string, string>): Promise<RunningServer> {
   const proc = Bun.spawn([bun, join(root, 'src/main.ts')], {
     cwd: root,
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/root', PORT: '0', ...env },
+    // No warm sandboxes unless asked (as in makeTestApp).
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/root', PORT: '0', AGENTD_WARM_SANDBOXES: '0', ...env },
     stdin: 'ignore',
     stdout: 'ignore',
     stderr: 'pipe',

@@ -1,0 +1,131 @@
+import { rmSync } from 'node:fs'
+import type { SandboxDriver, SandboxHandle, SandboxSpec } from '../../sandbox/driver'
+import { newId } from '../domain/ids'
+import type { StartSlots } from './start-slots'
+import { sandboxDir } from './sandbox-spec'
+
+export interface WarmDeps {
+  driver: SandboxDriver
+  /** Warm boots take start slots like any create (AGENTD_MAX_STARTING). */
+  starts: StartSlots
+  dataDir: string
+  /** The plain sandbox of session `id`: no Project image, no egress proxy. */
+  spec: (id: string) => SandboxSpec
+  log: (line: string) => void
+}
+
+/** After a warm boot fails, none is tried again for this long (a broken runsc must not boot in a loop). */
+const RETRY_AFTER_FAILURE_MS = 30_000
+
+/**
+ * Sandboxes booted ahead of the sessions that will take them (AGENTD_WARM_SANDBOXES). Each is made
+ * under the id its session will have: a create takes its id from here (`sessionId`), and the
+ * session's provision finds the sandbox booted, or booting (`claim`), so nothing is renamed.
+ *
+ * A warm sandbox holds nothing of any Project: it is made before its session exists, from the plain
+ * spec every session starts from, handed to one session only and never returned. A Project's
+ * variables, secrets and checkout reach it afterwards, on that session's own path. A session whose
+ * sandbox must be made otherwise (from its Project's prebuilt image, or with an egress proxy) has
+ * its warm one destroyed and a sandbox made as before.
+ */
+export class WarmSandboxes {
+  /** Booted or booting, not handed out yet: id → its boot (null once it failed). */
+  private readonly pool = new Map<string, Promise<SandboxHandle | null>>()
+  /** Handed to a new session (its id taken), not yet claimed by that session's provision. */
+  private readonly taken = new Map<string, Promise<SandboxHandle | null>>()
+  /** Ids in the pool whose boot has finished. */
+  private readonly bootedIds = new Set<string>()
+  private running = false
+  private failedAt = Number.NEGATIVE_INFINITY
+
+  constructor(
+    private readonly deps: WarmDeps,
+    readonly size: number,
+  ) {}
+
+  /** Starts filling the pool (after the start-up sweep, which would remove what it made before). */
+  start(): void {
+    this.running = true
+    this.refill()
+  }
+
+  /** The id for a new session: one whose sandbox is warm (a booted one first) when the pool has one. */
+  sessionId(): string {
+    const id = [...this.pool.keys()].find((p) => this.bootedIds.has(p)) ?? this.pool.keys().next().value
+    if (id === undefined) return newId()
+    this.bootedIds.delete(id)
+    this.taken.set(id, this.pool.get(id)!)
+    this.pool.delete(id)
+    this.refill()
+    return id
+  }
+
+  /**
+   * Session `id` was never stored (its create was refused): its sandbox goes back to the pool. Only
+   * the id was used, to seal what the refused create made and threw away; the sandbox is as booted.
+   */
+  giveBack(id: string): void {
+    const boot = this.taken.get(id)
+    if (!boot) return
+    this.taken.delete(id)
+    // Refilled meanwhile: one too many, so it goes.
+    if (this.pool.size >= this.size) return void boot.then((handle) => handle && this.discard(handle))
+    this.pool.set(id, boot)
+    void boot.then((handle) => handle && this.pool.has(id) && this.bootedIds.add(id))
+  }
+
+  /** The warm sandbox made for session `id`, once booted; null when it has none (or its boot failed). */
+  async claim(id: string): Promise<SandboxHandle | null> {
+    const boot = this.taken.get(id)
+    if (!boot) return null
+    this.taken.delete(id)
+    return boot
+  }
+
+  /** A warm sandbox its session cannot use: destroyed with its folder, so the session's own is made afresh. */
+  async discard(handle: SandboxHandle): Promise<void> {
+    await this.deps.driver.destroy(handle).catch((err) => this.deps.log(`a warm sandbox was not destroyed: ${err}`))
+    rmSync(sandboxDir(this.deps.dataDir, handle.id), { recursive: true, force: true })
+  }
+
+  /** How many are booted and waiting for a session. */
+  get booted(): number {
+    return this.bootedIds.size
+  }
+
+  private refill(): void {
+    if (Date.now() - this.failedAt < RETRY_AFTER_FAILURE_MS) return
+    while (this.running && this.pool.size < this.size) {
+      const id = newId()
+      const boot = this.deps.starts
+        .run(() => this.deps.driver.create(this.deps.spec(id)))
+        .then((handle) => {
+          if (this.pool.has(id)) this.bootedIds.add(id)
+          return handle
+        })
+        .catch((err: Error) => {
+          this.deps.log(`agentd: a warm sandbox did not start: ${err.message}`)
+          this.failedAt = Date.now()
+          this.pool.delete(id)
+          rmSync(sandboxDir(this.deps.dataDir, id), { recursive: true, force: true })
+          return null
+        })
+      this.pool.set(id, boot)
+    }
+  }
+
+  /** Stops refilling and destroys every warm sandbox no session's provision has claimed. */
+  async close(): Promise<void> {
+    this.running = false
+    const unclaimed = [...this.pool.values(), ...this.taken.values()]
+    this.pool.clear()
+    this.taken.clear()
+    this.bootedIds.clear()
+    await Promise.all(
+      unclaimed.map(async (boot) => {
+        const handle = await boot
+        if (handle) await this.discard(handle)
+      }),
+    )
+  }
+}
