@@ -13,6 +13,7 @@ import { ArtifactStore } from './runtime/artifacts'
 import { GatewaySessions } from './runtime/gateway-bindings'
 import { HarnessInstaller } from './runtime/harness-install'
 import { StartSlots } from './runtime/start-slots'
+import { InFlightLimit } from './gateway/in-flight-limit'
 import type { WarmSandboxes } from './runtime/warm-sandboxes'
 import { SessionRuntime } from './runtime/session-runtime'
 import type { LogFields } from './domain/log'
@@ -123,7 +124,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const providers = loadProviders(config.configFile)
   // Every sealed value's key: the config's, else the one generated in DATA_DIR at the first start.
   const accountsKey = loadAccountsKey(config.configFile, config.dataDir, log)
-  const mcpInFlight = new Map<string, number>()
+  const mcpInFlight = new InFlightLimit(MCP_IN_FLIGHT)
   const gateway = await startGateway({
     resolve: (token) => gatewaySessions.resolve(token),
     onUsage: (usage) => metrics.gatewayCall(usage, gatewaySessions.record(usage)),
@@ -137,15 +138,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
     mcp: async (session, name, req) => {
       const target = await connections.target(session.sessionId, name)
       if (!target) return null
-      // A sandbox keeps at most MCP_IN_FLIGHT exchanges open: it cannot make agentd hold sockets without end.
-      const open = mcpInFlight.get(session.sessionId) ?? 0
-      if (open >= MCP_IN_FLIGHT) return Response.json({ error: `at most ${MCP_IN_FLIGHT} tool server requests at once` }, { status: 429 })
-      mcpInFlight.set(session.sessionId, open + 1)
-      const onDone = () => {
-        const left = (mcpInFlight.get(session.sessionId) ?? 1) - 1
-        if (left > 0) mcpInFlight.set(session.sessionId, left)
-        else mcpInFlight.delete(session.sessionId)
-      }
+      const onDone = mcpInFlight.take(session.sessionId)
+      if (!onDone) return Response.json({ error: `at most ${mcpInFlight.max} tool server requests at once` }, { status: 429 })
       return proxyToolRequest(req, target, {
         resolve: options.resolveHost ?? resolveHost,
         allowPrivate: config.webhookAllowPrivate,

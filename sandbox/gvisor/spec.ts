@@ -86,7 +86,7 @@ export const SPAWN_REQUEST = [
   'n=$1 __spawn=$2 __io=$3; shift 3',
   `if [ -p "$__spawn/${SPAWN_FIFO}" ]; then`,
   '  umask 077; unset -v OLDPWD SHLVL',
-  "  { declare -px; printf 'cd -- %q || exit 126\\nset --' \"$PWD\"; printf ' %q' \"$@\"; echo; } > \"$__spawn/$n\" || exit 126",
+  '  { declare -px; printf \'cd -- %q || exit 126\\nset --\' "$PWD"; printf \' %q\' "$@"; echo; } > "$__spawn/$n" || exit 126',
   `  echo "$n" > "$__spawn/${SPAWN_FIFO}" || exit 126`,
   '  exit 0',
   'fi',
