@@ -8,12 +8,14 @@ import { startGateway } from './gateway/gateway'
 import { ADAPTERS } from './harness'
 import { ApiKeyService } from './api-keys/service'
 import { AuthService } from './identity/auth'
-import { installedVersion, loadCatalog } from './catalog/catalog'
+import { loadCatalog, runnableVersions } from './catalog/catalog'
 import { ArtifactStore } from './runtime/artifacts'
 import { GatewaySessions } from './runtime/gateway-bindings'
 import { HarnessInstaller } from './runtime/harness-install'
 import { StartSlots } from './runtime/start-slots'
 import { InFlightLimit } from './gateway/in-flight-limit'
+import { fillNodeCompileCache } from './harness/node-runtime'
+import { geminiEntryPath } from './harness/gemini'
 import type { WarmSandboxes } from './runtime/warm-sandboxes'
 import { SessionRuntime } from './runtime/session-runtime'
 import type { LogFields } from './domain/log'
@@ -41,7 +43,6 @@ import { TranscriptService } from './transcript/service'
 import { IdentityService } from './identity/service'
 import { OidcVerifier } from './identity/oidc'
 import { loadProviders } from './gateway/providers'
-import type { HarnessVersions } from './catalog/catalog'
 import { SessionActor } from './sessions/actor'
 import { SessionService } from './sessions/service'
 import { resolveHost, type ResolveHost } from './egress/address-policy'
@@ -107,11 +108,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const catalog = loadCatalog(config.configFile)
 
   const adapters = ADAPTERS
-  const runnable: HarnessVersions = {}
-  for (const harness of catalog.harnesses) {
-    const version = installedVersion(harness.package)
-    if (version && adapters[harness.id]) runnable[harness.id] = version
-  }
+  const runnable = runnableVersions(catalog, adapters)
 
   const gatewaySessions = new GatewaySessions()
   // Read at each scrape: the store is made below, and a scrape only comes once the app serves.
@@ -321,6 +318,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
   // Warm sandboxes are booted once the start-up sweep has run (it removes sandboxes no session owns).
   const ready = actor.rehydrate().then(() => {
     runtime.warm.start()
+    void fillNodeCompileCache(geminiEntryPath(), log)
     if (runtime.warm.size > 0) log(`agentd: ${runtime.warm.size} sandbox(es) kept warm for the next sessions (AGENTD_WARM_SANDBOXES)`)
     const { idleMs, timeScale } = config
     stopHousekeeping = startHousekeeping({ sessions, files, artifacts, installer, store, catalog, idleMs, timeScale, now })

@@ -66,6 +66,16 @@ export function installedVersion(pkg: string): string | null {
   return (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version
 }
 
+/** The harnesses agentd can run here (an adapter and its CLI installed), with their installed versions. */
+export function runnableVersions(catalog: Catalog, adapters: Partial<Record<Harness, unknown>>): HarnessVersions {
+  const runnable: HarnessVersions = {}
+  for (const harness of catalog.harnesses) {
+    const version = installedVersion(harness.package)
+    if (version && adapters[harness.id]) runnable[harness.id] = version
+  }
+  return runnable
+}
+
 /** Whether calls to `model` cost anything at its catalog price (the scripted model never does). */
 export function isPriced(model: CatalogModel): boolean {
   return model.pricing.input_per_million > 0 || model.pricing.output_per_million > 0

@@ -28,6 +28,7 @@ import {
   type TurnSpec,
 } from './harness'
 import { isObject } from '../domain/values'
+import { cliNode } from './node-runtime'
 
 const AGENT = 'harness_3'
 export const GEMINI_PACKAGE = '@google/gemini-cli'
@@ -51,7 +52,8 @@ export const geminiAdapter: HarnessAdapter = {
 }
 
 export function buildTurn(spec: TurnSpec): TurnCommand {
-  const argv = [Bun.which('node') ?? 'node', geminiEntryPath(spec.cliRoot), '--output-format', 'stream-json', '--yolo', '--skip-trust']
+  const node = cliNode()
+  const argv = [node.path, geminiEntryPath(spec.cliRoot), '--output-format', 'stream-json', '--yolo', '--skip-trust']
   // An explicit model also skips the model router's classifier call.
   argv.push('--model', spec.model)
   // Debug mode makes the shell tool report its exit code ("Exit Code: 1") in the stream; otherwise
@@ -69,6 +71,8 @@ export function buildTurn(spec: TurnSpec): TurnCommand {
       GEMINI_API_KEY: spec.gatewayToken,
       // Skips the CLI re-launching itself with a bigger heap: about 0.8 s per turn.
       GEMINI_CLI_NO_RELAUNCH: 'true',
+      // Read-only inside a sandbox: the bundle's compiled code, filled by agentd on the host (node-runtime.ts).
+      ...(node.compileCache ? { NODE_COMPILE_CACHE: node.compileCache } : {}),
     },
     files: { '.gemini/settings.json': JSON.stringify(settings(spec), null, 2), [PROMPT_FILE]: spec.prompt },
   }
