@@ -1,7 +1,6 @@
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
-import { niced } from '../../sandbox/priority'
 import { BUNDLED_MODULES } from './common'
 
 /**
@@ -53,7 +52,7 @@ export async function fillNodeCompileCache(entry: string, log: (line: string) =>
   const home = mkdtempSync(join(tmpdir(), 'agentd-node-cache-home-'))
   try {
     const started = performance.now()
-    const run = Bun.spawn(niced([BUNDLED_NODE, entry, '--version']), {
+    const run = Bun.spawn([BUNDLED_NODE, entry, '--version'], {
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, NODE_COMPILE_CACHE: building },
       stdin: 'ignore',
       stdout: 'ignore',
