@@ -34,6 +34,7 @@ export const RESERVED_SECRET_NAMES: readonly string[] = [
   'GOOGLE_GEMINI_BASE_URL',
   'GEMINI_API_KEY',
   'GEMINI_CLI_NO_RELAUNCH',
+  'NODE_COMPILE_CACHE',
 ]
 
 /**
