@@ -62,6 +62,8 @@ export const SPAWNER = [
   '  read -r n <&3 || continue',
   '  case "$n" in ""|*[!a-z0-9-]*) continue;; esac',
   '  (',
+  // The FIFO is the spawner's alone: no process of the sandbox's inherits it.
+  '    exec 3<&-',
   '    p="$__io/$n" q="$__spawn/$n"',
   '    exec </dev/null >"$p.out" 2>/dev/null',
   // bash's own exports (its level, the previous folder) are not the request's.

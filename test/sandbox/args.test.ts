@@ -324,6 +324,12 @@ test('SPAWN_REQUEST and SPAWNER: the spawner starts the process with the environ
     await until(() => !existsSync(join(spawn!, 'k1-0')))
     // A name that is not one of the driver's is ignored; the spawner goes on.
     writeFileSync(join(spawn!, SPAWN_FIFO), '../evil\n')
+    // The spawner's FIFO is not among the process's open files.
+    const fd3 = 'readlink /proc/$$/fd/3 || echo none'
+    const fds = Bun.spawn(['/bin/bash', '-c', SPAWN_REQUEST, 'agentd-exec', 'k1-2', spawn!, io!, '/bin/sh', '-c', fd3], { cwd })
+    expect(await fds.exited).toBe(0)
+    await until(() => existsSync(join(io!, 'k1-2.exit')))
+    expect(readFileSync(join(io!, 'k1-2.out'), 'utf8')).toBe('none\n')
     // The environment is the request's, nothing of bash's or the spawner's added.
     const names = 'env | cut -d= -f1 | sort | tr "\\n" " "'
     const next = Bun.spawn(['/bin/bash', '-c', SPAWN_REQUEST, 'agentd-exec', 'k1-1', spawn!, io!, '/bin/sh', '-c', names], {
