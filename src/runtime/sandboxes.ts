@@ -114,7 +114,9 @@ export class SessionSandboxes {
   async destroy(id: string): Promise<void> {
     const live = this.live.get(id)
     live?.turn?.process.kill('SIGKILL')
-    const handle = live?.handle ?? (await this.deps.driver.recover(this.spec(id)).catch(() => null))
+    // A session ended before its provision (cancelled while queued) still holds the warm sandbox it took.
+    const warm = await this.warm.claim(id)
+    const handle = live?.handle ?? warm ?? (await this.deps.driver.recover(this.spec(id)).catch(() => null))
     if (handle) await this.deps.driver.destroy(handle).catch((err) => this.deps.log(`destroy failed: ${err}`, { session: id }))
     if (live) {
       live.handle = undefined

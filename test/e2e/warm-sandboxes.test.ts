@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { readdirSync, statSync } from 'node:fs'
+import { existsSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { json, req, script, waitFor } from '../helpers/http'
@@ -99,3 +99,30 @@ test("each session takes a sandbox booted before it was created; the next Projec
   expect(folders).toContain(alpha.id)
   expect(folders).toContain(beta.id)
 }, 300_000)
+
+test('a session cancelled while queued takes its warm sandbox with it: no folder, no container left', async () => {
+  t.plans.setPlan('acme', { maxConcurrent: 1 })
+  try {
+    const running = await startWarm('beta', [{ sleep: 3000 }, { answer: 'held the slot' }])
+    await waitFor(
+      async () => t.store.get(running.id)!.status,
+      (status) => status === 'running',
+      60_000,
+    )
+    const queued = await startWarm('beta', [{ answer: 'never runs' }])
+    expect(t.store.get(queued.id)!.status).toBe('queued')
+    // Its sandbox was booted for it before the create, under its id.
+    expect(bootedAt(queued.id)).toBeLessThan(queued.createdAt)
+    expect((await admin('PATCH', `/o/acme/p/beta/sessions/${queued.id}`, { status: 'cancelled' })).status).toBe(200)
+    await waitFor(
+      async () => existsSync(join(t.dir, 'sandboxes', queued.id)),
+      (exists) => !exists,
+      30_000,
+    )
+    const containers = Bun.spawnSync(['ps', '-eo', 'args']).stdout.toString()
+    expect(containers).not.toContain(queued.id)
+    await settled(running.id)
+  } finally {
+    t.plans.setPlan('acme', { maxConcurrent: 4 })
+  }
+}, 180_000)
