@@ -105,14 +105,6 @@ export function readConfigFile(configFile: string | null): Record<string, unknow
   return parsed as Record<string, unknown>
 }
 
-/** A count (0 allowed), or null when unset. */
-function countOrNull(name: string, raw: string | undefined): number | null {
-  if (raw === undefined || raw === '') return null
-  const value = Number(raw)
-  if (!Number.isInteger(value) || value < 0) throw new ConfigError(`${name} must be a whole number (0 or more), got "${raw}"`)
-  return value
-}
-
 /** How many sandboxes to keep warm: AGENTD_WARM_SANDBOXES, else one per eight the host runs on gVisor (none elsewhere). */
 export function warmSandboxCount(config: Pick<Config, 'warmSandboxes' | 'capacity'>, driverKind: string): number {
   if (config.warmSandboxes !== null) return config.warmSandboxes
@@ -120,10 +112,11 @@ export function warmSandboxCount(config: Pick<Config, 'warmSandboxes' | 'capacit
   return Math.min(config.capacity.maxStarting, Math.max(1, Math.floor(config.capacity.maxSandboxes / 8)))
 }
 
-function wholeNumber(name: string, raw: string | undefined): number | null {
+/** A whole number of at least `min` (1 unless said), or null when unset. */
+function wholeNumber(name: string, raw: string | undefined, min = 1): number | null {
   if (raw === undefined || raw === '') return null
   const value = Number(raw)
-  if (!Number.isInteger(value) || value <= 0) throw new ConfigError(`${name} must be a whole number of at least 1, got "${raw}"`)
+  if (!Number.isInteger(value) || value < min) throw new ConfigError(`${name} must be a whole number of at least ${min}, got "${raw}"`)
   return value
 }
 
@@ -232,7 +225,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     fetchCa: env.AGENTD_FETCH_CA_FILE ? readFileSync(env.AGENTD_FETCH_CA_FILE, 'utf8') : null,
     fetchLimits: { requests: 200, ms: 30_000 * timeScale },
     capacity: hostCapacity(env, sandboxMemoryBytes),
-    warmSandboxes: countOrNull('AGENTD_WARM_SANDBOXES', env.AGENTD_WARM_SANDBOXES),
+    warmSandboxes: wholeNumber('AGENTD_WARM_SANDBOXES', env.AGENTD_WARM_SANDBOXES, 0),
     metricsToken: env.AGENTD_METRICS_TOKEN || null,
     litestreamUrl: env.AGENTD_LITESTREAM_URL || null,
     lokiUrl: (env.AGENTD_LOKI_URL || '').replace(/\/+$/, '') || null,

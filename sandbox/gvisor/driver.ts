@@ -38,8 +38,8 @@ export interface GvisorOptions extends HostDriverOptions {
 
 /**
  * gVisor sandboxes: one long-lived runsc container per sandbox (its own kernel, no network but its
- * loopback with the gateway relay, read-only system, writable workspace and home), one
- * `runsc exec` per process, output through files so it survives a checkpoint. Park checkpoints to
+ * loopback with the gateway relay, read-only system, writable workspace and home), each process
+ * started by the spawner under its init (exec.ts), output through files so it survives a checkpoint. Park checkpoints to
  * `<stateDir>/image` and deletes the container (no RAM held), or freezes its cgroups when a turn
  * runs or something open cannot be saved (park.ts); wake restores or thaws it. */
 export class GvisorDriver implements SandboxDriver {

@@ -11,9 +11,10 @@ import { runHelper, spawnHelper } from '../spawn'
 import { TailedProcess } from '../tail'
 
 /**
- * The gVisor driver's processes: one `runsc exec` each, through EXEC_WRAPPER, its output tailed
- * from files (TailedProcess) so it survives a checkpoint; signals to its process group; execs and
- * signals asked for while the sandbox is parked, held until it wakes.
+ * The gVisor driver's processes: each started by the sandbox's spawner (a `runsc exec` hands over
+ * its request: SPAWN_REQUEST in spec.ts), its output tailed from files (TailedProcess) so it
+ * survives a checkpoint; signals to its process group; execs and signals asked for while the
+ * sandbox is parked, held until it wakes.
  */
 
 /** What the exec side needs of the driver. */

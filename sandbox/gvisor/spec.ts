@@ -11,7 +11,7 @@ import { runscPath } from './runsc-binary'
 
 export const GVISOR_WORKSPACE = '/workspace'
 export const GVISOR_HOME = '/home/agent'
-/** Where exec output files live inside the container (the host tails them; see `EXEC_WRAPPER`). */
+/** Where exec output files live inside the container (the host tails them; see `SPAWNER`). */
 export const SANDBOX_IO_DIR = '/run/agentd/io'
 /** Written by the container's init once the gateway relay listens. */
 export const READY_FILE = 'ready'

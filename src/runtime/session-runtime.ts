@@ -74,7 +74,7 @@ export class SessionRuntime {
     return this.warm.sessionId()
   }
 
-  /** A create stored no session under `id` (refused, or a replay): its warm sandbox, if any, goes back untouched. */
+  /** A create stored no session under `id` (refused, or a replay): the warm sandbox it took, if any, is destroyed. */
   unusedSessionId(id: string): void {
     this.warm.giveBack(id)
   }

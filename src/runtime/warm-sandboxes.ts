@@ -61,17 +61,14 @@ export class WarmSandboxes {
   }
 
   /**
-   * Session `id` was never stored (its create was refused): its sandbox goes back to the pool. Only
-   * the id was used, to seal what the refused create made and threw away; the sandbox is as booted.
+   * Session `id` was never stored (its create was refused, or answered by a replay): the sandbox
+   * it took is destroyed. The pool refilled when the id was taken, so it is not wanted back.
    */
   giveBack(id: string): void {
     const boot = this.taken.get(id)
     if (!boot) return
     this.taken.delete(id)
-    // Refilled meanwhile: one too many, so it goes.
-    if (this.pool.size >= this.size) return void boot.then((handle) => handle && this.discard(handle))
-    this.pool.set(id, boot)
-    void boot.then((handle) => handle && this.pool.has(id) && this.bootedIds.add(id))
+    void boot.then((handle) => handle && this.discard(handle))
   }
 
   /** The warm sandbox made for session `id`, once booted; null when it has none (or its boot failed). */

@@ -115,7 +115,7 @@ export class SessionService {
     // Tokens are sealed for this session, under its id: made now, before anything is awaited again.
     // A warm sandbox waits under the id the runtime gives (a new one when none does).
     const id = this.deps.runtime.newSessionId()
-    // A create that stores no session gives its id back: its warm sandbox stays warm for the next.
+    // A create that stores no session gives its id back: the warm sandbox it took is not left running.
     let stored = false
     try {
       const servers = run.connections

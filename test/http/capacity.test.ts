@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import type { ParkOptions, SandboxHandle, SandboxSpec } from '../../sandbox/driver'
 import { ProcessDriver } from '../../sandbox/process'
-import { ConfigError, hostCapacity } from '../../src/config'
+import { ConfigError, hostCapacity, loadConfig, warmSandboxCount } from '../../src/config'
 import { cgroupLimits, hostResources, type CgroupPaths } from '../../src/host-resources'
 import { AdmissionQueue } from '../../src/sessions/admission'
 import { makeTestApp, type TestApp } from '../helpers/app'
@@ -264,6 +264,21 @@ describe('AGENTD_MAX_SANDBOXES and AGENTD_MAX_STARTING', () => {
     expect(() => hostCapacity({ AGENTD_MAX_SANDBOXES: '0' }, GiB)).toThrow(ConfigError)
     expect(() => hostCapacity({ AGENTD_MAX_STARTING: '1.5' }, GiB)).toThrow(
       'AGENTD_MAX_STARTING must be a whole number of at least 1, got "1.5"',
+    )
+  })
+
+  test('warm sandboxes: as set (0 turns them off), else one per eight the host runs on gVisor and none elsewhere', () => {
+    const capacity = hostCapacity({}, 2 * GiB, { cores: 2, memoryBytes: 24 * GiB })
+    const warm = (env: Record<string, string>, driver: string) =>
+      warmSandboxCount({ warmSandboxes: loadConfig({ DATA_DIR: '/nonexistent', ...env }).warmSandboxes, capacity }, driver)
+    expect(warm({}, 'gvisor')).toBe(1)
+    expect(warm({}, 'bwrap')).toBe(0)
+    expect(warm({ AGENTD_WARM_SANDBOXES: '0' }, 'gvisor')).toBe(0)
+    expect(warm({ AGENTD_WARM_SANDBOXES: '3' }, 'process')).toBe(3)
+    const big = hostCapacity({ AGENTD_MAX_SANDBOXES: '40', AGENTD_MAX_STARTING: '4' }, GiB)
+    expect(warmSandboxCount({ warmSandboxes: null, capacity: big }, 'gvisor')).toBe(4)
+    expect(() => loadConfig({ DATA_DIR: '/nonexistent', AGENTD_WARM_SANDBOXES: '-1' })).toThrow(
+      'AGENTD_WARM_SANDBOXES must be a whole number of at least 0, got "-1"',
     )
   })
 })
