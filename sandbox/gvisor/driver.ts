@@ -18,7 +18,7 @@ import type { HostDriverOptions } from '../host-driver'
 import { defaultRunRoot, findSocat } from '../relay'
 import { alive, firstLine, Runsc, runscBinary } from './runsc'
 import { GvisorExecs } from './exec'
-import { newGsandbox, nextGeneration, savedSandbox, type Gsandbox } from './sandbox'
+import { newGsandbox, nextGeneration, savedSandbox, type Gsandbox, type PauseMethod } from './sandbox'
 import { GvisorParking } from './park'
 import { SandboxVolume, volumeDiskUsage, VolumeRegistry } from '../volume'
 import { containerCgroup, killSandboxCgroups, retireContainer, sweepGvisor } from './containers'
@@ -34,6 +34,11 @@ export interface GvisorOptions extends HostDriverOptions {
    * (about 50 ms) per park; a checkpoint that then fails stops the sandbox, losing its processes.
    */
   checkOpenConnections?: boolean
+  /**
+   * How a turn is paused where a checkpoint cannot save it (park.ts): by default `runsc pause` on
+   * systrap, the host's cgroup freezer on ptrace, each the one that kept every turn there.
+   */
+  pauseBy?: PauseMethod
 }
 
 /**
@@ -78,7 +83,13 @@ export class GvisorDriver implements SandboxDriver {
     buildSandboxEtc(this.etcDir)
     this.masked = maskedPrograms(this.runDir)
     this.parking = new GvisorParking(
-      { runsc: this.runsc, scope: this.scope, log: this.log, checkOpenConnections: options.checkOpenConnections ?? true },
+      {
+        runsc: this.runsc,
+        scope: this.scope,
+        log: this.log,
+        checkOpenConnections: options.checkOpenConnections ?? true,
+        pauseBy: options.pauseBy ?? (this.runscInfo?.platform === 'ptrace' ? 'cgroup freezer' : 'runsc pause'),
+      },
       {
         writeBundle: (sandbox) => this.writeBundle(sandbox),
         running: (sandbox, pidFile) => this.running(sandbox, pidFile),
@@ -323,23 +334,25 @@ export class GvisorDriver implements SandboxDriver {
     this.sandboxes.set(spec.id, sandbox)
     sandbox.kept = new Set(options.keep)
     const cgroup = this.cgroupOf(sandbox.cid)
-    const held = cgroup.frozen()
-    if (held && sandbox.kept.size > 0) {
-      // Frozen at shutdown with the turn it hands over: it stays so until `wake` thaws it, and
-      // only then can the execs that are not kept be ended (a frozen sentry answers no runsc command).
+    // Paused by either way (park.ts); a sentry frozen by its cgroup answers no runsc command, so that is asked first.
+    const frozen = cgroup.frozen()
+    const current = frozen ? null : await this.runsc.state(sandbox.cid)
+    const pausedBy: PauseMethod | null = frozen ? 'cgroup freezer' : current?.status === 'paused' ? 'runsc pause' : null
+    if (pausedBy && sandbox.kept.size > 0) {
+      // Paused at shutdown with the turn it hands over: it stays so until `wake` resumes it, and
+      // only then can the execs that are not kept be ended.
       for (const cid of containers) if (cid !== sandbox.cid) this.retire(cid)
       this.running(sandbox, join(spec.stateDir, 'sandbox.pid'))
       sandbox.status = 'paused'
+      sandbox.pausedBy = pausedBy
       sandbox.orphans = true
       await sandbox.relay.start()
       return sandbox.handle
     }
-    // Any other frozen one (a turn paused when the server stopped) is killed where it stands: that
+    // Any other paused one (a turn paused when the server stopped) is killed where it stands: that
     // turn is lost, nothing of it runs on; the next wake boots afresh.
-    if (held) await cgroup.killAll()
-    const current = await this.runsc.state(sandbox.cid)
-    const frozen = held || current?.status === 'paused'
-    const live = current?.status === 'running' && !frozen
+    if (pausedBy) await cgroup.killAll()
+    const live = current?.status === 'running'
     // A container still running keeps its mounts (one started before sandboxes had disk images
     // keeps its plain folders until it next boots); otherwise they come back before any use.
     if (!live) await volume.ensure()

@@ -2,7 +2,7 @@ import { mkdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { delegateControllers, type SandboxCgroup } from '../cgroup'
 import { ParkError } from '../driver'
-import { nextGeneration, type Gsandbox } from './sandbox'
+import { nextGeneration, type Gsandbox, type PauseMethod } from './sandbox'
 import { unsavableSockets } from './spec'
 import { containerCgroup, retireContainer } from './containers'
 import { alive, firstLine, type Runsc } from './runsc'
@@ -23,6 +23,8 @@ export interface ParkingSetup {
   log: (line: string) => void
   /** Look for open TCP connections before a checkpoint (GvisorOptions.checkOpenConnections). */
   checkOpenConnections: boolean
+  /** How a sandbox that cannot be checkpointed is held still (GvisorOptions.pauseBy). */
+  pauseBy: PauseMethod
 }
 
 /** What parking needs of the driver: the steps of a container's start that a restore shares with a boot, and the execs' cleanup. */
@@ -43,6 +45,7 @@ export class GvisorParking {
   private readonly scope: string
   private readonly log: (line: string) => void
   private readonly checkOpenConnections: boolean
+  private readonly pauseBy: PauseMethod
 
   constructor(
     setup: ParkingSetup,
@@ -52,6 +55,7 @@ export class GvisorParking {
     this.scope = setup.scope
     this.log = setup.log
     this.checkOpenConnections = setup.checkOpenConnections
+    this.pauseBy = setup.pauseBy
   }
 
   /** Parks a running sandbox (a parked, paused or stopped one is left as it is); the caller holds the sandbox's lock. */
@@ -72,10 +76,7 @@ export class GvisorParking {
    * with the sandbox's disk and relay up.
    */
   async wake(sandbox: Gsandbox): Promise<boolean> {
-    if (sandbox.status === 'paused') {
-      await this.thaw(sandbox)
-      return true
-    }
+    if (sandbox.status === 'paused') return this.thaw(sandbox)
     return sandbox.status === 'parked' && (await this.restore(sandbox))
   }
 
@@ -125,12 +126,12 @@ export class GvisorParking {
   }
 
   /**
-   * Freezes the sandbox in memory: the host's cgroup freezer stops its sentry, gofer and every
-   * thread of theirs, so its processes and connections are kept as they are. Nothing inside sees
-   * it happen (only time jumps), which a freeze from inside could not promise: stopped by the
-   * sandbox's own kernel (SIGSTOP to every process, or `runsc pause`), a CLI now and then never saw
-   * a child it had started exit (the child a zombie, the CLI waiting on it for ever: 1 in 4 runs of
-   * bench/pause.ts under load).
+   * Holds the sandbox still in memory, so its processes and connections are kept as they are and
+   * nothing inside sees it happen but a jump of the clock. Two ways, each measured on the runsc
+   * it is used with (docs/decisions.md): on ptrace (Debian's runsc of 2022) the host's cgroup
+   * freezer, because `runsc pause` there now and then lost a wake-up (a CLI waiting for ever on a
+   * child that had exited); on systrap (current runsc) `runsc pause`, because the freezer, stopping
+   * the sentry's stub threads from outside, now and then lost the turn.
    */
   private async freeze(sandbox: Gsandbox, why: string): Promise<void> {
     // Nothing from the gateway may reach a frozen sandbox, nor wait unread in its socket (see
@@ -138,15 +139,22 @@ export class GvisorParking {
     const [drained, processes] = await Promise.all([sandbox.relay.hold(RELAY_READ_MS), this.runsc.processes(sandbox.cid)])
     sandbox.frozenProcesses = processes
     if (!drained) this.log(`agentd: sandbox ${sandbox.spec.id}: frozen with gateway bytes it had not read after ${RELAY_READ_MS} ms`)
-    // The freezer's own state says the sandbox is frozen, to a server started later too (see recover).
+    // Either way the state outlives this server: the freezer's in the cgroup, runsc's in its state (see recover).
     try {
-      await this.cgroupOf(sandbox.cid).freeze()
+      await this.holdStill(sandbox.cid)
     } catch (err) {
       sandbox.relay.release()
       throw new ParkError(`cannot park: ${why}, and freezing it failed: ${(err as Error).message}; the sandbox keeps running`, 'running')
     }
     this.log(`agentd: sandbox ${sandbox.spec.id}: parked without a checkpoint (${why}): frozen, its memory stays held`)
     sandbox.status = 'paused'
+    sandbox.pausedBy = this.pauseBy
+  }
+
+  private async holdStill(cid: string): Promise<void> {
+    if (this.pauseBy === 'cgroup freezer') return this.cgroupOf(cid).freeze()
+    const paused = await this.runsc.run(['pause', cid])
+    if (paused.code !== 0) throw new Error(`runsc pause: ${firstLine(paused.stderr)}`)
   }
 
   /** Why a checkpoint would fail now (open connections it cannot save), or null. */
@@ -166,14 +174,32 @@ export class GvisorParking {
     return null
   }
 
-  /** Thaws a frozen sandbox and lets the gateway reach it again. */
-  private async thaw(sandbox: Gsandbox): Promise<void> {
-    this.cgroupOf(sandbox.cid).thaw()
+  /**
+   * Thaws a frozen sandbox and lets the gateway reach it again; false (after logging why) when it
+   * is gone meanwhile (its sentry killed), so the caller boots afresh.
+   */
+  private async thaw(sandbox: Gsandbox): Promise<boolean> {
+    if (sandbox.pausedBy === 'runsc pause') {
+      const resumed = await this.runsc.run(['resume', sandbox.cid])
+      if (resumed.code !== 0) {
+        this.log(
+          `agentd: sandbox ${sandbox.spec.id}: resume failed (${firstLine(resumed.stderr)}); starting it afresh, its processes are lost`,
+        )
+        this.retire(sandbox.cid)
+        for (const proc of sandbox.procs) proc.finish(137, 'agentd: the paused sandbox could not be resumed; its files are kept')
+        sandbox.status = 'stopped'
+        sandbox.sandboxPid = null
+        sandbox.relay.release()
+        return false
+      }
+    } else this.cgroupOf(sandbox.cid).thaw()
     sandbox.status = 'running'
+    sandbox.pausedBy = null
     sandbox.relay.release()
     // Frozen by an earlier server: what it left running that is not kept ends now.
     if (sandbox.orphans) await this.driver.endOrphans(sandbox)
     sandbox.orphans = false
+    return true
   }
 
   /** Restores the checkpoint; false (after logging why) when it cannot, so the caller boots afresh. */

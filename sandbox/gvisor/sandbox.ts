@@ -9,6 +9,12 @@ import { volumeMountDir } from '../volume'
 
 export type Status = 'running' | 'parked' | 'paused' | 'stopped' | 'destroyed'
 
+/**
+ * How a sandbox is held still in memory: gVisor's own `runsc pause` (the sentry stops its tasks)
+ * or the host's cgroup freezer (the sentry, gofer and every thread of theirs stopped from outside).
+ */
+export type PauseMethod = 'runsc pause' | 'cgroup freezer'
+
 /** One gVisor sandbox as the driver tracks it. */
 export interface Gsandbox {
   spec: SandboxSpec
@@ -44,6 +50,8 @@ export interface Gsandbox {
   masked: string[]
   /** Processes inside when it was frozen: a frozen sentry answers no `runsc ps`. */
   frozenProcesses: number
+  /** How it is held still while `paused`: what its wake must undo (park.ts). */
+  pausedBy: PauseMethod | null
   lock: Promise<unknown>
   watcher: FSWatcher | null
   monitor: ReturnType<typeof setInterval> | null
@@ -92,6 +100,7 @@ export function newGsandbox(
     oomKills: 0,
     masked,
     frozenProcesses: 0,
+    pausedBy: null,
     lock: Promise.resolve(),
     watcher: null,
     monitor: null,

@@ -3,6 +3,11 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { SandboxHandle, SandboxProcess } from '../../sandbox/driver'
 import { GvisorDriver, gvisorWorks } from '../../sandbox/gvisor/driver'
+import { Runsc } from '../../sandbox/gvisor/runsc'
+import { containerCgroup } from '../../sandbox/gvisor/containers'
+import { sandboxNameOf } from '../../sandbox/gvisor/spec'
+import { cgroupName } from '../../sandbox/cgroup'
+import { defaultRunRoot } from '../../sandbox/relay'
 import type { TailedProcess } from '../../sandbox/tail'
 import {
   alive,
@@ -273,6 +278,52 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
     await waitFor('the counter to go on', () => readNumber(counter) > at + 2)
     await next.destroy(recovered!)
   }, 60_000)
+
+  // Each way of holding a turn still (park.ts): runsc's own pause, the default on systrap, and the
+  // host's cgroup freezer, the default on ptrace; both must outlive a server that stops.
+  for (const pauseBy of ['runsc pause', 'cgroup freezer'] as const) {
+    test(`a turn paused by ${pauseBy} stops, goes on after a restart that keeps it, and is killed by one that does not`, async () => {
+      const paused = () => new GvisorDriver({ scope, log: (line) => logs.push(line), pauseBy })
+      const first = paused()
+      const s = spec()
+      const handle = await first.create(s)
+      const turn = first.exec(handle, ['/bin/sh', '-c', ': the-turn; i=0; while :; do i=$((i+1)); echo $i; sleep 0.05; done'], {
+        env: { PATH: '/usr/bin:/bin' },
+      }) as TailedProcess
+      const out = lines(turn)
+      await waitFor('its lines', () => out.seen.length >= 3)
+      await first.park(handle, { keepProcesses: true })
+      // As runsc and the host see it: paused in runsc's state, or frozen in the container's cgroup.
+      const driverScope = cgroupName(scope).slice(0, 32)
+      const runsc = new Runsc(join(defaultRunRoot(), driverScope, 'runsc'))
+      const cid = (await runsc.list()).find((c) => sandboxNameOf(c) === cgroupName(handle.id))!
+      expect(containerCgroup(driverScope, cid).frozen()).toBe(pauseBy === 'cgroup freezer')
+      if (pauseBy === 'runsc pause') expect((await runsc.state(cid))?.status).toBe('paused')
+      await waitFor('the lines written before the pause, read', () => out.seen.length === written(turn))
+      const before = out.seen.length
+      await Bun.sleep(400)
+      expect(out.seen.length).toBe(before)
+      // A new server that keeps the turn finds it paused; its wake resumes it where it stood.
+      const second = paused()
+      const kept = await second.recover(s, { keep: [turn.ref] })
+      const again = second.reattach(kept!, turn.ref) as TailedProcess
+      expect(again).not.toBeNull()
+      await second.wake(kept!)
+      await waitFor('more lines', () => written(again) > before + 5)
+      const numbers = readFileSync(`${again.prefix}.out`, 'utf8').trim().split('\n').map(Number)
+      expect(numbers).toEqual(numbers.map((_, i) => i + 1)) // none lost, none twice
+      // Paused again and found by a server that keeps nothing: killed where it stands, woken afresh.
+      await second.park(kept!, { keepProcesses: true })
+      const third = paused()
+      const fresh = await third.recover(s)
+      expect(runscProcesses(s.stateDir)).toEqual([])
+      await third.wake(fresh!)
+      const ps = third.exec(fresh!, ['/bin/ps', '-eo', 'args'], { env: {} })
+      expect(await text(ps.stdout)).not.toContain('the-turn')
+      await third.destroy(fresh!)
+      expect(runscProcesses(s.stateDir)).toEqual([])
+    }, 60_000)
+  }
 
   test('destroy leaves no container, process or cgroup; sweep removes what no live session owns', async () => {
     const kept = await driver.create(spec())
