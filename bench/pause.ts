@@ -11,6 +11,7 @@
 import { existsSync, readdirSync } from 'node:fs'
 import { makeTestApp } from '../test/helpers/app'
 import { json, req, script } from '../test/helpers/http'
+import { runscBinary, runscPath } from '../sandbox/gvisor/runsc-binary'
 
 const TURNS = Number(process.env.BENCH_PAUSE_TURNS ?? 2)
 const PER_TURN = Number(process.env.BENCH_PAUSE_PER_TURN ?? 10)
@@ -121,11 +122,11 @@ async function insideView(id: string): Promise<string> {
   const lines: string[] = []
   for (const scope of readdirSync('/run/agentd').filter((name) => existsSync(`/run/agentd/${name}/runsc`))) {
     const root = `/run/agentd/${scope}/runsc`
-    const list = Bun.spawnSync(['runsc', `--root=${root}`, 'list', '-quiet'], { timeout: 10_000 })
+    const list = Bun.spawnSync([runscPath(), `--root=${root}`, 'list', '-quiet'], { timeout: 10_000 })
       .stdout.toString()
       .trim()
     for (const cid of list.split('\n').filter(Boolean)) {
-      const ps = Bun.spawnSync(['runsc', `--root=${root}`, 'ps', cid], { timeout: 10_000 })
+      const ps = Bun.spawnSync([runscPath(), `--root=${root}`, 'ps', cid], { timeout: 10_000 })
       lines.push(
         `  runsc ps ${cid}:`,
         ...`${ps.stdout}${ps.stderr}`
@@ -135,7 +136,7 @@ async function insideView(id: string): Promise<string> {
       )
       const states = Bun.spawnSync(
         [
-          'runsc',
+          runscPath(),
           `--root=${root}`,
           'exec',
           cid,
@@ -153,10 +154,10 @@ async function insideView(id: string): Promise<string> {
           .map((l) => `    ${l}`),
       )
       const before = requests(await logs(id))
-      Bun.spawnSync(['runsc', `--root=${root}`, 'kill', '--all', cid, 'CONT'], { timeout: 10_000 })
+      Bun.spawnSync([runscPath(), `--root=${root}`, 'kill', '--all', cid, 'CONT'], { timeout: 10_000 })
       await Bun.sleep(5000)
       lines.push(`  another SIGCONT to all: ${requests(await logs(id)) > before ? 'the next request came' : 'still no request'}`)
-      Bun.spawnSync(['runsc', `--root=${root}`, 'kill', '--all', cid, 'CHLD'], { timeout: 10_000 })
+      Bun.spawnSync([runscPath(), `--root=${root}`, 'kill', '--all', cid, 'CHLD'], { timeout: 10_000 })
       await Bun.sleep(5000)
       lines.push(`  then SIGCHLD to all: ${requests(await logs(id)) > before ? 'the next request came' : 'still no request'}`)
     }
@@ -174,7 +175,7 @@ async function insideView(id: string): Promise<string> {
 
 const p50 = (values: number[]) => ([...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? Number.NaN).toFixed(0)
 console.log(
-  `pause bench: ${TURNS} turns of ${PER_TURN} model requests (${MODEL_MS} ms each), gVisor, ${HARNESS}, load average ${(await Bun.file('/proc/loadavg').text()).split(' ').slice(0, 3).join(' ')}`,
+  `pause bench: ${TURNS} turns of ${PER_TURN} model requests (${MODEL_MS} ms each), gVisor (runsc ${runscBinary()?.version}, ${runscBinary()?.platform}), ${HARNESS}, load average ${(await Bun.file('/proc/loadavg').text()).split(' ').slice(0, 3).join(' ')}`,
 )
 for (const pausing of [true, false]) {
   const o = await run(pausing)

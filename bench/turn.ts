@@ -20,6 +20,7 @@ import { Database } from 'bun:sqlite'
 import { join } from 'node:path'
 import { removeDataDir } from '../test/helpers/cleanup'
 import { script } from '../test/helpers/http'
+import { runscBinary } from '../sandbox/gvisor/runsc-binary'
 import { admin, client, seededDataDir, startServer } from '../test/helpers/server'
 
 const RUNS = Number(process.env.BENCH_TURN_RUNS ?? 8)
@@ -108,7 +109,9 @@ const bare = await measure({ AGENTD_SANDBOX: 'process' })
 // BENCH_TURN_RUNSC=<path>: gVisor on that runsc too, side by side (a module build's systrap against Debian's ptrace, say).
 const otherRunsc = process.env.BENCH_TURN_RUNSC
 const other = otherRunsc ? await measure({ AGENTD_SANDBOX: 'gvisor', AGENTD_WARM_SANDBOXES: '1', AGENTD_RUNSC: otherRunsc }) : null
-console.log(`one trivial turn at a time (say + answer), ${RUNS} runs per harness after one warm-up; p50 / p95`)
+console.log(
+  `one trivial turn at a time (say + answer), ${RUNS} runs per harness after one warm-up; p50 / p95; runsc ${runscBinary()?.version} (${runscBinary()?.platform})`,
+)
 let met = true
 const done = (runs: Run[]) => runs.map((r) => r.completed)
 for (const harness of HARNESSES) {

@@ -23,16 +23,14 @@ if [ "${1:-}" = "--test" ]; then
   command -v curl >/dev/null 2>&1 || missing="$missing curl"
 fi
 # A current runsc, built from gVisor's Go module (its buildable `go` branch) at a recorded
-# pseudo-version, with AGENTD_BUILD_RUNSC=1 where a Go toolchain is here and we are root. agentd
-# then prefers it to Debian's (of 2022, ptrace only): see sandbox/gvisor/runsc-binary.ts. Opt-in
-# again: on it, a turn paused mid-way under the host's cgroup freezer now and then never ends
-# (docs/decisions.md; `runsc pause` instead is the measured way out, not built yet). Built once per
-# version into /usr/local/lib/agentd/runsc-<version>/, linked as /usr/local/lib/agentd/runsc: 63 s
-# here from an empty Go cache (133 MB of modules from the proxy), seconds with Go's module cache.
-# A failed build leaves Debian's runsc in use, and says so.
+# pseudo-version, wherever a Go toolchain is here and we are root (AGENTD_BUILD_RUNSC=0 skips it).
+# agentd then prefers it to Debian's (of 2022, ptrace only): see sandbox/gvisor/runsc-binary.ts.
+# Built once per version into /usr/local/lib/agentd/runsc-<version>/, linked as
+# /usr/local/lib/agentd/runsc: 63 s here from an empty Go cache (133 MB of modules from the proxy),
+# seconds with Go's module cache. A failed build leaves Debian's runsc in use, and says so.
 RUNSC_MODULE_VERSION=v0.0.0-20260905035102-160fafc42237
 build_runsc() {
-  [ "${AGENTD_BUILD_RUNSC:-}" = "1" ] || return 0
+  [ "${AGENTD_BUILD_RUNSC:-1}" = "0" ] && return 0
   go=$(command -v go 2>/dev/null || { [ -x /usr/local/go/bin/go ] && echo /usr/local/go/bin/go; })
   [ -n "$go" ] && [ "$(id -u)" = "0" ] || return 0
   dir=/usr/local/lib/agentd/runsc-$RUNSC_MODULE_VERSION
