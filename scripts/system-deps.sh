@@ -21,6 +21,8 @@ if [ "${1:-}" = "--test" ]; then
   # The freezer test traces a loop with strace, as gVisor's sentry traces its stubs.
   command -v strace >/dev/null 2>&1 || missing="$missing strace"
   command -v curl >/dev/null 2>&1 || missing="$missing curl"
+  # The region tests mount LiteFS (FUSE): fusermount3 comes with fuse3.
+  command -v fusermount3 >/dev/null 2>&1 || missing="$missing fuse3"
 fi
 # A current runsc, built from gVisor's Go module (its buildable `go` branch) at a recorded
 # pseudo-version, wherever a Go toolchain is here and we are root (AGENTD_BUILD_RUNSC=0 skips it).
@@ -44,6 +46,26 @@ build_runsc() {
   ln -sfn "$dir/runsc" /usr/local/lib/agentd/runsc
 }
 build_runsc
+# LiteFS, which replicates the database across a region's nodes (docs/region.md), built from its Go
+# module at a recorded version for the region tests (`--test`) or with AGENTD_BUILD_LITEFS=1:
+# /usr/local/lib/agentd/litefs. 22 s here from an empty Go cache. A server uses it only when run under
+# `litefs mount` (any LiteFS binary: the Fly image takes the release's).
+LITEFS_MODULE_VERSION=v0.5.14
+build_litefs() {
+  [ "${1:-}" = "--test" ] || [ "${AGENTD_BUILD_LITEFS:-}" = "1" ] || return 0
+  go=$(command -v go 2>/dev/null || { [ -x /usr/local/go/bin/go ] && echo /usr/local/go/bin/go; })
+  [ -n "$go" ] && [ "$(id -u)" = "0" ] || return 0
+  dir=/usr/local/lib/agentd/litefs-$LITEFS_MODULE_VERSION
+  if [ ! -x "$dir/litefs" ]; then
+    echo "agentd: building litefs from github.com/superfly/litefs@$LITEFS_MODULE_VERSION" >&2
+    mkdir -p "$dir.building" && \
+      GOBIN="$dir.building" GOFLAGS=-mod=mod CGO_ENABLED=0 nice -n 10 "$go" install "github.com/superfly/litefs/cmd/litefs@$LITEFS_MODULE_VERSION" >"$dir.building/build.log" 2>&1 && \
+      echo "$LITEFS_MODULE_VERSION" > "$dir.building/VERSION" && rm -rf "$dir" && mv "$dir.building" "$dir" \
+      || { echo "agentd: could not build litefs (see $dir.building/build.log)" >&2; return 0; }
+  fi
+  ln -sfn "$dir/litefs" /usr/local/lib/agentd/litefs
+}
+build_litefs "${1:-}"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
   echo "agentd: installing$missing from Debian's packages" >&2

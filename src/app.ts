@@ -49,6 +49,9 @@ import type { StatechartService } from './statechart/service'
 import type { ToolCallService } from './transcript/tool-calls'
 import type { SessionLogReader } from './transcript/logs'
 import type { TranscriptService } from './transcript/service'
+import type { RegionService } from './region/service'
+import { forwardedByNode, forwardsToPrimary, forwardToPrimary, TXID_HEADER } from './region/forward'
+import { regionRoutes } from './region/routes'
 
 export interface AppDeps {
   auth: AuthService
@@ -78,6 +81,8 @@ export interface AppDeps {
   /** AGENTD_METRICS_TOKEN (null: /metrics is off). */
   metricsToken: string | null
   catalog: Catalog
+  /** This node's place in its region: a replica forwards writes to the primary (contract section 12). */
+  region: RegionService
   runnable: HarnessVersions
   now: () => number
   /** Keepalive comment interval on idle event streams (15 s; tests shorten it). */
@@ -144,10 +149,20 @@ export function createApp(deps: AppDeps) {
     ({ request }) => {
       if (deps.requestLog) startedAt.set(request, performance.now())
       if (!ready && new URL(request.url).pathname !== '/healthz') return untilReady()
+      if (forwardsToPrimary(deps.region, request)) return forwardToPrimary(deps.region, request)
     },
   )
+  // The primary tells a replica that forwarded a write which transaction to wait for (only in a region).
+  const regional = deps.region.clustered
+    ? app.onAfterHandle({ as: 'global' }, ({ request, set }) => {
+        if (!forwardedByNode(deps.region, request)) return
+        return deps.region.txid().then((txid) => {
+          set.headers[TXID_HEADER] = String(txid)
+        })
+      })
+    : app
   const logged = deps.requestLog
-    ? app.onAfterResponse({ as: 'global' }, ({ request, set }) => {
+    ? regional.onAfterResponse({ as: 'global' }, ({ request, set }) => {
         const started = startedAt.get(request) ?? performance.now()
         const path = new URL(request.url).pathname
         const [, org, session] = SCOPED_PATH.exec(path) ?? []
@@ -161,7 +176,7 @@ export function createApp(deps: AppDeps) {
           ...(session ? { session: decoded(session) } : {}),
         })
       })
-    : app
+    : regional
   return (
     logged
       .use(errorPlugin)
@@ -192,22 +207,31 @@ export function createApp(deps: AppDeps) {
           ),
       )
       .use(docsAssets())
-      .get('/healthz', () => ({ ok: true as const, ready }), {
-        response: {
-          200: t.Object({
-            ok: t.Literal(true),
-            ready: t.Boolean({
-              description: 'false while the sessions of the previous run are being brought back; other requests wait until then',
+      .get(
+        '/healthz',
+        async () => ({ ok: true as const, ready, role: deps.region.role(), node: deps.region.nodeName, txid: await deps.region.txid() }),
+        {
+          response: {
+            200: t.Object({
+              ok: t.Literal(true),
+              role: t.Union([t.Literal('primary'), t.Literal('replica')], {
+                description: "This node's role in its region (LiteFS decides it); a node alone is the primary",
+              }),
+              node: t.String({ description: 'AGENTD_NODE: this node’s name' }),
+              txid: t.Integer({ description: 'The last LiteFS transaction this node has applied (0 without LiteFS)' }),
+              ready: t.Boolean({
+                description: 'false while the sessions of the previous run are being brought back; other requests wait until then',
+              }),
             }),
-          }),
+          },
+          detail: {
+            operationId: 'health',
+            tags: ['health'],
+            summary: 'Liveness, without auth, answered at once after a start',
+            security: [],
+          },
         },
-        detail: {
-          operationId: 'health',
-          tags: ['health'],
-          summary: 'Liveness, without auth, answered at once after a start',
-          security: [],
-        },
-      })
+      )
       // Before any route group's auth: the console's page and files are served to anyone.
       .use(consoleRoutes(new ConsoleBundle(), deps.consoleOidc ?? null))
       .use(sessionRoutes(deps.auth, deps.sessions, deps.queries))
@@ -228,6 +252,7 @@ export function createApp(deps: AppDeps) {
       .use(connectionRoutes(deps.auth, deps.connections))
       .use(environmentRoutes(deps.auth, deps.environments, deps.secrets))
       .use(metricsRoutes(deps.metrics, deps.metricsToken))
+      .use(regionRoutes(deps.region))
   )
 }
 

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { hostResources, type HostResources } from './host-resources'
 import { join, resolve } from 'node:path'
+import { hostname } from 'node:os'
 
 export type SandboxKind = 'gvisor' | 'bwrap' | 'process'
 
@@ -9,7 +10,10 @@ export interface Config {
   port: number
   host: string
   dataDir: string
+  /** The database file: in AGENTD_DB_DIR (default DATA_DIR), which is the LiteFS mount in a region. */
   dbPath: string
+  /** This node in a region (contract section 12; src/region): used only when the database folder is a LiteFS mount. */
+  node: NodeConfig
   sandbox: SandboxKind | null
   configFile: string | null
   publicUrl: string
@@ -182,6 +186,33 @@ function githubApp(appId: string | undefined, keyFile: string | undefined): Conf
   }
 }
 
+/** This agentd as one node of a region. */
+export interface NodeConfig {
+  /** AGENTD_NODE: its name in the region (default the host's name). */
+  name: string
+  /** AGENTD_NODE_URL: where the other nodes reach its agentd; null when it is alone. */
+  url: string | null
+  /** AGENTD_CLUSTER_TOKEN: what node-to-node requests carry; null when it is alone. */
+  clusterToken: string | null
+  /** AGENTD_NODE_TIMEOUT_S (default 30): a node not heard from for this long is lost. */
+  timeoutMs: number
+}
+
+function nodeConfig(env: Record<string, string | undefined>): NodeConfig {
+  const token = env.AGENTD_CLUSTER_TOKEN || null
+  // A guessable token would let any caller speak as a node.
+  if (token !== null && token.length < 32)
+    throw new ConfigError('AGENTD_CLUSTER_TOKEN must be at least 32 characters (openssl rand -hex 32)')
+  const url = (env.AGENTD_NODE_URL || '').replace(/\/+$/, '') || null
+  if (url !== null && !/^https?:\/\/[^/]+$/.test(url)) throw new ConfigError(`AGENTD_NODE_URL must be http(s)://host:port, got "${url}"`)
+  return {
+    name: env.AGENTD_NODE || hostname(),
+    url,
+    clusterToken: token,
+    timeoutMs: positiveNumber('AGENTD_NODE_TIMEOUT_S', env.AGENTD_NODE_TIMEOUT_S, 30) * 1000,
+  }
+}
+
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const host = env.HOST || '127.0.0.1'
   const dataDir = resolve(env.DATA_DIR || './data')
@@ -196,7 +227,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     port: listenPort,
     host,
     dataDir,
-    dbPath: join(dataDir, 'agentd.db'),
+    dbPath: join(resolve(env.AGENTD_DB_DIR || dataDir), 'agentd.db'),
+    node: nodeConfig(env),
     sandbox: sandbox as SandboxKind | null,
     configFile: env.AGENTD_CONFIG || null,
     publicUrl: (env.AGENTD_PUBLIC_URL || `http://${host}:${listenPort}`).replace(/\/+$/, ''),

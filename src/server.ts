@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { createDriver, type SandboxDriver } from '../sandbox'
 import { createApp, type AppDeps } from './app'
 import { type Config, warmSandboxCount } from './config'
-import { openDb } from './db/client'
+import { openNode } from './region/node'
 import { startGateway } from './gateway/gateway'
 import { ADAPTERS } from './harness'
 import { ApiKeyService } from './api-keys/service'
@@ -104,7 +104,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const now = options.now ?? Date.now
   const log =
     options.log ?? ((line: string, fields?: LogFields) => console.error(fields ? `agentd: session ${fields.session}: ${line}` : line))
-  const database = openDb(config.dbPath, { backgroundCheckpoint: true, warn: log })
+  const { database, region, replica, stop: stopNode } = await openNode(config, now, log)
   const catalog = loadCatalog(config.configFile)
 
   const adapters = ADAPTERS
@@ -312,18 +312,18 @@ export async function startServices(config: Config, options: ServerOptions = {})
     now,
     log,
   })
-  // The previous process's sessions come back while the server already listens: a restart with
-  // many sandboxes to sweep and adopt still answers /healthz at once (the app holds other requests).
+  // The previous process's sessions come back while the server already listens (the app holds other
+  // requests), then warm sandboxes (once the start-up sweep ran) and housekeeping; none on a replica.
   let stopHousekeeping = () => {}
-  // Warm sandboxes are booted once the start-up sweep has run (it removes sandboxes no session owns).
-  const ready = actor.rehydrate().then(() => {
+  const rehydrated = () => {
     runtime.warm.start()
     void fillNodeCompileCache(geminiEntryPath(), log)
     if (runtime.warm.size > 0) log(`agentd: ${runtime.warm.size} sandbox(es) kept warm for the next sessions (AGENTD_WARM_SANDBOXES)`)
     const { idleMs, timeScale } = config
     stopHousekeeping = startHousekeeping({ sessions, files, artifacts, installer, store, catalog, idleMs, timeScale, now })
-  })
-  webhooks.start()
+  }
+  const ready = replica ? Promise.resolve() : actor.rehydrate().then(rehydrated)
+  if (!replica) webhooks.start()
   const app = createApp({
     auth,
     sessions,
@@ -349,6 +349,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     metrics,
     metricsToken: config.metricsToken,
     catalog,
+    region,
     runnable,
     now,
     sseKeepaliveMs: options.sseKeepaliveMs,
@@ -392,6 +393,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
       await loki?.close()
       await webhooks.stop(Math.max(deadline, Date.now() + WEBHOOK_FLUSH_MS))
       await gateway.stop()
+      stopNode()
       database.close()
     },
   }

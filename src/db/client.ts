@@ -1,5 +1,5 @@
 import { Database as SqliteDatabase } from 'bun:sqlite'
-import { chmodSync, closeSync, constants, existsSync, fchmodSync, mkdirSync, openSync, statSync } from 'node:fs'
+import { chmodSync, closeSync, constants, existsSync, fchmodSync, mkdirSync, openSync, readFileSync, statSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { drizzle } from 'drizzle-orm/bun-sqlite'
 import { migrate } from 'drizzle-orm/bun-sqlite/migrator'
@@ -17,6 +17,12 @@ export interface DbOptions {
   backgroundCheckpoint?: boolean
   /** Told when DATA_DIR already existed open to other users (the server logs it). */
   warn?: (line: string) => void
+  /**
+   * A replica of a region (src/region): LiteFS applies the primary's transactions to the file, so
+   * it is opened read-only, never migrated nor checkpointed here; `waitForSchema` waits for the
+   * primary's migrations to arrive.
+   */
+  replica?: boolean
 }
 
 /**
@@ -47,20 +53,25 @@ function privateDbFiles(path: string): void {
 
 /** Opens (creating if needed) the SQLite file, sets the pragmas and applies pending migrations. */
 export function openDb(path: string, options: DbOptions = {}) {
-  if (path !== ':memory:') {
+  const replica = options.replica === true
+  if (path !== ':memory:' && !replica) {
     privateDataDir(dirname(path), options.warn)
     privateDbFiles(path)
   }
-  const sqlite = new SqliteDatabase(path, { create: true, strict: true })
-  sqlite.exec('PRAGMA journal_mode = WAL')
-  sqlite.exec('PRAGMA synchronous = NORMAL')
+  const sqlite = replica
+    ? new SqliteDatabase(path, { readonly: true, strict: true })
+    : new SqliteDatabase(path, { create: true, strict: true })
+  if (!replica) {
+    sqlite.exec('PRAGMA journal_mode = WAL')
+    sqlite.exec('PRAGMA synchronous = NORMAL')
+  }
   sqlite.exec('PRAGMA foreign_keys = ON')
   // The admin CLI writes while the server runs; wait for the lock instead of failing.
   sqlite.exec('PRAGMA busy_timeout = 5000')
   const db = drizzle(sqlite, { schema })
-  migrate(db, { migrationsFolder })
+  if (!replica) migrate(db, { migrationsFolder })
   let worker: Worker | null = null
-  if (options.backgroundCheckpoint && path !== ':memory:') {
+  if (options.backgroundCheckpoint && path !== ':memory:' && !replica) {
     sqlite.exec('PRAGMA wal_autocheckpoint = 0')
     worker = new Worker(new URL('./checkpoint-worker.ts', import.meta.url))
     worker.postMessage({ path, intervalMs: 1000 })
@@ -73,5 +84,35 @@ export function openDb(path: string, options: DbOptions = {}) {
       worker?.terminate()
       sqlite.close()
     },
+  }
+}
+
+/** How many migrations this build of agentd has (drizzle's journal). */
+function migrationCount(): number {
+  return (JSON.parse(readFileSync(join(migrationsFolder, 'meta/_journal.json'), 'utf8')) as { entries: unknown[] }).entries.length
+}
+
+/**
+ * Waits until the database at `path` has every migration of this build applied (by the region's
+ * primary; a replica never migrates), polling; false after `ms`.
+ */
+export async function waitForSchema(path: string, ms: number): Promise<boolean> {
+  const want = migrationCount()
+  for (const deadline = Date.now() + ms; ; await Bun.sleep(100)) {
+    if (appliedMigrations(path) >= want) return true
+    if (Date.now() >= deadline) return false
+  }
+}
+
+function appliedMigrations(path: string): number {
+  if (!existsSync(path)) return 0
+  let sqlite: SqliteDatabase | null = null
+  try {
+    sqlite = new SqliteDatabase(path, { readonly: true })
+    return (sqlite.query('SELECT count(*) AS n FROM __drizzle_migrations').get() as { n: number }).n
+  } catch {
+    return 0 // not there yet (an empty file before the first transaction arrives)
+  } finally {
+    sqlite?.close()
   }
 }

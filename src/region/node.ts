@@ -1,0 +1,55 @@
+import { type Config, ConfigError } from '../config'
+import { openDb, waitForSchema } from '../db/client'
+import type { LogFields } from '../domain/log'
+import { sendBeat } from './forward'
+import { LiteFsMount } from './litefs'
+import { RegionService } from './service'
+
+/** How long a replica's start waits for the primary's migrations to reach it. */
+const SCHEMA_WAIT_MS = 60_000
+
+/**
+ * Opens the database as this node's role asks and starts its place in the region (contract
+ * section 12): the primary migrates and writes it; a replica opens LiteFS's copy read-only, once
+ * the primary's migrations are in it. Every node beats to the primary, which records it.
+ */
+export async function openNode(config: Config, now: () => number, log: (line: string, fields?: LogFields) => void) {
+  const mount = LiteFsMount.of(config.dbPath)
+  if (mount && (!config.node.url || !config.node.clusterToken)) {
+    throw new ConfigError(
+      `the database is in a LiteFS mount (${mount.dir}): a node of a region needs AGENTD_NODE_URL ` +
+        '(where the other nodes reach it) and AGENTD_CLUSTER_TOKEN',
+    )
+  }
+  const replica = mount !== null && !mount.isPrimary()
+  if (replica && !(await waitForSchema(config.dbPath, SCHEMA_WAIT_MS))) {
+    throw new Error(`this replica's database has not received the primary's schema after ${SCHEMA_WAIT_MS / 1000} s: is the primary up?`)
+  }
+  const database = openDb(config.dbPath, { backgroundCheckpoint: true, replica, warn: log })
+  const region = new RegionService({ db: database.db, mount, node: config.node, maxSandboxes: config.capacity.maxSandboxes, now })
+  if (mount) log(`agentd: node ${config.node.name} of a region (LiteFS at ${mount.dir}), ${region.role()}`)
+  const beat = async () => {
+    const own = region.ownBeat()
+    if (!own) return
+    if (region.role() === 'primary') return region.recordBeat(own)
+    const primary = region.primaryUrl()
+    if (primary && config.node.clusterToken) await sendBeat(primary, config.node.clusterToken, own)
+  }
+  const beating = mount
+    ? setInterval(
+        () => beat().catch((err) => log(`agentd: heartbeat to the primary failed: ${(err as Error).message}`)),
+        config.node.timeoutMs / 3,
+      )
+    : null
+  beating?.unref()
+  if (mount) await beat().catch((err) => log(`agentd: heartbeat to the primary failed: ${(err as Error).message}`))
+  return {
+    database,
+    region,
+    /** A replica runs no session's actor and writes nothing: the primary does. */
+    replica,
+    stop: () => {
+      if (beating) clearInterval(beating)
+    },
+  }
+}

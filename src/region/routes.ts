@@ -1,0 +1,46 @@
+import { Elysia, t } from 'elysia'
+import { ApiError, authFailed } from '../domain/errors'
+import { errorResponses } from '../http/errors'
+import { parseBody } from '../http/body'
+import { BEAT_PATH, CLUSTER_TOKEN_HEADER } from './forward'
+import type { RegionService } from './service'
+
+const BEAT_BODY_LIMIT = 4096
+
+/**
+ * The region's own route (contract section 12): a node's heartbeat to the primary, which records
+ * where the node answers and its capacity. Only nodes, with AGENTD_CLUSTER_TOKEN, may call it.
+ */
+export const regionRoutes = (region: RegionService) =>
+  new Elysia({ name: 'agentd/region' })
+    // A beat is small: read under its own limit, as the other routes read theirs (src/http/body.ts).
+    .onParse({ as: 'scoped' }, ({ request }) => parseBody(request, BEAT_BODY_LIMIT))
+    // Never runs (the hook above always answers): it names the body's media type for the OpenAPI document.
+    .onParse({ as: 'scoped' }, { fn: 'json' } as never)
+    .post(
+      BEAT_PATH,
+      ({ request, body }) => {
+        if (!region.fromNode(request.headers.get(CLUSTER_TOKEN_HEADER))) throw authFailed('Only a node of this region may send a heartbeat')
+        if (region.role() !== 'primary')
+          throw new ApiError('unavailable', 'This node is not the primary; send the heartbeat to the primary', 'NOT_PRIMARY')
+        region.recordBeat(body)
+        return { ok: true as const }
+      },
+      {
+        body: t.Object(
+          {
+            name: t.String({ minLength: 1, maxLength: 100 }),
+            url: t.String({ pattern: '^https?://[^/]+$', maxLength: 500 }),
+            maxSandboxes: t.Integer({ minimum: 0 }),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: t.Object({ ok: t.Literal(true) }), ...errorResponses(400, 401, 503) },
+        detail: {
+          operationId: 'regionBeat',
+          tags: ['operations'],
+          summary: "A node's heartbeat to its region's primary (node-to-node: X-Agentd-Cluster-Token)",
+          security: [],
+        },
+      },
+    )

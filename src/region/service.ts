@@ -1,0 +1,119 @@
+import { timingSafeEqual } from 'node:crypto'
+import { desc, sql } from 'drizzle-orm'
+import type { NodeConfig } from '../config'
+import type { Db } from '../db/client'
+import { nodes } from '../db/schema'
+import type { LiteFsMount } from './litefs'
+
+export type Role = 'primary' | 'replica'
+
+/** What a node tells the primary at each heartbeat. */
+export interface NodeBeat {
+  name: string
+  url: string
+  maxSandboxes: number
+}
+
+export interface RegionDeps {
+  db: Db
+  /** The LiteFS mount of the database; null when this node is alone (it is then the primary). */
+  mount: LiteFsMount | null
+  node: NodeConfig
+  maxSandboxes: number
+  now: () => number
+}
+
+/**
+ * This node's place in its region (contract section 12): its role (LiteFS decides it), the
+ * position of its database, and the region's nodes as the primary records them. A node alone
+ * (no LiteFS) is the primary and has no other node.
+ */
+export class RegionService {
+  private readonly token: Buffer | null
+  /** When this process first found itself primary: the primary's row is the latest such. */
+  private primarySince: number | null = null
+
+  constructor(private readonly deps: RegionDeps) {
+    this.token = deps.node.clusterToken ? Buffer.from(deps.node.clusterToken) : null
+  }
+
+  get clustered(): boolean {
+    return this.deps.mount !== null
+  }
+
+  /** AGENTD_CLUSTER_TOKEN, which this node's requests to other nodes carry. */
+  get clusterToken(): string | null {
+    return this.deps.node.clusterToken
+  }
+
+  get nodeName(): string {
+    return this.deps.node.name
+  }
+
+  role(): Role {
+    return !this.deps.mount || this.deps.mount.isPrimary() ? 'primary' : 'replica'
+  }
+
+  txid(): Promise<number> {
+    return this.deps.mount?.txid() ?? Promise.resolve(0)
+  }
+
+  /** Waits until this node's database has transaction `txid` (at once without LiteFS); false after `ms`. */
+  caughtUp(txid: number, ms: number): Promise<boolean> {
+    return this.deps.mount?.caughtUp(txid, ms) ?? Promise.resolve(true)
+  }
+
+  /** The primary's agentd URL as it recorded it, or null before any primary has. */
+  primaryUrl(): string | null {
+    const row = this.deps.db
+      .select({ url: nodes.url })
+      .from(nodes)
+      .where(sql`${nodes.primarySince} IS NOT NULL`)
+      .orderBy(desc(nodes.primarySince))
+      .limit(1)
+      .get()
+    return row?.url ?? null
+  }
+
+  /** The nodes of the region, as recorded. */
+  nodes() {
+    return this.deps.db.select().from(nodes).all()
+  }
+
+  /** A node-to-node request's token: AGENTD_CLUSTER_TOKEN, compared in constant time. */
+  fromNode(token: string | null): boolean {
+    if (!this.token || token === null) return false
+    const given = Buffer.from(token)
+    return given.length === this.token.length && timingSafeEqual(given, this.token)
+  }
+
+  /** This node's own beat (the URL and token to send it with are the caller's). */
+  ownBeat(): NodeBeat | null {
+    const { url, name } = this.deps.node
+    return url ? { name, url, maxSandboxes: this.deps.maxSandboxes } : null
+  }
+
+  /**
+   * The primary records a node's beat (its own included): where it answers, its capacity, when it
+   * was heard. The primary's own row also says since when it is primary.
+   */
+  recordBeat(beat: NodeBeat): void {
+    const now = this.deps.now()
+    const own = beat.name === this.deps.node.name
+    if (own) this.primarySince ??= now
+    const primarySince = own ? this.primarySince : null
+    this.deps.db
+      .insert(nodes)
+      .values({ name: beat.name, url: beat.url, maxSandboxes: beat.maxSandboxes, primarySince, heardAt: now })
+      .onConflictDoUpdate({
+        target: nodes.name,
+        set: {
+          url: beat.url,
+          maxSandboxes: beat.maxSandboxes,
+          heardAt: now,
+          ...(own ? { primarySince } : {}),
+        },
+      })
+      .run()
+  }
+}
