@@ -23,6 +23,8 @@ export interface DbOptions {
    * primary's migrations to arrive.
    */
   replica?: boolean
+  /** The file is in a LiteFS mount, whose folder's modes are LiteFS's own (not a DATA_DIR to keep private). */
+  inLiteFs?: boolean
 }
 
 /**
@@ -55,7 +57,7 @@ function privateDbFiles(path: string): void {
 export function openDb(path: string, options: DbOptions = {}) {
   const replica = options.replica === true
   if (path !== ':memory:' && !replica) {
-    privateDataDir(dirname(path), options.warn)
+    if (!options.inLiteFs) privateDataDir(dirname(path), options.warn)
     privateDbFiles(path)
   }
   const sqlite = replica

@@ -1,5 +1,5 @@
 import { type Config, ConfigError } from '../config'
-import { openDb, waitForSchema } from '../db/client'
+import { openDb, privateDataDir, waitForSchema } from '../db/client'
 import type { LogFields } from '../domain/log'
 import { sendBeat } from './forward'
 import { LiteFsMount } from './litefs'
@@ -25,7 +25,9 @@ export async function openNode(config: Config, now: () => number, log: (line: st
   if (replica && !(await waitForSchema(config.dbPath, SCHEMA_WAIT_MS))) {
     throw new Error(`this replica's database has not received the primary's schema after ${SCHEMA_WAIT_MS / 1000} s: is the primary up?`)
   }
-  const database = openDb(config.dbPath, { backgroundCheckpoint: true, replica, warn: log })
+  // DATA_DIR holds the rest (sandboxes, blobs, the instance key) on this node's own disk.
+  privateDataDir(config.dataDir, log)
+  const database = openDb(config.dbPath, { backgroundCheckpoint: true, replica, inLiteFs: mount !== null, warn: log })
   const region = new RegionService({ db: database.db, mount, node: config.node, maxSandboxes: config.capacity.maxSandboxes, now })
   if (mount) log(`agentd: node ${config.node.name} of a region (LiteFS at ${mount.dir}), ${region.role()}`)
   const beat = async () => {

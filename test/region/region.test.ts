@@ -1,0 +1,120 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { Database } from 'bun:sqlite'
+import { join } from 'node:path'
+import { script, waitFor } from '../helpers/http'
+import { skipAllowed } from '../sandbox/helpers'
+import { regionUnavailable, startRegion } from './litefs-region'
+
+/**
+ * A region (contract section 12) as the README's walk-through runs it: three nodes on this machine,
+ * each its own LiteFS mount (static lease, n1 primary) and agentd, bwrap sandboxes. A replica serves
+ * reads from LiteFS's copy and forwards writes to the primary, answering once it has the write.
+ */
+const skip = skipAllowed(regionUnavailable())
+if (skip) console.warn(`test/region: skipped (${skip})`)
+
+describe.skipIf(skip !== null)('a region of three nodes on LiteFS', () => {
+  let region: Awaited<ReturnType<typeof startRegion>>
+  beforeAll(async () => {
+    region = await startRegion(3, { AGENTD_SANDBOX: 'bwrap' })
+  }, 120_000)
+  afterAll(async () => {
+    await region?.[Symbol.asyncDispose]()
+  }, 60_000)
+
+  const call = async (node: number, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
+    const res = await fetch(`${region.nodes[node]!.url}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${region.adminToken}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...headers,
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    })
+    return { status: res.status, headers: res.headers, body: (res.status === 204 ? null : await res.json()) as any }
+  }
+
+  test('/healthz on each node: n1 is the primary, n2 and n3 replicas, each with its name and the TXID it has', async () => {
+    const health: any[] = await Promise.all(region.nodes.map(async (node) => (await fetch(`${node.url}/healthz`)).json()))
+    expect(health.map((h) => [h.node, h.role])).toEqual([
+      ['n1', 'primary'],
+      ['n2', 'replica'],
+      ['n3', 'replica'],
+    ])
+    for (const h of health) expect(h.txid).toBeGreaterThan(0)
+    // Each node recorded where it answers, through the primary; read from a replica's copy.
+    const db = new Database(join(region.nodes[2]!.mount, 'agentd.db'), { readonly: true })
+    try {
+      const rows = db.query('SELECT name, url, primary_since FROM nodes ORDER BY name').all() as {
+        name: string
+        url: string
+        primary_since: number | null
+      }[]
+      expect(rows.map((r) => [r.name, r.url, r.primary_since !== null])).toEqual(region.nodes.map((n, i) => [n.name, n.url, i === 0]))
+    } finally {
+      db.close()
+    }
+  })
+
+  test('a create sent to a replica runs; a GET on every node right after sees it; its Idempotency-Key retried on another node answers the same session', async () => {
+    const body = { agent: 'harness_1', prompt: script([{ say: 'from a replica' }, { answer: 'done' }]) }
+    const created = await call(1, 'POST', '/o/acme/p/_/sessions', body, { 'idempotency-key': 'region-create-1' })
+    expect(created.status).toBe(202)
+    const id = created.body.execution_id as string
+    expect(created.headers.get('x-agentd-txid')).toBeNull() // between nodes only
+    // Read your writes: answered only once n2 had the transaction, and n3 and n1 had it no later.
+    for (const node of [1, 2, 0]) expect((await call(node, 'GET', `/o/acme/p/_/sessions/${id}`)).status).toBe(200)
+    const again = await call(2, 'POST', '/o/acme/p/_/sessions', body, { 'idempotency-key': 'region-create-1' })
+    expect(again.body.execution_id).toBe(id)
+    const listed = await call(2, 'GET', '/o/acme/p/_/sessions')
+    expect(listed.body.executions.filter((s: { execution_id: string }) => s.execution_id === id)).toHaveLength(1)
+    // The run itself completes (on the primary's sandboxes, for now), seen from a replica.
+    const done = await waitFor(
+      async () => (await call(2, 'GET', `/o/acme/p/_/sessions/${id}`)).body,
+      (view) => view.status === 'completed' || view.status === 'failed',
+      60_000,
+    )
+    expect(done.status).toBe('completed')
+  }, 90_000)
+
+  test('a write with a bad credential sent to a replica gets the primary’s own 401, and nothing is made', async () => {
+    const before = (await call(0, 'GET', '/o/acme/p/_/sessions')).body.executions.length
+    const res = await fetch(`${region.nodes[2]!.url}/o/acme/p/_/sessions`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer nope', 'content-type': 'application/json' },
+      body: JSON.stringify({ agent: 'harness_1', prompt: 'hi' }),
+    })
+    expect(res.status).toBe(401)
+    expect(((await res.json()) as any).code).toBe('AUTH_FAILED')
+    expect((await call(0, 'GET', '/o/acme/p/_/sessions')).body.executions.length).toBe(before)
+  })
+
+  test('a heartbeat without the cluster token is refused on every node, with the token a replica refuses it too (only the primary records nodes)', async () => {
+    const beat = { name: 'intruder', url: 'http://127.0.0.1:1', maxSandboxes: 100 }
+    for (const node of [0, 1]) {
+      const res = await fetch(`${region.nodes[node]!.url}/_region/beat`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-agentd-cluster-token': 'x'.repeat(64) },
+        body: JSON.stringify(beat),
+      })
+      expect(res.status).toBe(401)
+    }
+    const toReplica = await fetch(`${region.nodes[1]!.url}/_region/beat`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-agentd-cluster-token': region.clusterToken },
+      body: JSON.stringify(beat),
+    })
+    expect(toReplica.status).toBe(503)
+  })
+
+  test('with the primary’s agentd down, a replica still serves reads, and a write gets a clear 503 it can retry', async () => {
+    const listed = (await call(1, 'GET', '/o/acme/p/_/sessions')).body.executions.length
+    await region.nodes[0]!.server.stop()
+    expect((await call(1, 'GET', '/o/acme/p/_/sessions')).body.executions.length).toBe(listed)
+    const refused = await call(1, 'POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: 'hi' })
+    expect(refused.status).toBe(503)
+    expect(refused.body.code).toBe('PRIMARY_UNAVAILABLE')
+    expect(refused.body.error).toContain(region.nodes[0]!.url)
+  })
+})
