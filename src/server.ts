@@ -179,7 +179,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
   // actor that feeds the machine (the runtime reports back to it), and the service callers talk to.
   const db = database.db
   // Secret values a session's sandbox was given are masked in all it stores (contract section 10).
-  const store = new SessionStore(db, now, (id) => queries.forget(id), new SecretMasks())
+  const store = new SessionStore(db, now, (id) => queries.forget(id), new SecretMasks(), replica)
   const search = new SessionSearch(db, now)
   const artifacts = new ArtifactStore(db, config.dataDir, now, config.artifactsMaxBytes)
   const installer = new HarnessInstaller(join(config.dataDir, 'harnesses'))

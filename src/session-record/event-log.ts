@@ -44,7 +44,15 @@ export interface EventLogOptions {
   now?: () => number
   /** Secret values masked in what a session stores (events, raw lines), as they enter the log. */
   masks?: SecretMasks
+  /**
+   * Events are written by another process (a replica of a region: LiteFS applies the primary's
+   * transactions): listeners are handed what each commit brought (looked for every FOLLOW_COMMITS_MS).
+   */
+  followCommits?: boolean
 }
+
+/** How often a replica looks for the primary's commits for its event streams (a data_version read: microseconds). */
+const FOLLOW_COMMITS_MS = 25
 
 /**
  * Session events, group-committed: appends are buffered and written in one transaction per
@@ -57,6 +65,9 @@ export class EventLog {
   private readonly lineNos = new Map<string, number>()
   private readonly pending = new Map<string, Pending>()
   private readonly listeners = new Map<string, Set<Listener>>()
+  /** Following another process's commits: the last seq handed to each subscribed session's listeners. */
+  private readonly followed = new Map<string, number>()
+  private readonly followsCommits: boolean
   private timer: ReturnType<typeof setTimeout> | null = null
   private buffered = 0
   private soon = false
@@ -83,6 +94,7 @@ export class EventLog {
     this.batchSize = options.batchSize ?? 200
     this.now = options.now ?? Date.now
     this.masks = options.masks ?? null
+    this.followsCommits = options.followCommits === true
     this.insertEvent = sqlite.prepare(
       'INSERT INTO session_events (session_id, seq, turn, kind, type, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
     )
@@ -95,6 +107,28 @@ export class EventLog {
       { seq: number; turn: number; kind: StoredEvent['kind']; type: string; data: string; created_at: number },
       [string, number, string]
     >('SELECT seq, turn, kind, type, data, created_at FROM session_events WHERE session_id = ? AND seq > ? AND kind != ? ORDER BY seq')
+    if (this.followsCommits) this.followCommits()
+  }
+
+  /**
+   * Hands listeners the events another process committed (SQLite's data_version moves with each
+   * commit not made on this connection), so a stream opened here follows a session run elsewhere.
+   */
+  private followCommits(): void {
+    const version = this.sqlite.prepare<{ data_version: number }, []>('PRAGMA data_version')
+    let seen = version.get()!.data_version
+    setInterval(() => {
+      if (this.followed.size === 0) return
+      const now = version.get()!.data_version
+      if (now === seen) return
+      seen = now
+      for (const [sessionId, after] of this.followed) {
+        const events = this.replay(sessionId, after)
+        if (events.length === 0) continue
+        this.followed.set(sessionId, events.at(-1)!.seq)
+        this.publish(sessionId, events)
+      }
+    }, FOLLOW_COMMITS_MS).unref()
   }
 
   private nextSeq(sessionId: string): number {
@@ -247,11 +281,15 @@ export class EventLog {
     if (!set) {
       set = new Set()
       this.listeners.set(sessionId, set)
+      if (this.followsCommits) this.followed.set(sessionId, this.maxSeq.get(sessionId)?.seq ?? 0)
     }
     set.add(listener)
     return () => {
       set.delete(listener)
-      if (set.size === 0 && this.listeners.get(sessionId) === set) this.listeners.delete(sessionId)
+      if (set.size === 0 && this.listeners.get(sessionId) === set) {
+        this.listeners.delete(sessionId)
+        this.followed.delete(sessionId)
+      }
     }
   }
 

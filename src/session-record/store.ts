@@ -26,8 +26,10 @@ export class SessionStore {
     private readonly written: (id: string) => void = () => {},
     /** Secret values masked in everything stored about a session (see masks.ts). */
     readonly masks?: SecretMasks,
+    /** A replica of a region: its events come from the primary's commits (EventLogOptions.followCommits). */
+    followCommits = false,
   ) {
-    this.events = new EventLog(db.$client, { now, ...(masks ? { masks } : {}) })
+    this.events = new EventLog(db.$client, { now, ...(masks ? { masks } : {}), followCommits })
     // The hottest read of all, so plain bun:sqlite and a mapper built once from the table's
     // columns: drizzle's per-call query machinery cost more than the query itself.
     this.byId = db.$client.prepare<Record<string, unknown>, [string]>('SELECT * FROM sessions WHERE id = ?')

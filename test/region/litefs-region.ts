@@ -53,6 +53,8 @@ export async function startRegion(count: number, env: Record<string, string> = {
       proc.kill('SIGTERM')
       await proc.exited
     }
+    // A LiteFS killed before it unmounted leaves its FUSE mount behind: lazily unmounted.
+    for (let i = 0; i < count; i++) Bun.spawnSync(['fusermount3', '-uz', join(root, `n${i + 1}`, 'litefs')], { stderr: 'ignore' })
     for (const node of nodes) await removeDataDir(node.dataDir)
     rmSync(root, { recursive: true, force: true })
   }

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { Database } from 'bun:sqlite'
 import { join } from 'node:path'
 import { script, waitFor } from '../helpers/http'
+import { openSse } from '../helpers/sse'
 import { skipAllowed } from '../sandbox/helpers'
 import { regionUnavailable, startRegion } from './litefs-region'
 
@@ -77,6 +78,25 @@ describe.skipIf(skip !== null)('a region of three nodes on LiteFS', () => {
     )
     expect(done.status).toBe('completed')
   }, 90_000)
+
+  test('an event stream opened on a replica follows a run from its start to done: every event once, in order', async () => {
+    const steps = Array.from({ length: 6 }, (_, i) => [{ say: `step ${i}` }, { sleep: 100 }]).flat()
+    const created = await call(1, 'POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script([...steps, { answer: 'done' }]) })
+    expect(created.status).toBe(202)
+    const stream = await openSse(`${region.nodes[2]!.url}/o/acme/p/_/sessions/${created.body.execution_id}/events`, region.adminToken)
+    expect(stream.status).toBe(200)
+    const frames = await stream.frames()
+    expect(frames.at(-1)?.event).toBe('done')
+    const ids = frames.filter((f) => f.id !== undefined).map((f) => f.id!)
+    expect(ids).toEqual([...new Set(ids)].sort((a, b) => a - b))
+    const said = JSON.stringify(frames.map((f) => f.data))
+    for (let i = 0; i < 6; i++) expect(said).toContain(`step ${i}`)
+    // The same events as the primary's own stream of the finished session.
+    const onPrimary = await (
+      await openSse(`${region.nodes[0]!.url}/o/acme/p/_/sessions/${created.body.execution_id}/events`, region.adminToken)
+    ).frames()
+    expect(onPrimary.filter((f) => f.id !== undefined).map((f) => f.id)).toEqual(ids)
+  }, 60_000)
 
   test('a write with a bad credential sent to a replica gets the primary’s own 401, and nothing is made', async () => {
     const before = (await call(0, 'GET', '/o/acme/p/_/sessions')).body.executions.length
