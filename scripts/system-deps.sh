@@ -24,48 +24,36 @@ if [ "${1:-}" = "--test" ]; then
   # The region tests mount LiteFS (FUSE): fusermount3 comes with fuse3.
   command -v fusermount3 >/dev/null 2>&1 || missing="$missing fuse3"
 fi
-# A current runsc, built from gVisor's Go module (its buildable `go` branch) at a recorded
-# pseudo-version, wherever a Go toolchain is here and we are root (AGENTD_BUILD_RUNSC=0 skips it).
-# agentd then prefers it to Debian's (of 2022, ptrace only): see sandbox/gvisor/runsc-binary.ts.
-# Built once per version into /usr/local/lib/agentd/runsc-<version>/, linked as
-# /usr/local/lib/agentd/runsc: 63 s here from an empty Go cache (133 MB of modules from the proxy),
-# seconds with Go's module cache. A failed build leaves Debian's runsc in use, and says so.
+# A Go program agentd runs beside it, built from its Go module at a recorded version with the Go
+# toolchain where there is one and we are root: once per version into
+# /usr/local/lib/agentd/<name>-<version>/ (with a VERSION file), linked as /usr/local/lib/agentd/<name>.
+# A failed build says so and leaves things as they were.
+# Usage: go_install_pinned <name> <package> <version> <what a failure leaves>
+go_install_pinned() {
+  go=$(command -v go 2>/dev/null || { [ -x /usr/local/go/bin/go ] && echo /usr/local/go/bin/go; })
+  [ -n "$go" ] && [ "$(id -u)" = "0" ] || return 0
+  dir=/usr/local/lib/agentd/$1-$3
+  if [ ! -x "$dir/$1" ]; then
+    echo "agentd: building $1 from $2@$3" >&2
+    mkdir -p "$dir.building" && \
+      GOBIN="$dir.building" GOFLAGS=-mod=mod CGO_ENABLED=0 nice -n 10 "$go" install "$2@$3" >"$dir.building/build.log" 2>&1 && \
+      echo "$3" > "$dir.building/VERSION" && rm -rf "$dir" && mv "$dir.building" "$dir" \
+      || { echo "agentd: could not build $1 (see $dir.building/build.log)$4" >&2; return 0; }
+  fi
+  ln -sfn "$dir/$1" "/usr/local/lib/agentd/$1"
+}
+# A current runsc from gVisor's Go module (its buildable `go` branch) at a pinned pseudo-version
+# (AGENTD_BUILD_RUNSC=0 skips it): agentd then prefers it to Debian's (of 2022, ptrace only), see
+# sandbox/gvisor/runsc-binary.ts. 63 s here from an empty Go cache (133 MB of modules), seconds with it.
 RUNSC_MODULE_VERSION=v0.0.0-20260905035102-160fafc42237
-build_runsc() {
-  [ "${AGENTD_BUILD_RUNSC:-1}" = "0" ] && return 0
-  go=$(command -v go 2>/dev/null || { [ -x /usr/local/go/bin/go ] && echo /usr/local/go/bin/go; })
-  [ -n "$go" ] && [ "$(id -u)" = "0" ] || return 0
-  dir=/usr/local/lib/agentd/runsc-$RUNSC_MODULE_VERSION
-  if [ ! -x "$dir/runsc" ]; then
-    echo "agentd: building runsc from gvisor.dev/gvisor@$RUNSC_MODULE_VERSION" >&2
-    mkdir -p "$dir.building" && \
-      GOBIN="$dir.building" GOFLAGS=-mod=mod CGO_ENABLED=0 nice -n 10 "$go" install "gvisor.dev/gvisor/runsc@$RUNSC_MODULE_VERSION" >"$dir.building/build.log" 2>&1 && \
-      echo "$RUNSC_MODULE_VERSION" > "$dir.building/VERSION" && rm -rf "$dir" && mv "$dir.building" "$dir" \
-      || { echo "agentd: could not build runsc (see $dir.building/build.log); Debian's stays in use" >&2; return 0; }
-  fi
-  ln -sfn "$dir/runsc" /usr/local/lib/agentd/runsc
-}
-build_runsc
-# LiteFS, which replicates the database across a region's nodes (docs/region.md), built from its Go
-# module at a recorded version for the region tests (`--test`) or with AGENTD_BUILD_LITEFS=1:
-# /usr/local/lib/agentd/litefs. 22 s here from an empty Go cache. A server uses it only when run under
-# `litefs mount` (any LiteFS binary: the Fly image takes the release's).
+[ "${AGENTD_BUILD_RUNSC:-1}" = "0" ] || go_install_pinned runsc gvisor.dev/gvisor/runsc "$RUNSC_MODULE_VERSION" "; Debian's stays in use"
+# LiteFS, which replicates the database across a region's nodes (README, "A region of nodes on
+# LiteFS"), for the region tests (`--test`) or with AGENTD_BUILD_LITEFS=1; 22 s here from an empty Go
+# cache. A server uses whichever LiteFS runs `litefs mount` for it (the Fly image takes the release's).
 LITEFS_MODULE_VERSION=v0.5.14
-build_litefs() {
-  [ "${1:-}" = "--test" ] || [ "${AGENTD_BUILD_LITEFS:-}" = "1" ] || return 0
-  go=$(command -v go 2>/dev/null || { [ -x /usr/local/go/bin/go ] && echo /usr/local/go/bin/go; })
-  [ -n "$go" ] && [ "$(id -u)" = "0" ] || return 0
-  dir=/usr/local/lib/agentd/litefs-$LITEFS_MODULE_VERSION
-  if [ ! -x "$dir/litefs" ]; then
-    echo "agentd: building litefs from github.com/superfly/litefs@$LITEFS_MODULE_VERSION" >&2
-    mkdir -p "$dir.building" && \
-      GOBIN="$dir.building" GOFLAGS=-mod=mod CGO_ENABLED=0 nice -n 10 "$go" install "github.com/superfly/litefs/cmd/litefs@$LITEFS_MODULE_VERSION" >"$dir.building/build.log" 2>&1 && \
-      echo "$LITEFS_MODULE_VERSION" > "$dir.building/VERSION" && rm -rf "$dir" && mv "$dir.building" "$dir" \
-      || { echo "agentd: could not build litefs (see $dir.building/build.log)" >&2; return 0; }
-  fi
-  ln -sfn "$dir/litefs" /usr/local/lib/agentd/litefs
-}
-build_litefs "${1:-}"
+if [ "${1:-}" = "--test" ] || [ "${AGENTD_BUILD_LITEFS:-}" = "1" ]; then
+  go_install_pinned litefs github.com/superfly/litefs/cmd/litefs "$LITEFS_MODULE_VERSION" ""
+fi
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
   echo "agentd: installing$missing from Debian's packages" >&2

@@ -53,7 +53,7 @@ import { SkillFetcher } from './skills/fetch'
 import { SkillService } from './skills/service'
 import { ConnectionService } from './connections/service'
 import { proxyToolRequest } from './connections/proxy'
-import { publicGet } from './egress/public-get'
+import { publicGetter } from './egress/public-get'
 import { WebhookService } from './webhooks/service'
 import { GithubApp } from './repositories/github'
 import { InstallationService } from './repositories/installations'
@@ -203,15 +203,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const agents = new AgentService({ db, catalog, versions: runnable, now })
   // Caller URLs (images, skills) are fetched under the webhook rules, each create's within its
   // budget (the signal); AGENTD_FETCH_CA_FILE adds a CA (tests only).
-  const get = (url: string, maxBytes: number, signal: AbortSignal) =>
-    publicGet(url, {
-      maxBytes,
-      timeoutMs: 10_000,
-      signal,
-      resolve: options.resolveHost ?? resolveHost,
-      allowPrivate: config.webhookAllowPrivate,
-      ca: config.fetchCa,
-    })
+  const get = publicGetter({ resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, ca: config.fetchCa })
   const skills = new SkillService(db, new SkillFetcher({ githubApiUrl: config.githubApiUrl, githubToken: config.githubToken, get }))
   const connections = new ConnectionService({
     db,

@@ -37,6 +37,14 @@ export class FetchTooLarge extends FetchRefused {
   override name = 'FetchTooLarge'
 }
 
+/**
+ * A caller's fetch of public URLs (images, skills) under the server's rules, each within its
+ * create's budget (the signal); 10 s per request.
+ */
+export function publicGetter(rules: Pick<PublicGetOptions, 'resolve' | 'allowPrivate' | 'ca'>) {
+  return (url: string, maxBytes: number, signal: AbortSignal) => publicGet(url, { ...rules, maxBytes, timeoutMs: 10_000, signal })
+}
+
 export function publicGet(raw: string, options: PublicGetOptions): Promise<Fetched> {
   let url: URL
   try {
