@@ -48,11 +48,18 @@ try {
       await server.stop(true)
     } finally {
       await replication?.stop()
-      process.exit(0)
+      process.exit(process.exitCode ?? 0)
     }
   }
   process.on('SIGINT', stop)
   process.on('SIGTERM', stop)
+  // A node whose role changed stops as at SIGTERM and exits 75 (EX_TEMPFAIL): its supervisor (LiteFS's
+  // exec, systemd, Fly) starts it again, in its new role.
+  void services.nodeChanged.then(async (why) => {
+    log(`agentd: this node must restart: ${why}`)
+    process.exitCode = 75
+    await stop()
+  })
 } catch (err) {
   // Bad settings and a machine that cannot isolate agents: one clear line, no stack, no start.
   if (err instanceof ConfigError || err instanceof NoSandboxError) {

@@ -104,7 +104,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const now = options.now ?? Date.now
   const log =
     options.log ?? ((line: string, fields?: LogFields) => console.error(fields ? `agentd: session ${fields.session}: ${line}` : line))
-  const { database, region, replica, stop: stopNode } = await openNode(config, now, log)
+  const { database, region, replica, changed: nodeChanged, stop: stopNode } = await openNode(config, now, log)
   const catalog = loadCatalog(config.configFile)
 
   const adapters = ADAPTERS
@@ -354,6 +354,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
     app,
     /** Settles when rehydration is done (rejects when it failed: the process should stop). */
     ready,
+    /** Settles (with why) when this node's role in its region changed: main.ts restarts it. */
+    nodeChanged,
     identity,
     sessions,
     actor,

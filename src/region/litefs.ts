@@ -1,10 +1,10 @@
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
 import { getTxNumber } from 'litefs-js'
 
 /**
  * The LiteFS mount the database lives in, as agentd reads it: `.primary` is there only on a
- * replica (it holds the primary's lease name), and `<db>-pos` is the position this node has
+ * replica, and `<db>-pos` is the position this node has
  * applied, whose TXID litefs-js reads. Two of litefs-js's helpers are not used: `getInstanceInfo`
  * calls a node primary when `.primary` names the machine's own hostname, which every node of a
  * region on one machine shares; `waitForUpToDateTxNumber` (2.0.2) stops polling after its first
@@ -30,13 +30,9 @@ export class LiteFsMount {
     return !existsSync(join(this.dir, '.primary'))
   }
 
-  /** The primary's lease name, as a replica's `.primary` holds it (null on the primary). */
-  primaryName(): string | null {
-    try {
-      return readFileSync(join(this.dir, '.primary'), 'utf8').trim()
-    } catch {
-      return null
-    }
+  /** Still mounted: a LiteFS that stopped (or restarted, to be promoted by hand) takes the database away. */
+  mounted(): boolean {
+    return existsSync(join(this.dir, '.lag'))
   }
 
   /** The TXID of the last transaction this node has applied (0 before the database exists). */

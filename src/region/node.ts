@@ -5,6 +5,9 @@ import { sendBeat } from './forward'
 import { LiteFsMount } from './litefs'
 import { RegionService } from './service'
 
+/** How often a node looks whether its role changed or its LiteFS went away. */
+const ROLE_CHECK_MS = 500
+
 /** How long a replica's start waits for the primary's migrations to reach it. */
 const SCHEMA_WAIT_MS = 60_000
 
@@ -45,13 +48,29 @@ export async function openNode(config: Config, now: () => number, log: (line: st
     : null
   beating?.unref()
   if (mount) await beat().catch((err) => log(`agentd: heartbeat to the primary failed: ${(err as Error).message}`))
+  // A role that changes under a running node (a lease moved, a LiteFS restarted to promote it by
+  // hand) asks for a restart: the next start opens the database in its new role (a new primary
+  // takes the actors over as after any restart).
+  let watching: ReturnType<typeof setInterval> | null = null
+  const changed = new Promise<string>((resolve) => {
+    if (!mount) return
+    const role = region.role()
+    watching = setInterval(() => {
+      if (!mount.mounted()) resolve(`its LiteFS mount ${mount.dir} is gone`)
+      else if (region.role() !== role) resolve(`it is now the ${region.role()} (it started as the ${role})`)
+    }, ROLE_CHECK_MS)
+    watching.unref()
+  })
   return {
     database,
     region,
+    /** Settles (with why) when this node must restart to take its new role. */
+    changed,
     /** A replica runs no session's actor and writes nothing: the primary does. */
     replica,
     stop: () => {
       if (beating) clearInterval(beating)
+      if (watching) clearInterval(watching)
     },
   }
 }

@@ -35,7 +35,7 @@ export const regionRoutes = (region: RegionService) =>
           },
           { additionalProperties: false },
         ),
-        response: { 200: t.Object({ ok: t.Literal(true) }), ...errorResponses(400, 401, 503) },
+        response: { 200: t.Object({ ok: t.Literal(true) }), ...errorResponses(400, 401, 413, 503) },
         detail: {
           operationId: 'regionBeat',
           tags: ['operations'],

@@ -115,7 +115,7 @@ describe('kill -9 with five turns running (default driver)', () => {
       const health = await fetch(`${server.url}/healthz`)
       const answeredMs = performance.now() - spawned
       // Five sandboxes to sweep and adopt are still ahead: the process is alive, not yet ready.
-      expect(await health.json()).toEqual({ ok: true, ready: false })
+      expect(await health.json()).toEqual({ ok: true, ready: false, role: 'primary', node: expect.any(String), txid: 0 })
       // A request about a session, sent while not ready, waits for them instead of seeing a turn
       // nobody runs any more (the last one created, so likely the last one adopted). A wait past
       // READY_WAIT_MS (a loaded machine) is a 503 STARTING to retry, never the dead turn as running.
@@ -126,7 +126,13 @@ describe('kill -9 with five turns running (default driver)', () => {
       }
       expect(first.body).toMatchObject({ status: 'failed' })
       expect(first.body.error).toContain('agentd restarted')
-      expect(await (await fetch(`${server.url}/healthz`)).json()).toEqual({ ok: true, ready: true })
+      expect(await (await fetch(`${server.url}/healthz`)).json()).toEqual({
+        ok: true,
+        ready: true,
+        role: 'primary',
+        node: expect.any(String),
+        txid: 0,
+      })
       for (const id of ids) expect((await call('GET', `/o/acme/p/_/sessions/${id}`)).body.status).toBe('failed')
       console.log(
         `restart with 5 running turns: /healthz answered ${answeredMs.toFixed(0)} ms after the spawn; ${/agentd: ready[^\n]*/.exec(server.log())?.[0]}`,

@@ -29,7 +29,7 @@ describe('bearer authentication', () => {
   test('/healthz needs none', async () => {
     const res = await t.app.handle(req('GET', '/healthz'))
     expect(res.status).toBe(200)
-    expect(await json(res)).toEqual({ ok: true, ready: true })
+    expect(await json(res)).toEqual({ ok: true, ready: true, role: 'primary', node: expect.any(String), txid: 0 })
   })
 
   test('401 AUTH_FAILED without a bearer, with another scheme, or an unknown token', async () => {

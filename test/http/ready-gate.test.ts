@@ -25,7 +25,13 @@ test('while a restart brings sessions back, /healthz says not ready and other re
   try {
     services.identity.createOrg('acme')
     const { token } = services.identity.createUser('acme', 'admin@acme.test', 'admin')
-    expect(await json(await services.app.handle(req('GET', '/healthz')))).toEqual({ ok: true, ready: false })
+    expect(await json(await services.app.handle(req('GET', '/healthz')))).toEqual({
+      ok: true,
+      ready: false,
+      role: 'primary',
+      node: expect.any(String),
+      txid: 0,
+    })
     const waited = await services.app.handle(req('GET', '/o/acme/p/_/sessions', { token }))
     expect(waited.status).toBe(503)
     expect(await json(waited)).toMatchObject({ code: 'STARTING' })
@@ -34,7 +40,13 @@ test('while a restart brings sessions back, /healthz says not ready and other re
     driver.letGo()
     expect((await during).status).toBe(200)
     await services.ready
-    expect(await json(await services.app.handle(req('GET', '/healthz')))).toEqual({ ok: true, ready: true })
+    expect(await json(await services.app.handle(req('GET', '/healthz')))).toEqual({
+      ok: true,
+      ready: true,
+      role: 'primary',
+      node: expect.any(String),
+      txid: 0,
+    })
   } finally {
     driver.letGo()
     await services.close()

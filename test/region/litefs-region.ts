@@ -38,7 +38,8 @@ export interface RegionNode {
 /**
  * A region of `count` nodes on this machine, as the README's walk-through runs it: each its own
  * LiteFS (static lease, the first node primary) and its own agentd (DATA_DIR, port), sharing one
- * cluster token. Org `acme` and its admin are made through the primary.
+ * cluster token. Org `acme` and its admin are made through the primary. `promote` and `follow`
+ * move the static lease by hand, as an operator would.
  */
 export async function startRegion(count: number, env: Record<string, string> = {}) {
   const root = mkdtempSync(join(tmpdir(), 'agentd-region-'))
@@ -46,82 +47,100 @@ export async function startRegion(count: number, env: Record<string, string> = {
   const litefsPorts = Array.from({ length: count }, freePort)
   const agentdPorts = Array.from({ length: count }, freePort)
   const nodes: RegionNode[] = []
-  const litefs: Subprocess[] = []
-  const stopAll = async () => {
-    for (const node of nodes) await node.server.stop().catch(() => {})
-    for (const proc of litefs) {
-      proc.kill('SIGTERM')
-      await proc.exited
+  const dirOf = (i: number) => join(root, `n${i + 1}`)
+  const mountOf = (i: number) => join(dirOf(i), 'litefs')
+  const envOf = (i: number) => ({
+    ...env,
+    DATA_DIR: join(dirOf(i), 'data'),
+    AGENTD_DB_DIR: mountOf(i),
+    AGENTD_NODE: `n${i + 1}`,
+    AGENTD_NODE_URL: `http://127.0.0.1:${agentdPorts[i]}`,
+    AGENTD_CLUSTER_TOKEN: token,
+    PORT: String(agentdPorts[i]),
+  })
+  /** Mounts node i's LiteFS with the lease held by node `primary`. */
+  const mountLiteFs = async (i: number, primary: number): Promise<Subprocess> => {
+    mkdirSync(mountOf(i), { recursive: true })
+    writeFileSync(
+      join(dirOf(i), 'litefs.yml'),
+      [
+        `fuse:\n  dir: "${mountOf(i)}"`,
+        `data:\n  dir: "${join(dirOf(i), 'litefs-data')}"`,
+        `http:\n  addr: "127.0.0.1:${litefsPorts[i]}"`,
+        'lease:',
+        '  type: "static"',
+        `  hostname: "n${primary + 1}"`,
+        `  candidate: ${i === primary}`,
+        `  advertise-url: "http://127.0.0.1:${litefsPorts[primary]}"`,
+        '',
+      ].join('\n'),
+    )
+    const proc = Bun.spawn([LITEFS, 'mount', '-config', join(dirOf(i), 'litefs.yml')], { stdout: 'ignore', stderr: 'ignore' })
+    const deadline = Date.now() + 15_000
+    while (!existsSync(join(mountOf(i), '.lag')) || (i === primary) === existsSync(join(mountOf(i), '.primary'))) {
+      if (Date.now() > deadline) throw new Error(`LiteFS of n${i + 1} did not mount as ${i === primary ? 'primary' : 'replica'}`)
+      await Bun.sleep(20)
+    }
+    return proc
+  }
+  /** Stops node i's LiteFS (SIGKILL: a machine lost), and its FUSE mount with it. */
+  const unmountLiteFs = async (i: number, signal: NodeJS.Signals = 'SIGTERM') => {
+    const node = nodes[i]
+    if (node) {
+      node.litefs.kill(signal)
+      await node.litefs.exited
     }
     // A LiteFS killed before it unmounted leaves its FUSE mount behind: lazily unmounted.
-    for (let i = 0; i < count; i++) Bun.spawnSync(['fusermount3', '-uz', join(root, `n${i + 1}`, 'litefs')], { stderr: 'ignore' })
-    for (const node of nodes) await removeDataDir(node.dataDir)
+    Bun.spawnSync(['fusermount3', '-uz', mountOf(i)], { stderr: 'ignore' })
+  }
+  const startNode = async (i: number, litefs: Subprocess) => {
+    const server = await startServer(envOf(i))
+    nodes[i] = { name: `n${i + 1}`, mount: mountOf(i), dataDir: envOf(i).DATA_DIR, url: server.url, server, litefs }
+  }
+  const stopAll = async () => {
+    for (const node of nodes) await node?.server.stop().catch(() => {})
+    for (let i = 0; i < count; i++) await unmountLiteFs(i)
+    for (let i = 0; i < count; i++) await removeDataDir(envOf(i).DATA_DIR)
     rmSync(root, { recursive: true, force: true })
   }
   try {
-    for (let i = 0; i < count; i++) {
-      const dir = join(root, `n${i + 1}`)
-      const mount = join(dir, 'litefs')
-      mkdirSync(mount, { recursive: true })
-      writeFileSync(
-        join(dir, 'litefs.yml'),
-        [
-          `fuse:\n  dir: "${mount}"`,
-          `data:\n  dir: "${join(dir, 'litefs-data')}"`,
-          `http:\n  addr: "127.0.0.1:${litefsPorts[i]}"`,
-          'lease:',
-          '  type: "static"',
-          `  hostname: "n${i + 1}"`,
-          `  candidate: ${i === 0}`,
-          `  advertise-url: "http://127.0.0.1:${litefsPorts[0]}"`,
-          '',
-        ].join('\n'),
-      )
-      const proc = Bun.spawn([LITEFS, 'mount', '-config', join(dir, 'litefs.yml')], { stdout: 'ignore', stderr: 'ignore' })
-      litefs.push(proc)
-      const deadline = Date.now() + 15_000
-      while (!existsSync(join(mount, '.lag'))) {
-        if (Date.now() > deadline) throw new Error(`LiteFS of n${i + 1} did not mount`)
-        await Bun.sleep(20)
-      }
-    }
-    const envOf = (i: number) => ({
-      ...env,
-      DATA_DIR: join(root, `n${i + 1}`, 'data'),
-      AGENTD_DB_DIR: join(root, `n${i + 1}`, 'litefs'),
-      AGENTD_NODE: `n${i + 1}`,
-      AGENTD_NODE_URL: `http://127.0.0.1:${agentdPorts[i]}`,
-      AGENTD_CLUSTER_TOKEN: token,
-      PORT: String(agentdPorts[i]),
-    })
+    const mounts: Subprocess[] = []
+    for (let i = 0; i < count; i++) mounts.push(await mountLiteFs(i, 0))
     // The primary first: it migrates the database, which the replicas wait for.
-    for (let i = 0; i < count; i++) {
-      const server = await startServer(envOf(i))
-      nodes.push({
-        name: `n${i + 1}`,
-        mount: envOf(i).AGENTD_DB_DIR,
-        dataDir: envOf(i).DATA_DIR,
-        url: server.url,
-        server,
-        litefs: litefs[i]!,
-      })
-    }
+    for (let i = 0; i < count; i++) await startNode(i, mounts[i]!)
     const primary = envOf(0)
-    await adminWith({ AGENTD_DB_DIR: primary.AGENTD_DB_DIR }, primary.DATA_DIR, 'org', 'create', 'acme')
-    const created = await adminWith(
-      { AGENTD_DB_DIR: primary.AGENTD_DB_DIR },
-      primary.DATA_DIR,
-      'user',
-      'create',
-      '--org',
-      'acme',
-      '--email',
-      'ada@acme.test',
-      '--role',
-      'admin',
-    )
+    const seed = (...args: string[]) => adminWith({ AGENTD_DB_DIR: primary.AGENTD_DB_DIR }, primary.DATA_DIR, ...args)
+    await seed('org', 'create', 'acme')
+    const created = await seed('user', 'create', '--org', 'acme', '--email', 'ada@acme.test', '--role', 'admin')
     if (created.code !== 0) throw new Error(`seeding the region failed: ${created.stderr}`)
-    return { nodes, token, adminToken: created.json.token as string, clusterToken: token, [Symbol.asyncDispose]: stopAll }
+    return {
+      nodes,
+      adminToken: created.json.token as string,
+      clusterToken: token,
+      /** Node i lost as a machine is: its agentd and its LiteFS killed. */
+      async lose(i: number) {
+        await nodes[i]!.server.stop('SIGKILL')
+        await unmountLiteFs(i, 'SIGKILL')
+      },
+      /**
+       * Moves the static lease to node i, as an operator does: its LiteFS restarted as the candidate
+       * (its agentd sees its database go and exits 75, asking for a restart), then its agentd started again.
+       */
+      async promote(i: number): Promise<number | null> {
+        await unmountLiteFs(i)
+        const exit = await nodes[i]!.server.proc.exited
+        await startNode(i, await mountLiteFs(i, i))
+        return exit
+      },
+      /** Points node i's LiteFS at the primary `primary` (restarted), and its agentd again. */
+      async follow(i: number, primary: number): Promise<number | null> {
+        await unmountLiteFs(i)
+        const exit = await nodes[i]!.server.proc.exited
+        await startNode(i, await mountLiteFs(i, primary))
+        return exit
+      },
+      [Symbol.asyncDispose]: stopAll,
+    }
   } catch (err) {
     await stopAll()
     throw err
