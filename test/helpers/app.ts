@@ -1,4 +1,4 @@
-import { removeDataDir } from './cleanup'
+import { removeDataDir, sweepScope } from './cleanup'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -6,21 +6,6 @@ import { createDriver } from '../../sandbox'
 import { ProcessDriver } from '../../sandbox/process'
 import { loadConfig } from '../../src/config'
 import { sandboxScope, startServices, type ServerOptions } from '../../src/server'
-import { removeScope } from '../sandbox/helpers'
-
-/**
- * Removes every sandbox of a driver's scope, parked ones included, once its app is closed: a
- * fresh driver on the same scope tracks none of them as live.
- */
-export async function sweepScope(driver: { kind: string; scope?: string; sweep?(live: string[]): Promise<string[]> }): Promise<void> {
-  if (driver.kind === 'process' && driver.scope) await new ProcessDriver({ scope: driver.scope }).sweep([])
-  // A fresh driver: the app's own still tracks its sandboxes as live and would keep their disks mounted.
-  else if ((driver.kind === 'gvisor' || driver.kind === 'bwrap') && driver.scope)
-    await createDriver(driver.kind, () => {}, { scope: driver.scope }).sweep([])
-  else await driver.sweep?.([])
-  // And the scope's own cgroup folders and runtime files, so runs do not pile them up on the machine.
-  if (driver.scope) removeScope(driver.scope)
-}
 
 export type TestApp = Awaited<ReturnType<typeof makeTestApp>>
 

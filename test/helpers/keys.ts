@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { ProcessDriver } from '../../sandbox/process'
 import { loadConfig } from '../../src/config'
 import { sandboxScope, startServices, type ServerOptions } from '../../src/server'
-import { sweepScope } from './app'
+import { sweepScope } from './cleanup'
 import { req } from './http'
 
 export type KeyApp = Awaited<ReturnType<typeof makeKeyApp>>

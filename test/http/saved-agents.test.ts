@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { ProcessDriver } from '../../sandbox/process'
 import { loadConfig } from '../../src/config'
 import { sandboxScope, startServices } from '../../src/server'
-import { sweepScope } from '../helpers/app'
+import { sweepScope } from '../helpers/cleanup'
 import { req, script, waitFor } from '../helpers/http'
 
 /**
