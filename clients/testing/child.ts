@@ -12,9 +12,11 @@ const started = await startInProcess({
 })
 const { stop, ...ready } = started
 process.stdout.write(`${JSON.stringify(ready)}\n`)
-let stopping: Promise<void> | null = null
+let stopping = false
 const end = () => {
-  stopping ??= stop().finally(() => process.exit(0))
+  if (stopping) return
+  stopping = true
+  void stop().finally(() => process.exit(0))
 }
 process.on('SIGTERM', end)
 process.on('SIGINT', end)

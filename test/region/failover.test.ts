@@ -1,7 +1,6 @@
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { beforeAll, describe, expect, test } from 'bun:test'
 import { script, waitFor } from '../helpers/http'
-import { skipAllowed } from '../sandbox/helpers'
-import { regionUnavailable, startRegion } from './litefs-region'
+import { type Region, regionSkip, useRegion } from './litefs-region'
 
 /**
  * The region's primary lost, and a replica promoted by hand (a static lease: contract section 12;
@@ -9,26 +8,15 @@ import { regionUnavailable, startRegion } from './litefs-region'
  * themselves (exit 75), the new primary takes the actors over as after a restart, and the region
  * answers writes again.
  */
-const skip = skipAllowed(regionUnavailable())
-if (skip) console.warn(`test/region: skipped (${skip})`)
+const skip = regionSkip()
 
 describe.skipIf(skip !== null)('a region whose primary is lost', () => {
-  let region: Awaited<ReturnType<typeof startRegion>>
-  beforeAll(async () => {
-    region = await startRegion(3, { AGENTD_SANDBOX: 'bwrap' })
-  }, 120_000)
-  afterAll(async () => {
-    await region?.[Symbol.asyncDispose]()
-  }, 60_000)
+  const { region: current, call } = useRegion(3, { AGENTD_SANDBOX: 'bwrap' })
+  let region: Region
+  beforeAll(() => {
+    region = current()
+  })
 
-  const call = async (node: number, method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${region.nodes[node]!.url}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${region.adminToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    })
-    return { status: res.status, body: (await res.json()) as any }
-  }
   const run = (node: number, steps: unknown[]) => call(node, 'POST', '/o/acme/p/_/sessions', { agent: 'harness_1', prompt: script(steps) })
   const statusOf = async (node: number, id: string) => (await call(node, 'GET', `/o/acme/p/_/sessions/${id}`)).body
 

@@ -1,9 +1,11 @@
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { afterAll, beforeAll } from 'bun:test'
 import type { Subprocess } from 'bun'
 import { adminWith, type RunningServer, startServer } from '../helpers/server'
 import { removeDataDir } from '../helpers/cleanup'
+import { skipAllowed } from '../sandbox/helpers'
 
 /** The LiteFS that scripts/system-deps.sh builds for the tests (`--test`). */
 export const LITEFS = '/usr/local/lib/agentd/litefs'
@@ -15,6 +17,42 @@ export function regionUnavailable(): string | null {
   if (!Bun.which('fusermount3')) return 'no fusermount3 (apt-get install fuse3)'
   if (!existsSync('/dev/fuse')) return 'no /dev/fuse'
   return null
+}
+
+/** Why this file's region tests skip (never under CI, where a missing LiteFS fails them), said once. */
+export function regionSkip(): string | null {
+  const skip = skipAllowed(regionUnavailable())
+  if (skip) console.warn(`test/region: skipped (${skip})`)
+  return skip
+}
+
+export type Region = Awaited<ReturnType<typeof startRegion>>
+
+/**
+ * The region of the enclosing describe: started before its tests, stopped after them. The getter
+ * gives it, and `call` calls node i's agentd as the region's admin (JSON in and out).
+ */
+export function useRegion(count: number, env: Record<string, string>) {
+  let region: Region
+  beforeAll(async () => {
+    region = await startRegion(count, env)
+  }, 120_000)
+  afterAll(async () => {
+    await region?.[Symbol.asyncDispose]()
+  }, 60_000)
+  const call = async (node: number, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
+    const res = await fetch(`${region.nodes[node]!.url}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${region.adminToken}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...headers,
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    })
+    return { status: res.status, headers: res.headers, body: (res.status === 204 ? null : await res.json()) as any }
+  }
+  return { region: () => region, call }
 }
 
 /** A free TCP port on 127.0.0.1 (closed again at once). */

@@ -1,40 +1,23 @@
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { beforeAll, describe, expect, test } from 'bun:test'
 import { Database } from 'bun:sqlite'
 import { join } from 'node:path'
 import { script, waitFor } from '../helpers/http'
 import { openSse } from '../helpers/sse'
-import { skipAllowed } from '../sandbox/helpers'
-import { regionUnavailable, startRegion } from './litefs-region'
+import { type Region, regionSkip, useRegion } from './litefs-region'
 
 /**
  * A region (contract section 12) as the README's walk-through runs it: three nodes on this machine,
  * each its own LiteFS mount (static lease, n1 primary) and agentd, bwrap sandboxes. A replica serves
  * reads from LiteFS's copy and forwards writes to the primary, answering once it has the write.
  */
-const skip = skipAllowed(regionUnavailable())
-if (skip) console.warn(`test/region: skipped (${skip})`)
+const skip = regionSkip()
 
 describe.skipIf(skip !== null)('a region of three nodes on LiteFS', () => {
-  let region: Awaited<ReturnType<typeof startRegion>>
-  beforeAll(async () => {
-    region = await startRegion(3, { AGENTD_SANDBOX: 'bwrap' })
-  }, 120_000)
-  afterAll(async () => {
-    await region?.[Symbol.asyncDispose]()
-  }, 60_000)
-
-  const call = async (node: number, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
-    const res = await fetch(`${region.nodes[node]!.url}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${region.adminToken}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-        ...headers,
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    })
-    return { status: res.status, headers: res.headers, body: (res.status === 204 ? null : await res.json()) as any }
-  }
+  const { region: current, call } = useRegion(3, { AGENTD_SANDBOX: 'bwrap' })
+  let region: Region
+  beforeAll(() => {
+    region = current()
+  })
 
   test('/healthz on each node: n1 is the primary, n2 and n3 replicas, each with its name and the TXID it has', async () => {
     const health: any[] = await Promise.all(region.nodes.map(async (node) => (await fetch(`${node.url}/healthz`)).json()))
