@@ -117,6 +117,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     eventsWritten: () => store.events.written,
     capacity: config.capacity,
     runsc: () => driver.runscInfo ?? null,
+    nodes: () => region.nodeStates(),
   })
   const providers = loadProviders(config.configFile)
   // Every sealed value's key: the config's, else the one generated in DATA_DIR at the first start.

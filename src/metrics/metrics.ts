@@ -10,6 +10,8 @@ export interface MetricsSources {
   capacity: { maxSandboxes: number; maxStarting: number }
   /** The runsc agentd runs, when the gVisor driver is in use (asked at each scrape). */
   runsc?: () => { version: string; platform: string; source: string } | null
+  /** The nodes of this node's region as recorded (none for a node alone). */
+  nodes?: () => { name: string; maxSandboxes: number; heardSecondsAgo: number; lost: boolean }[]
 }
 
 type SandboxOp = 'create' | 'park' | 'wake'
@@ -69,6 +71,37 @@ export class Metrics {
       collect() {
         const runsc = sources.runsc?.()
         if (runsc) this.set({ version: runsc.version, platform: runsc.platform, source: runsc.source }, 1)
+      },
+    })
+    // A region's nodes (contract section 12): recreated at each scrape, so a node no longer recorded goes.
+    new Gauge({
+      name: 'agentd_region_node_up',
+      help: 'Each node of the region: 1 while heard from within AGENTD_NODE_TIMEOUT_S, 0 once lost',
+      labelNames: ['node'],
+      registers,
+      collect() {
+        this.reset()
+        for (const node of sources.nodes?.() ?? []) this.set({ node: node.name }, node.lost ? 0 : 1)
+      },
+    })
+    new Gauge({
+      name: 'agentd_region_node_heard_seconds',
+      help: "Seconds since each node of the region was last heard from (its heartbeat's record)",
+      labelNames: ['node'],
+      registers,
+      collect() {
+        this.reset()
+        for (const node of sources.nodes?.() ?? []) this.set({ node: node.name }, node.heardSecondsAgo)
+      },
+    })
+    new Gauge({
+      name: 'agentd_region_node_sandboxes_max',
+      help: 'AGENTD_MAX_SANDBOXES of each node of the region',
+      labelNames: ['node'],
+      registers,
+      collect() {
+        this.reset()
+        for (const node of sources.nodes?.() ?? []) this.set({ node: node.name }, node.maxSandboxes)
       },
     })
     new Gauge({ name: 'agentd_host_sandboxes_max', help: 'Sandboxes the host runs at once (AGENTD_MAX_SANDBOXES)', registers }).set(

@@ -75,9 +75,20 @@ export class RegionService {
     return row?.url ?? null
   }
 
-  /** The nodes of the region, as recorded. */
-  nodes() {
-    return this.deps.db.select().from(nodes).all()
+  /** The nodes of the region, as recorded: a node not heard from for AGENTD_NODE_TIMEOUT_S is lost. */
+  nodeStates(): { name: string; url: string; maxSandboxes: number; heardSecondsAgo: number; lost: boolean }[] {
+    const now = this.deps.now()
+    return this.deps.db
+      .select()
+      .from(nodes)
+      .all()
+      .map((row) => ({
+        name: row.name,
+        url: row.url,
+        maxSandboxes: row.maxSandboxes,
+        heardSecondsAgo: Math.max(0, (now - row.heardAt) / 1000),
+        lost: now - row.heardAt > this.deps.node.timeoutMs,
+      }))
   }
 
   /** A node-to-node request's token: AGENTD_CLUSTER_TOKEN, compared in constant time. */

@@ -13,7 +13,12 @@ import { type Region, regionSkip, useRegion } from './litefs-region'
 const skip = regionSkip()
 
 describe.skipIf(skip !== null)('a region of three nodes on LiteFS', () => {
-  const { region: current, call } = useRegion(3, { AGENTD_SANDBOX: 'bwrap' })
+  const metricsToken = 'm'.repeat(40)
+  const { region: current, call } = useRegion(3, {
+    AGENTD_SANDBOX: 'bwrap',
+    AGENTD_METRICS_TOKEN: metricsToken,
+    AGENTD_NODE_TIMEOUT_S: '6',
+  })
   let region: Region
   beforeAll(() => {
     region = current()
@@ -110,6 +115,26 @@ describe.skipIf(skip !== null)('a region of three nodes on LiteFS', () => {
     })
     expect(toReplica.status).toBe(503)
   })
+
+  test('/metrics on every node lists the region’s nodes; a replica killed (agentd and LiteFS) is lost within AGENTD_NODE_TIMEOUT_S, the others stay up', async () => {
+    const metrics = async (node: number) =>
+      (await fetch(`${region.nodes[node]!.url}/metrics`, { headers: { authorization: `Bearer ${metricsToken}` } })).text()
+    const up = (text: string, node: string) => new RegExp(`^agentd_region_node_up\\{node="${node}"\\} (\\d)$`, 'm').exec(text)?.[1]
+    for (const node of [0, 1, 2]) {
+      const text = await metrics(node)
+      expect(['n1', 'n2', 'n3'].map((name) => up(text, name))).toEqual(['1', '1', '1'])
+      expect(text).toMatch(/^agentd_region_node_sandboxes_max\{node="n2"\} \d+$/m)
+    }
+    await region.lose(2)
+    const seen = await waitFor(
+      () => metrics(0),
+      (text) => up(text, 'n3') === '0',
+      20_000,
+    )
+    expect([up(seen, 'n1'), up(seen, 'n2')]).toEqual(['1', '1'])
+    const onReplica = await metrics(1)
+    expect(['n1', 'n2', 'n3'].map((name) => up(onReplica, name))).toEqual(['1', '1', '0'])
+  }, 30_000)
 
   test('with the primary’s agentd down, a replica still serves reads, and a write gets a clear 503 it can retry', async () => {
     const listed = (await call(1, 'GET', '/o/acme/p/_/sessions')).body.executions.length
