@@ -50,7 +50,8 @@ export type SessionMachineEvent =
   | { type: 'stop_turn' }
   | ({ type: 'message' } & Slots)
   | { type: 'idle.timeout' }
-  | { type: 'service.restarted' }
+  /** `error`: why the turn was lost when it is not the restart itself (the node of its sandbox lost). */
+  | { type: 'service.restarted'; error?: string }
 
 /** A command the state does not take: what kind of refusal (src/http/errors.ts gives it a status), why, and the spec's code. */
 export interface Refusal {
@@ -176,7 +177,7 @@ export const sessionMachine = setup({
     recordError: assign({
       error: ({ event }) => (event.type === 'sandbox.failed' || event.type === 'turn.ended' ? event.error : null),
     }),
-    recordRestart: assign({ error: () => RESTARTED }),
+    recordRestart: assign({ error: ({ event }) => (event.type === 'service.restarted' && event.error) || RESTARTED }),
     clearError: assign({ error: null }),
     machinePreparing: assign({ machineState: () => 'preparing' as const }),
     machineRunning: assign({ machineState: () => 'running' as const }),

@@ -252,6 +252,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
       return files.place(row.id, handle.hostWorkspace, handle.workspace)
     },
     dataDir: config.dataDir,
+    ...(region.clustered ? { region: { node: config.node.name, lostNode: (row: SessionRow) => region.lostNode(row.sandboxNode) } } : {}),
     limits: {
       memoryBytes: config.sandboxMemoryBytes,
       maxProcesses: config.sandboxMaxProcesses,

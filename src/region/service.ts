@@ -91,6 +91,15 @@ export class RegionService {
       }))
   }
 
+  /**
+   * The node a sandbox recorded on `node` lives on, when this node cannot drive it: another node of
+   * the region (sandboxes run on the primary that started them; a new primary finds its
+   * predecessor's lost with it). Null for this node's own, and for a node alone.
+   */
+  lostNode(node: string | null): string | null {
+    return this.clustered && node !== null && node !== this.deps.node.name ? node : null
+  }
+
   /** A node-to-node request's token: AGENTD_CLUSTER_TOKEN, compared in constant time. */
   fromNode(token: string | null): boolean {
     if (!this.token || token === null) return false

@@ -34,6 +34,12 @@ export interface RuntimeDeps extends TurnSpecDeps, Pick<TurnEndDeps, 'publish'> 
   /** Before every turn's CLI, with the turn's gateway key (its repository's git config). */
   beforeTurn: (row: SessionRow, handle: SandboxHandle, token: string) => void
   dataDir: string
+  /**
+   * The region (contract section 12): `node` is this node's name, recorded as where each sandbox it
+   * starts lives; `lostNode` names the node a session's sandbox lived on when that node is gone to
+   * this one (another node of the region), else null. A node alone has none lost.
+   */
+  region?: { node: string; lostNode: (row: SessionRow) => string | null }
   limits: SandboxLimits
   /** A turn running longer than this is killed and fails. */
   turnTimeoutMs: number

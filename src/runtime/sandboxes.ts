@@ -9,7 +9,7 @@ import type { WarmSandboxes } from './warm-sandboxes'
 
 export type SandboxesDeps = Pick<
   RuntimeDeps,
-  'driver' | 'starts' | 'store' | 'dataDir' | 'installer' | 'gateway' | 'limits' | 'egress' | 'log'
+  'driver' | 'starts' | 'store' | 'dataDir' | 'installer' | 'gateway' | 'limits' | 'egress' | 'log' | 'region'
 >
 
 /**
@@ -70,13 +70,17 @@ export class SessionSandboxes {
   /** The session's sandbox is up: the actor hears it (and a session that went meanwhile has it destroyed). */
   private async ready(id: string, handle: SandboxHandle): Promise<void> {
     Object.assign(this.live.of(id), { handle, parked: false })
-    if (!this.inbox().apply(id, { type: 'sandbox.ready' })) await this.destroy(id)
+    const placed = this.deps.region ? { sandboxNode: this.deps.region.node } : {}
+    if (!this.inbox().apply(id, { type: 'sandbox.ready' }, placed)) await this.destroy(id)
   }
 
   /** The session's sandbox handle; after a restart, found again on disk by the driver. */
   async handleOf(id: string): Promise<SandboxHandle> {
     const live = this.live.of(id)
     if (!live.handle) {
+      const lost = this.lostNodeOf(id)
+      // Its disk was on that node: nothing here to wake (the turn or follow-up fails saying so).
+      if (lost) throw new Error(`node lost: ${lost}`)
       const recovered = await this.deps.driver.recover(this.spec(id))
       if (!recovered) throw new Error('the sandbox of this session is gone')
       Object.assign(live, { handle: recovered, parked: true })
@@ -132,9 +136,15 @@ export class SessionSandboxes {
    * After a restart: takes the session's sandbox over again. The driver kills what the previous
    * server's turn left running in it and keeps the disk (and, on gVisor, background processes).
    */
+  /** The node this session's sandbox lived on, when that node is lost to this one (src/region). */
+  lostNodeOf(id: string): string | null {
+    const row = this.deps.store.get(id)
+    return row && this.deps.region ? this.deps.region.lostNode(row) : null
+  }
+
   async adopt(id: string): Promise<void> {
     const live = this.live.of(id)
-    if (live.handle) return
+    if (live.handle || this.lostNodeOf(id)) return
     const handle = await this.deps.driver.recover(this.spec(id)).catch((err) => {
       this.deps.log(`sandbox not recovered: ${(err as Error).message}`, { session: id })
       return null

@@ -305,6 +305,11 @@ export class SessionRuntime {
     return this.sandboxes.adopt(id)
   }
 
+  /** The region node this session's sandbox lived on when that node is lost to this one, else null. */
+  lostNodeOf(id: string): string | null {
+    return this.sandboxes.lostNodeOf(id)
+  }
+
   /**
    * Stops the runtime: nothing new starts, every turn is stopped or handed over (`deadline`, ms since
    * the epoch, bounds the wait for their model requests), and this resolves once no effect is in

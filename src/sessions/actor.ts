@@ -108,7 +108,10 @@ export class SessionActor implements SessionInbox {
       orgs.add(row.orgId)
       if (row.status === 'queued') continue
       // A turn handed over by a graceful stop goes on where it was (gVisor); any other is lost.
+      // A turn whose sandbox was on a node lost to this one (a new primary's) is lost with it.
+      const lost = this.runtime.lostNodeOf(row.id)
       const takenOver =
+        !lost &&
         (row.status === 'running' || row.status === 'paused') &&
         (await this.runtime.takeOver(row).catch((err) => {
           this.deps.log(`agentd: session ${row.id}: the turn handed over was lost: ${(err as Error).message}`)
@@ -118,7 +121,8 @@ export class SessionActor implements SessionInbox {
       await this.runtime.adopt(row.id)
       // The lost turn counts as a turn, so the next one takes the next prompt.
       const lostTurn = row.status === 'running' || row.status === 'paused'
-      this.apply(row.id, { type: 'service.restarted' }, lostTurn ? { turnsCount: row.turnsCount + 1 } : {})
+      const restarted = lost ? { type: 'service.restarted' as const, error: `node lost: ${lost}` } : { type: 'service.restarted' as const }
+      this.apply(row.id, restarted, lostTurn ? { turnsCount: row.turnsCount + 1 } : {})
     }
     if (orgs.size > 0) this.admit()
   }

@@ -52,9 +52,19 @@ describe.skipIf(skip !== null)('a region whose primary is lost', () => {
     expect(back).toBeLessThan(30_000)
     console.log(`region answered writes again ${back} ms after its primary was lost`)
 
-    // The new primary took the actors over as after a restart: the cut turn is failed, the rest kept.
-    expect((await statusOf(1, cut)).status).toBe('failed')
+    // The new primary took the actors over as after a restart: the turn cut with n1 failed, its
+    // sandbox lost with that node; the finished session is as it was, until it needs its sandbox.
+    expect(await statusOf(1, cut)).toMatchObject({ status: 'failed', error: 'node lost: n1' })
     expect((await statusOf(1, finished)).status).toBe('completed')
+    expect((await call(2, 'POST', `/o/acme/p/_/sessions/${finished}/messages`, { content: script([{ answer: 'again' }]) })).status).toBe(
+      200,
+    )
+    const followed = await waitFor(
+      () => statusOf(2, finished),
+      (s) => s.status === 'failed',
+      30_000,
+    )
+    expect(followed.error).toContain('node lost: n1')
     const done = await waitFor(
       () => statusOf(2, after.body.execution_id),
       (s) => s.status === 'completed' || s.status === 'failed',

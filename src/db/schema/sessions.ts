@@ -66,6 +66,8 @@ export const sessions = sqliteTable(
     effectiveConfig: text('effective_config', { mode: 'json' }).$type<Record<string, unknown>>(),
     // The CLI's own conversation id, so the next turn resumes it.
     harnessSessionId: text('harness_session_id'),
+    /** The region node its sandbox lives on (contract section 12; AGENTD_NODE), recorded as it starts. */
+    sandboxNode: text('sandbox_node'),
     resultText: text('result_text'),
     resultStructured: text('result_structured', { mode: 'json' }).$type<Record<string, unknown>>(),
     schemaValid: integer('schema_valid', { mode: 'boolean' }),
