@@ -1,11 +1,11 @@
 import { Elysia, t } from 'elysia'
 import { ApiError, authFailed } from '../domain/errors'
 import { errorResponses } from '../http/errors'
-import { parseBody } from '../http/body'
+import { parseBody, payloadTooLarge } from '../http/body'
 import { BEAT_PATH, CLUSTER_TOKEN_HEADER } from './forward'
 import type { RegionService } from './service'
 
-const BEAT_BODY_LIMIT = 4096
+const BEAT_BODY_LIMIT = { bytes: 4096, refuse: payloadTooLarge }
 
 /**
  * The region's own route (contract section 12): a node's heartbeat to the primary, which records

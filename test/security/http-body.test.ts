@@ -137,19 +137,31 @@ describe('authentication comes before the body', () => {
 })
 
 describe('a body limit per route: session create 16 MiB, follow-ups 1 MiB, every other JSON route 64 KiB', () => {
-  test('session create takes up to 16 MiB (shape B documents), follow-up messages up to 1 MiB, declared or streamed; one byte more is 413', async () => {
+  test('session create takes up to 16 MiB (shape B documents), one byte more is 413; a follow-up up to 1 MiB, one byte more is the spec’s 400 CONTENT_TOO_LARGE; declared or streamed', async () => {
     const routes = [
-      { path: createPath(), fields: { agent: 'harness_1' }, pad: 'prompt', limit: CREATE_BODY_LIMIT },
-      { path: messagesPath(), fields: {}, pad: 'content', limit: PROMPT_BODY_LIMIT },
+      {
+        path: createPath(),
+        fields: { agent: 'harness_1' },
+        pad: 'prompt',
+        limit: CREATE_BODY_LIMIT,
+        over: [413, 'PAYLOAD_TOO_LARGE'] as const,
+      },
+      { path: messagesPath(), fields: {}, pad: 'content', limit: PROMPT_BODY_LIMIT, over: [400, 'CONTENT_TOO_LARGE'] as const },
     ]
-    for (const { path, fields, pad, limit } of routes) {
+    for (const {
+      path,
+      fields,
+      pad,
+      limit,
+      over: [status, code],
+    } of routes) {
       const atLimit = sized(limit, fields, pad)
       // Read and parsed whole: the service itself refuses a prompt this long (its own 256 KiB cap).
       expectError(await send('POST', path, atLimit), 400, 'CONTENT_TOO_LARGE')
       expectError(await send('POST', path, streamed(atLimit)), 400, 'CONTENT_TOO_LARGE')
       const over = sized(limit + 1, fields, pad)
-      expectError(await send('POST', path, over), 413, 'PAYLOAD_TOO_LARGE')
-      expectError(await send('POST', path, streamed(over)), 413, 'PAYLOAD_TOO_LARGE')
+      expectError(await send('POST', path, over), status, code)
+      expectError(await send('POST', path, streamed(over)), status, code)
     }
   })
 
@@ -196,18 +208,18 @@ describe('a body limit per route: session create 16 MiB, follow-ups 1 MiB, every
     expect(missing).toEqual([])
   })
 
-  test('over a real connection: a body past the route limit, streamed or declared, is 413 in the envelope', async () => {
+  test('over a real connection: a follow-up past its limit, streamed or declared, is answered at once in the envelope (400 CONTENT_TOO_LARGE)', async () => {
     const overChunk = PROMPT_BODY_LIMIT + 64 * 1024
     const [streamedOver, declaredOver, health] = await rawOnce([
-      // One chunk past the limit, then a wait: the 413 must come without the rest of the 8 MiB.
+      // One chunk past the limit, then a wait: the answer must come without the rest of the 8 MiB.
       { head: post(messagesPath(), bearer()), stream: { chunkBytes: overChunk, totalBytes: 8 * overChunk, pauseForAnswer: true } },
       // Under the server's own cap, so the route's limit answers in the envelope.
       { head: post(messagesPath(), bearer()), text: sized(PROMPT_BODY_LIMIT + MiB / 2, {}, 'content') },
       { head: 'GET /healthz HTTP/1.1\r\nhost: localhost' },
     ])
-    expectRawError(streamedOver!, 413, 'PAYLOAD_TOO_LARGE')
+    expectRawError(streamedOver!, 400, 'CONTENT_TOO_LARGE')
     expect(streamedOver!.sentAtAnswer).toBe(overChunk)
-    expectRawError(declaredOver!, 413, 'PAYLOAD_TOO_LARGE')
+    expectRawError(declaredOver!, 400, 'CONTENT_TOO_LARGE')
     expect(health!.status).toBe(200)
   }, 60_000)
 })
