@@ -9,8 +9,8 @@ export interface StreamEvent {
 /**
  * A session's event stream (spec 6.1) through the WHATWG EventSource of the `eventsource`
  * package, whose fetch can carry the Authorization header a browser's own cannot. It reconnects by
- * itself with `Last-Event-ID`, and stops for good on the 204 the server answers once the session
- * rests with nothing after that id. `after` resumes a stream seen before.
+ * itself with `Last-Event-ID`, and stops for good on the JSON answer (not an event stream) the server
+ * gives once the session rests with nothing after that id. `after` resumes a stream seen before.
  */
 export function follow(
   url: string,

@@ -1599,7 +1599,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description text/event-stream: `status`, unnamed harness events, then `done` or `error` */
+            /** @description text/event-stream: `status`, unnamed harness events, then `done` or `error`. A resumed stream (Last-Event-ID or cursor) of a session at rest with no event after it is application/json instead, `{status, output, result}` as its `done` said: an EventSource stops reconnecting on it */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1607,13 +1607,6 @@ export interface operations {
                 content: {
                     "text/event-stream": string;
                 };
-            };
-            /** @description A resumed stream (Last-Event-ID or cursor) of a session at rest with no event after it: nothing more to send; an EventSource stops reconnecting */
-            204: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
             };
             /** @description Response for status 400 */
             400: {

@@ -29,10 +29,11 @@ export const liveRoutes = (auth: AuthService, sessions: SessionService, queries:
           everyMs: CREDENTIAL_RECHECK_MS,
           allowed: stillAllowed(auth, request.headers.get('authorization') ?? undefined, params.org),
         }
-        const follow = queries.eventStream(access, params.project, params.session, Number(cursor), keepaliveMs, recheck)
-        // Nothing after the cursor of a session at rest: 204 tells an EventSource to stop reconnecting.
-        if (!follow) return new Response(null, { status: 204 })
-        return new Response(sseStream(follow), {
+        const stream = queries.eventStream(access, params.project, params.session, Number(cursor), keepaliveMs, recheck)
+        // Nothing after the cursor of a session at rest: where it ended, as JSON. A 200 that is not
+        // text/event-stream makes an EventSource stop for good (it reconnects after any stream ends).
+        if ('rested' in stream) return Response.json(stream.rested)
+        return new Response(sseStream(stream.follow), {
           headers: {
             'content-type': 'text/event-stream; charset=utf-8',
             'cache-control': 'no-cache',
@@ -46,11 +47,11 @@ export const liveRoutes = (auth: AuthService, sessions: SessionService, queries:
         query: EventsQuery,
         headers: t.Object({ 'last-event-id': t.Optional(t.String()) }),
         response: {
-          200: t.String({ description: 'text/event-stream: `status`, unnamed harness events, then `done` or `error`' }),
-          204: t.Void({
+          200: t.String({
             description:
-              'A resumed stream (Last-Event-ID or cursor) of a session at rest with no event after it: nothing ' +
-              'more to send; an EventSource stops reconnecting',
+              'text/event-stream: `status`, unnamed harness events, then `done` or `error`. A resumed stream (Last-Event-ID ' +
+              'or cursor) of a session at rest with no event after it is application/json instead, `{status, output, result}` as ' +
+              'its `done` said: an EventSource stops reconnecting on it',
           }),
           ...errorResponses(400, 401, 403, 404),
         },

@@ -14,6 +14,7 @@ import type { FileService } from '../files/service'
 import type { AdmissionQueue } from './admission'
 import type { SessionStore, SessionRow } from '../session-record/store'
 import { followSession, type StreamRecheck } from './stream'
+import { answerOf, outputLine } from '../session-record/answer'
 import { cloudRunSession, sessionResult } from './view'
 
 /** Session views kept for repeated reads of unchanged sessions. */
@@ -103,10 +104,15 @@ export class SessionQueries {
    * already past its end: the session rests and no event follows the cursor. A standard
    * EventSource reconnects after every `done`; the route answers it 204, which stops it.
    */
+  /**
+   * The session's event stream after `afterSeq`; or, for a resumed stream of a session at rest with
+   * nothing after its cursor, where it ended (what its `done` event said), as there is nothing to stream.
+   */
   eventStream(access: OrgAccess, projectRef: string, id: string, afterSeq: number, keepaliveMs: number, recheck?: StreamRecheck) {
     const row = this.find(access, projectRef, id)
-    if (afterSeq > 0 && statusIn('resting', row.status) && !this.deps.store.events.hasAfter(row.id, afterSeq)) return null
-    return followSession(this.deps.store, row.id, { afterSeq, keepaliveMs, recheck })
+    if (afterSeq > 0 && statusIn('resting', row.status) && !this.deps.store.events.hasAfter(row.id, afterSeq))
+      return { rested: { status: row.status, output: outputLine(row), result: answerOf(row) } }
+    return { follow: followSession(this.deps.store, row.id, { afterSeq, keepaliveMs, recheck }) }
   }
 
   artifactList(access: OrgAccess, projectRef: string, id: string) {

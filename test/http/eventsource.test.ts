@@ -7,7 +7,8 @@ import { json, req, script, waitFor } from '../helpers/http'
 /**
  * Standard EventSource clients on a finished session: the stream replays every event and `done`,
  * the server closes it, the client reconnects with Last-Event-ID (as the standard has it do after
- * any close), and that reconnect, past the end of a session at rest, is a 204, which stops it.
+ * any close), and that reconnect, past the end of a session at rest, is a 200 in JSON (not an
+ * event stream: the spec lists 200, 401 and 404 here), which stops it for good.
  * Before, each reconnect got `done` (and the status events) again, for ever.
  */
 let t: TestApp
@@ -40,7 +41,7 @@ afterAll(() => t[Symbol.asyncDispose]())
 
 const eventsUrl = () => `${base}/o/acme/p/_/sessions/${id}/events`
 
-test('the eventsource package: every event once, one done, then its reconnect is 204 and it stops for good', async () => {
+test('the eventsource package: every event once, one done, then its reconnect is a 200 in JSON and it stops for good', async () => {
   const requests: { lastEventId: string | null; status: number }[] = []
   const source = new EventSource(eventsUrl(), {
     fetch: async (input, init) => {
@@ -62,13 +63,13 @@ test('the eventsource package: every event once, one done, then its reconnect is
   )
   expect(requests).toEqual([
     { lastEventId: null, status: 200 },
-    { lastEventId: lastId, status: 204 },
+    { lastEventId: lastId, status: 200 },
   ])
   expect(statuses).toEqual(['queued', 'allocating', 'running', 'completed'])
   expect(dones).toBe(1)
 })
 
-test("a browser's own EventSource (headless Chromium) stops after the 204 too", async () => {
+test("a browser's own EventSource (headless Chromium) stops after that answer too", async () => {
   const { browser, close } = await launchChromium()
   try {
     const page = await browser.newPage()
@@ -102,12 +103,19 @@ test("a browser's own EventSource (headless Chromium) stops after the 204 too", 
     )
     expect(answers).toEqual([
       { lastEventId: null, status: 200 },
-      { lastEventId: lastId, status: 204 },
+      { lastEventId: lastId, status: 200 },
     ])
   } finally {
     await close()
   }
 }, 60_000)
+
+test('the resumed stream of a session at rest with nothing after its cursor is where it ended, in JSON', async () => {
+  const res = await fetch(eventsUrl(), { headers: { authorization: `Bearer ${t.admin.token}`, 'last-event-id': lastId } })
+  expect(res.status).toBe(200)
+  expect(res.headers.get('content-type')).toContain('application/json')
+  expect(await res.json()).toMatchObject({ status: 'completed', output: expect.any(String) })
+})
 
 test('a resumed stream with events after its cursor, or a session not at rest, still streams', async () => {
   const res = await fetch(`${eventsUrl()}?cursor=1`, { headers: { authorization: `Bearer ${t.admin.token}` } })
