@@ -188,8 +188,10 @@ function githubApp(appId: string | undefined, keyFile: string | undefined): Conf
 
 /** This agentd as one node of a region. */
 export interface NodeConfig {
-  /** AGENTD_NODE: its name in the region (default the host's name). */
+  /** AGENTD_NODE: its name in the region (default the host's name; a region's nodes must set it). */
   name: string
+  /** AGENTD_NODE was set: a name that outlives the host's (a re-created container keeps its sessions). */
+  named: boolean
   /** AGENTD_NODE_URL: where the other nodes reach its agentd; null when it is alone. */
   url: string | null
   /** AGENTD_CLUSTER_TOKEN: what node-to-node requests carry; null when it is alone. */
@@ -207,6 +209,7 @@ function nodeConfig(env: Record<string, string | undefined>): NodeConfig {
   if (url !== null && !/^https?:\/\/[^/]+$/.test(url)) throw new ConfigError(`AGENTD_NODE_URL must be http(s)://host:port, got "${url}"`)
   return {
     name: env.AGENTD_NODE || hostname(),
+    named: Boolean(env.AGENTD_NODE),
     url,
     clusterToken: token,
     timeoutMs: positiveNumber('AGENTD_NODE_TIMEOUT_S', env.AGENTD_NODE_TIMEOUT_S, 30) * 1000,

@@ -174,7 +174,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     onAttempt: (outcome) => metrics.webhookAttempt(outcome),
     ...(options.resolveHost ? { resolve: options.resolveHost } : {}),
   })
-  const apiKeys = new ApiKeyService(database.db, webhooks, now)
+  const apiKeys = new ApiKeyService(database.db, webhooks, now, !replica)
   const auth = new AuthService(identity, config.oidc ? new OidcVerifier(config.oidc.issuer, config.oidc.audience) : null, apiKeys)
   // Sessions: the store and the read side, the runtime that carries out the machine's actions, the
   // actor that feeds the machine (the runtime reports back to it), and the service callers talk to.
@@ -390,6 +390,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
       await webhooks.stop(Math.max(deadline, Date.now() + WEBHOOK_FLUSH_MS))
       await gateway.stop()
       stopNode()
+      store.events.close()
       database.close()
     },
   }

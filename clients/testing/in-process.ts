@@ -43,9 +43,9 @@ export async function startInProcess(options: TestingOptions = {}): Promise<Star
   const driver = kind === 'process' ? new ProcessDriver({ scope }) : createDriver(kind, () => {}, { scope })
   const log = options.log ?? (() => {})
   let services: Awaited<ReturnType<typeof startServices>> | null = null
-  let server: { stop(closeActive?: boolean): unknown } | null = null
+  let server: { stop(closeActive?: boolean): Promise<void> | void } | null = null
   const stop = async () => {
-    server?.stop(true)
+    await server?.stop(true)
     await services?.close()
     await sweepScope(driver)
     await removeDataDir(dir)

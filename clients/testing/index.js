@@ -37,22 +37,51 @@ function bunBinary() {
   }
 }
 
+/** How long a child agentd may take to say it is ready (a cold machine loading agentd's modules). */
+const READY_TIMEOUT_MS = 60_000
+
 /** Starts agentd in a Bun child process (child.ts) and waits for its ready line. */
 function startChild(options, log) {
   const child = spawn(bunBinary(), [fileURLToPath(new URL('./child.ts', import.meta.url)), JSON.stringify(options)], {
-    stdio: ['pipe', 'pipe', log ? 'pipe' : 'ignore'],
+    stdio: ['pipe', 'pipe', 'pipe'],
     env: { ...process.env, ...(log ? { AGENTD_TESTING_LOG: '1' } : {}) },
   })
-  if (log) child.stderr.on('data', (chunk) => String(chunk).split('\n').filter(Boolean).forEach(log))
-  const exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)))
+  // Its own log lines, whole, to `log`; the last ones kept for an error that stops it starting.
+  const said = []
+  let partial = ''
+  child.stderr.setEncoding('utf8')
+  child.stderr.on('data', (chunk) => {
+    const lines = (partial + chunk).split('\n')
+    partial = lines.pop()
+    for (const line of lines) {
+      said.push(line)
+      if (said.length > 20) said.shift()
+      log?.(line)
+    }
+  })
+  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)))
   return new Promise((resolve, reject) => {
+    const fail = (why) => {
+      clearTimeout(timer)
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
+      reject(new Error(`agentd/testing: ${why}${said.length ? `\n${said.join('\n')}` : ''}`))
+    }
+    const timer = setTimeout(() => fail(`agentd was not ready after ${READY_TIMEOUT_MS / 1000} s`), READY_TIMEOUT_MS)
+    // Bun missing or not runnable: said as a failed start, not an unhandled error event.
+    child.once('error', (err) => fail(`could not start Bun (${bunBinary()}): ${err.message}`))
     let out = ''
     const onData = (chunk) => {
       out += chunk
       const newline = out.indexOf('\n')
       if (newline < 0) return
       child.stdout.off('data', onData)
-      const ready = JSON.parse(out.slice(0, newline))
+      clearTimeout(timer)
+      let ready
+      try {
+        ready = JSON.parse(out.slice(0, newline))
+      } catch {
+        return fail(`agentd said something other than its ready line: ${out.slice(0, 200)}`)
+      }
       resolve({
         ...ready,
         async stop() {
@@ -63,6 +92,6 @@ function startChild(options, log) {
     }
     child.stdout.setEncoding('utf8')
     child.stdout.on('data', onData)
-    exited.then((code) => reject(new Error(`agentd/testing: agentd exited (${code}) before it was ready`)))
+    exited.then((code) => fail(`agentd exited (${code}) before it was ready`))
   })
 }

@@ -189,6 +189,8 @@ export class GvisorParking {
         for (const proc of sandbox.procs) proc.finish(137, 'agentd: the paused sandbox could not be resumed; its files are kept')
         sandbox.status = 'stopped'
         sandbox.sandboxPid = null
+        sandbox.pausedBy = null
+        sandbox.orphans = false
         sandbox.relay.release()
         return false
       }

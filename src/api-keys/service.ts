@@ -59,6 +59,8 @@ export class ApiKeyService {
     private readonly db: Db,
     private readonly webhooks: WebhookService,
     now?: () => number,
+    /** False on a replica of a region, whose database is read-only: a key's use is recorded where it is written. */
+    private readonly recordsUse = true,
   ) {
     this.now = now ?? Date.now
     this.dataVersion = DataVersion.of(db.$client)
@@ -81,7 +83,7 @@ export class ApiKeyService {
       this.found.set(cacheKey, (entry = looked))
     }
     if (entry.expiresAt !== null && entry.expiresAt <= now) return null
-    if (entry.lastUsedAt === null || now - entry.lastUsedAt >= TOUCH_EVERY_MS) {
+    if (this.recordsUse && (entry.lastUsedAt === null || now - entry.lastUsedAt >= TOUCH_EVERY_MS)) {
       this.db.update(apiKeys).set({ lastUsedAt: now }).where(eq(apiKeys.id, entry.keyId)).run()
       entry.lastUsedAt = now
     }

@@ -14,6 +14,20 @@ export const FORWARDED_BY_HEADER = 'x-agentd-forwarded-by'
 export const TXID_HEADER = 'x-agentd-txid'
 /** Where nodes send their heartbeat to the primary. */
 export const BEAT_PATH = '/_region/beat'
+/** The region's own routes: node-to-node, never forwarded (a replica answers them itself). */
+const REGION_PATHS = '/_region/'
+/** Headers of one connection, not of the request: never passed on. */
+const HOP_BY_HOP = [
+  'host',
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'te',
+  'upgrade',
+  'expect',
+  'content-length',
+  'proxy-connection',
+]
 
 /** How long a forwarded write's answer waits for the replica to have the primary's transaction. */
 const CATCH_UP_MS = 5000
@@ -23,7 +37,9 @@ const FORWARD_TIMEOUT_MS = 300_000
 /** Whether this request is a write a replica forwards (any method but GET and HEAD, to any route but the region's own). */
 export function forwardsToPrimary(region: RegionService, request: Request): boolean {
   if (request.method === 'GET' || request.method === 'HEAD' || !region.clustered) return false
-  return region.role() === 'replica' && new URL(request.url).pathname !== BEAT_PATH
+  // Any spelling of a region route (`/_region/beat/` reaches the beat too): answered here, never
+  // sent on with this node's token.
+  return region.role() === 'replica' && !`${new URL(request.url).pathname}/`.startsWith(REGION_PATHS)
 }
 
 /** Sends the write to the primary as it came; its answer once this replica has the transaction. */
@@ -31,20 +47,25 @@ export async function forwardToPrimary(region: RegionService, request: Request):
   const primary = region.primaryUrl()
   const token = region.clusterToken
   if (!primary || !token) throw unreachable(primary, 'no primary has recorded its address yet')
+  // Sent on once only: a write another node forwarded here, or a primary recorded at this very
+  // node (a role that just changed), would go round.
+  if (forwardedByNode(region, request) || primary === region.ownUrl) throw unreachable(primary, 'the region is changing its primary')
   const url = new URL(request.url)
   const headers = new Headers(request.headers)
-  headers.delete('host')
+  for (const name of HOP_BY_HOP) headers.delete(name)
   headers.set(CLUSTER_TOKEN_HEADER, token)
   headers.set(FORWARDED_BY_HEADER, region.nodeName)
   let answer: Response
   try {
+    // The body streams through (this node's own body limit bounds it); a caller gone cancels it.
     answer = await fetch(`${primary}${url.pathname}${url.search}`, {
       method: request.method,
       headers,
-      body: request.body ? await request.arrayBuffer() : null,
+      body: request.body,
+      duplex: 'half',
       redirect: 'manual',
-      signal: AbortSignal.timeout(FORWARD_TIMEOUT_MS),
-    })
+      signal: AbortSignal.any([request.signal, AbortSignal.timeout(FORWARD_TIMEOUT_MS)]),
+    } as RequestInit)
   } catch (err) {
     throw unreachable(primary, (err as Error).message)
   }

@@ -18,18 +18,21 @@ const SCHEMA_WAIT_MS = 60_000
  */
 export async function openNode(config: Config, now: () => number, log: (line: string, fields?: LogFields) => void) {
   const mount = LiteFsMount.of(config.dbPath)
-  if (mount && (!config.node.url || !config.node.clusterToken)) {
+  // A node's name marks where its sessions' sandboxes live: a hostname that changes with a re-created
+  // container would have every one of them taken for lost.
+  if (mount && (!config.node.url || !config.node.clusterToken || !config.node.named)) {
     throw new ConfigError(
-      `the database is in a LiteFS mount (${mount.dir}): a node of a region needs AGENTD_NODE_URL ` +
-        '(where the other nodes reach it) and AGENTD_CLUSTER_TOKEN',
+      `the database is in a LiteFS mount (${mount.dir}): a node of a region needs AGENTD_NODE (its lasting name), ` +
+        'AGENTD_NODE_URL (where the other nodes reach it) and AGENTD_CLUSTER_TOKEN',
     )
   }
   const replica = mount !== null && !mount.isPrimary()
   if (replica && !(await waitForSchema(config.dbPath, SCHEMA_WAIT_MS))) {
     throw new Error(`this replica's database has not received the primary's schema after ${SCHEMA_WAIT_MS / 1000} s: is the primary up?`)
   }
-  // DATA_DIR holds the rest (sandboxes, blobs, the instance key) on this node's own disk.
-  privateDataDir(config.dataDir, log)
+  // DATA_DIR holds the rest (sandboxes, blobs, the instance key) on this node's own disk (openDb
+  // makes it when the database is in it).
+  if (mount) privateDataDir(config.dataDir, log)
   const database = openDb(config.dbPath, { backgroundCheckpoint: true, replica, inLiteFs: mount !== null, warn: log })
   const region = new RegionService({ db: database.db, mount, node: config.node, maxSandboxes: config.capacity.maxSandboxes, now })
   if (mount) log(`agentd: node ${config.node.name} of a region (LiteFS at ${mount.dir}), ${region.role()}`)

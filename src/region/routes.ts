@@ -1,8 +1,8 @@
 import { Elysia, t } from 'elysia'
-import { ApiError, authFailed } from '../domain/errors'
+import { ApiError, authFailed, badRequest } from '../domain/errors'
 import { errorResponses } from '../http/errors'
 import { parseBody, payloadTooLarge } from '../http/body'
-import { BEAT_PATH, CLUSTER_TOKEN_HEADER } from './forward'
+import { BEAT_PATH, CLUSTER_TOKEN_HEADER, FORWARDED_BY_HEADER } from './forward'
 import type { RegionService } from './service'
 
 const BEAT_BODY_LIMIT = { bytes: 4096, refuse: payloadTooLarge }
@@ -20,9 +20,12 @@ export const regionRoutes = (region: RegionService) =>
     .post(
       BEAT_PATH,
       ({ request, body }) => {
-        if (!region.fromNode(request.headers.get(CLUSTER_TOKEN_HEADER))) throw authFailed('Only a node of this region may send a heartbeat')
+        // A node's own beat, sent by it: never one a node forwarded for someone else.
+        if (!region.fromNode(request.headers.get(CLUSTER_TOKEN_HEADER)) || request.headers.has(FORWARDED_BY_HEADER))
+          throw authFailed('Only a node of this region may send a heartbeat')
         if (region.role() !== 'primary')
           throw new ApiError('unavailable', 'This node is not the primary; send the heartbeat to the primary', 'NOT_PRIMARY')
+        if (body.name === region.nodeName) throw badRequest('A heartbeat cannot speak for the primary itself')
         region.recordBeat(body)
         return { ok: true as const }
       },

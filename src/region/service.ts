@@ -46,6 +46,11 @@ export class RegionService {
     return this.deps.node.clusterToken
   }
 
+  /** AGENTD_NODE_URL: where this node answers (null when it is alone). */
+  get ownUrl(): string | null {
+    return this.deps.node.url
+  }
+
   get nodeName(): string {
     return this.deps.node.name
   }
@@ -120,20 +125,24 @@ export class RegionService {
   recordBeat(beat: NodeBeat): void {
     const now = this.deps.now()
     const own = beat.name === this.deps.node.name
+    // The first beat of a new primary: it alone is primary from now on, whatever the clocks of those before said.
+    const first = own && this.primarySince === null
     if (own) this.primarySince ??= now
     const primarySince = own ? this.primarySince : null
-    this.deps.db
-      .insert(nodes)
-      .values({ name: beat.name, url: beat.url, maxSandboxes: beat.maxSandboxes, primarySince, heardAt: now })
-      .onConflictDoUpdate({
-        target: nodes.name,
-        set: {
-          url: beat.url,
-          maxSandboxes: beat.maxSandboxes,
-          heardAt: now,
-          ...(own ? { primarySince } : {}),
-        },
-      })
-      .run()
+    this.deps.db.transaction((tx) => {
+      if (first) tx.update(nodes).set({ primarySince: null }).run()
+      tx.insert(nodes)
+        .values({ name: beat.name, url: beat.url, maxSandboxes: beat.maxSandboxes, primarySince, heardAt: now })
+        .onConflictDoUpdate({
+          target: nodes.name,
+          set: {
+            url: beat.url,
+            maxSandboxes: beat.maxSandboxes,
+            heardAt: now,
+            ...(own ? { primarySince } : {}),
+          },
+        })
+        .run()
+    })
   }
 }

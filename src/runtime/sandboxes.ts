@@ -132,16 +132,16 @@ export class SessionSandboxes {
     this.deps.store.forget(id)
   }
 
-  /**
-   * After a restart: takes the session's sandbox over again. The driver kills what the previous
-   * server's turn left running in it and keeps the disk (and, on gVisor, background processes).
-   */
   /** The node this session's sandbox lived on, when that node is lost to this one (src/region). */
   lostNodeOf(id: string): string | null {
     const row = this.deps.store.get(id)
     return row && this.deps.region ? this.deps.region.lostNode(row) : null
   }
 
+  /**
+   * After a restart: takes the session's sandbox over again. The driver kills what the previous
+   * server's turn left running in it and keeps the disk (and, on gVisor, background processes).
+   */
   async adopt(id: string): Promise<void> {
     const live = this.live.of(id)
     if (live.handle || this.lostNodeOf(id)) return

@@ -68,6 +68,7 @@ export class EventLog {
   /** Following another process's commits: the last seq handed to each subscribed session's listeners. */
   private readonly followed = new Map<string, number>()
   private readonly followsCommits: boolean
+  private following: ReturnType<typeof setInterval> | null = null
   private timer: ReturnType<typeof setTimeout> | null = null
   private buffered = 0
   private soon = false
@@ -117,7 +118,7 @@ export class EventLog {
   private followCommits(): void {
     const version = this.sqlite.prepare<{ data_version: number }, []>('PRAGMA data_version')
     let seen = version.get()!.data_version
-    setInterval(() => {
+    this.following = setInterval(() => {
       if (this.followed.size === 0) return
       const now = version.get()!.data_version
       if (now === seen) return
@@ -128,7 +129,14 @@ export class EventLog {
         this.followed.set(sessionId, events.at(-1)!.seq)
         this.publish(sessionId, events)
       }
-    }, FOLLOW_COMMITS_MS).unref()
+    }, FOLLOW_COMMITS_MS)
+    this.following.unref()
+  }
+
+  /** Stops following another process's commits (before the database closes). */
+  close(): void {
+    if (this.following) clearInterval(this.following)
+    this.following = null
   }
 
   private nextSeq(sessionId: string): number {

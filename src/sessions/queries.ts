@@ -98,14 +98,8 @@ export class SessionQueries {
     return { executions: rows.map((row) => this.view(row, positions)) }
   }
 
-  /** Follows a session's events live (spec 6.1); the route frames them (sse.ts). */
   /**
-   * The session's event stream after `afterSeq`, or null when a resumed stream (a cursor given) is
-   * already past its end: the session rests and no event follows the cursor. A standard
-   * EventSource reconnects after every `done`; the route answers it 204, which stops it.
-   */
-  /**
-   * The session's event stream after `afterSeq`; or, for a resumed stream of a session at rest with
+   * Follows a session's events live (spec 6.1; the route frames them, sse.ts): its event stream after `afterSeq`; or, for a resumed stream of a session at rest with
    * nothing after its cursor, where it ended (what its `done` event said), as there is nothing to stream.
    */
   eventStream(access: OrgAccess, projectRef: string, id: string, afterSeq: number, keepaliveMs: number, recheck?: StreamRecheck) {

@@ -116,6 +116,47 @@ describe.skipIf(skip !== null)('a region of three nodes on LiteFS', () => {
     expect(toReplica.status).toBe(503)
   })
 
+  test('the primary’s address cannot be taken over: a beat naming the primary, sent to a replica under any spelling of the route or to the primary with the token, is refused and changes nothing', async () => {
+    const primaryRow = () => {
+      const db = new Database(join(region.nodes[0]!.mount, 'agentd.db'), { readonly: true })
+      try {
+        return db.query("SELECT url FROM nodes WHERE name = 'n1'").get() as { url: string }
+      } finally {
+        db.close()
+      }
+    }
+    const hijack = { name: 'n1', url: 'http://127.0.0.1:9', maxSandboxes: 1000 }
+    // A replica would have forwarded these with its own token before.
+    for (const path of ['/_region/beat/', '/_region/beat//', '/_region//beat', '/_region/beat?x=1']) {
+      const res = await fetch(`${region.nodes[1]!.url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(hijack),
+      })
+      expect([401, 404]).toContain(res.status)
+    }
+    // Even a node cannot speak for the primary, nor pass on a beat forwarded to it.
+    const asNode = { 'content-type': 'application/json', 'x-agentd-cluster-token': region.clusterToken }
+    const named = await fetch(`${region.nodes[0]!.url}/_region/beat`, { method: 'POST', headers: asNode, body: JSON.stringify(hijack) })
+    expect(named.status).toBe(400)
+    const relayed = await fetch(`${region.nodes[0]!.url}/_region/beat`, {
+      method: 'POST',
+      headers: { ...asNode, 'x-agentd-forwarded-by': 'n2' },
+      body: JSON.stringify({ ...hijack, name: 'n2' }),
+    })
+    expect(relayed.status).toBe(401)
+    expect(primaryRow().url).toBe(region.nodes[0]!.url)
+  })
+
+  test('an API key reads through a replica (its use is recorded on the primary only)', async () => {
+    const key = await call(0, 'POST', '/o/acme/api-keys', { name: 'reader' })
+    expect(key.status).toBe(201)
+    for (const node of [1, 2, 1]) {
+      const res = await fetch(`${region.nodes[node]!.url}/o/acme/p/_/sessions`, { headers: { authorization: `Bearer ${key.body.secret}` } })
+      expect(res.status).toBe(200)
+    }
+  })
+
   test('/metrics on every node lists the region’s nodes; a replica killed (agentd and LiteFS) is lost within AGENTD_NODE_TIMEOUT_S, the others stay up', async () => {
     const metrics = async (node: number) =>
       (await fetch(`${region.nodes[node]!.url}/metrics`, { headers: { authorization: `Bearer ${metricsToken}` } })).text()
