@@ -131,6 +131,14 @@ export class ConnectionService {
         if (problem) throw unprocessable(`connections[${i}]: ${problem}`, 'MCP_SERVER_URL_INVALID')
         const name = entry.name ?? slugOf(entry.url)
         if (!NAME.test(name)) throw badRequest(`connections[${i}]: name must be lower-case letters, digits, - and _ (at most 63)`)
+        // Spec 4.1 rule 3: an inline server may not share a name with one of the caller's named servers.
+        const named = own.filter((row) => row.name === name)
+        if (named.length > 0)
+          throw unprocessable(
+            `connections[${i}]: the inline server's name "${name}" is also your connection ${named.map((m) => m.id).join(', ')}; ` +
+              'give the inline server another name, or name your connection by id',
+            'CONNECTION_AMBIGUOUS',
+          )
         const token = authToken(entry.auth, i)
         if (token !== null && !this.deps.sealer) throw noSealer()
         run = { name, url: entry.url, sealedToken: token === null ? null : await this.sealFor(sessionKey, name, token), connectionId: null }

@@ -99,8 +99,9 @@ export class SessionQueries {
   }
 
   /**
-   * Follows a session's events live (spec 6.1; the route frames them, sse.ts): its event stream after `afterSeq`; or, for a resumed stream of a session at rest with
-   * nothing after its cursor, where it ended (what its `done` event said), as there is nothing to stream.
+   * Follows a session's events live (spec 6.1; the route frames them, sse.ts): its event stream
+   * after `afterSeq`; or, for a resumed stream of a session at rest with nothing after its cursor,
+   * where it ended (what its `done` event said), as there is nothing to stream.
    */
   eventStream(access: OrgAccess, projectRef: string, id: string, afterSeq: number, keepaliveMs: number, recheck?: StreamRecheck) {
     const row = this.find(access, projectRef, id)

@@ -210,6 +210,18 @@ describe('connections', () => {
     const ambiguous = await call('POST', '/o/acme/p/web/sessions', { harness: 'harness_2', input: 't', connections: ['desk'] })
     expect({ status: ambiguous.status, code: ambiguous.body.code }).toEqual({ status: 422, code: 'CONNECTION_AMBIGUOUS' })
     expect(ambiguous.body.error).toContain(stored.body.id)
+    // An inline server may not take the name of one of the caller's named servers (spec 4.1 rule 3).
+    const clash = await call('POST', SESSIONS, { harness: 'harness_2', input: 't', connections: [{ url: mcp.url, name: 'desk' }] })
+    expect({ status: clash.status, code: clash.body.code }).toEqual({ status: 422, code: 'CONNECTION_AMBIGUOUS' })
+    expect(clash.body.error).toContain(stored.body.id)
+    // Another member's connection of that name does not clash: names match only the caller's own rows.
+    const theirs = await call(
+      'POST',
+      SESSIONS,
+      { harness: 'harness_2', input: 't', connections: [{ url: mcp.url, name: 'desk' }] },
+      t.member.token,
+    )
+    expect(theirs.body.code).not.toBe('CONNECTION_AMBIGUOUS')
     expect((await call('DELETE', `/o/acme/connections/${stored.body.id}`)).status).toBe(204)
     expect((await call('POST', SESSIONS, { harness: 'harness_2', input: 't', connections: [stored.body.id] })).body.code).toBe(
       'CONNECTION_NOT_READY',
