@@ -2,7 +2,19 @@ import type { Harness } from '../domain/harness'
 import { catalogRevision, offersMode, type Catalog } from './catalog'
 import type { HarnessVersions } from './catalog'
 
-const CAPABILITIES = ['browser', 'computer', 'tools_selected', 'network_allowlist', 'instructions', 'configuration'] as const
+/**
+ * What a run can have (spec 2.11 `capabilities`): available, or why not, the same for every harness.
+ * `network_allowlist` is a Project's `network.allow` (contract section 10); `instructions` a saved
+ * agent's, put before its runs' first prompt.
+ */
+const CAPABILITIES = {
+  browser: { available: false, disabled_reason: 'no browser is installed in the sandboxes' },
+  computer: { available: false, disabled_reason: 'the sandboxes have no desktop: the CLIs run headless' },
+  tools_selected: { available: false, disabled_reason: "a run cannot choose its CLI's tools: each runs with its own set" },
+  network_allowlist: { available: true },
+  instructions: { available: true },
+  configuration: { available: false, disabled_reason: "a run cannot pass its CLI's own configuration files" },
+} as const
 
 /** AgentsAvailable (spec 2.11) for one org, optionally restricted to one harness. */
 export function agentsAvailable(catalog: Catalog, runnable: HarnessVersions, checkedAt: Date, harness?: Harness) {
@@ -50,13 +62,7 @@ export function agentsAvailable(catalog: Catalog, runnable: HarnessVersions, che
           : [],
         native_tools: h.native_tools.map((tool) => ({ ...tool, available: version !== null })),
         plugins: [],
-        capabilities: Object.fromEntries(
-          // network_allowlist: a Project's `network.allow` (contract section 10).
-          CAPABILITIES.map((c) => [
-            c,
-            c === 'network_allowlist' ? { available: true } : { available: false, disabled_reason: 'not offered by this server yet' },
-          ]),
-        ),
+        capabilities: CAPABILITIES,
       }
     })
   const categories = new Map<string, number>()

@@ -57,8 +57,16 @@ describe('GET /o/{org}/agents/available', () => {
     ])
     const gemini = body.harnesses[2]
     expect(gemini.models.find((m: { id: string }) => m.id === 'scripted').speed).toContainEqual({ id: 'fast', available: false })
-    for (const key of ['browser', 'computer', 'tools_selected', 'network_allowlist', 'instructions', 'configuration']) {
-      expect(typeof claude.capabilities[key].available).toBe('boolean')
+    // What a run can have: a Project's network allow list and a saved agent's instructions; the rest says why not.
+    for (const harness of body.harnesses) {
+      expect(Object.keys(harness.capabilities).sort()).toEqual(
+        ['browser', 'computer', 'tools_selected', 'network_allowlist', 'instructions', 'configuration'].sort(),
+      )
+      for (const [key, capability] of Object.entries<{ available: boolean; disabled_reason?: string }>(harness.capabilities)) {
+        expect({ key, available: capability.available }).toEqual({ key, available: key === 'network_allowlist' || key === 'instructions' })
+        if (!capability.available) expect(capability.disabled_reason?.length).toBeGreaterThan(20)
+        else expect(capability.disabled_reason).toBeUndefined()
+      }
     }
     expect(claude.suggested_setups[0].defaults.model).toEqual({ selection: 'fixed', id: 'scripted' })
     expect(claude.native_tools.length).toBeGreaterThan(0)
