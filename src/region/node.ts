@@ -1,3 +1,4 @@
+import { dirname } from 'node:path'
 import { type Config, ConfigError } from '../config'
 import { openDb, privateDataDir, waitForSchema } from '../db/client'
 import type { LogFields } from '../domain/log'
@@ -30,9 +31,9 @@ export async function openNode(config: Config, now: () => number, log: (line: st
   if (replica && !(await waitForSchema(config.dbPath, SCHEMA_WAIT_MS))) {
     throw new Error(`this replica's database has not received the primary's schema after ${SCHEMA_WAIT_MS / 1000} s: is the primary up?`)
   }
-  // DATA_DIR holds the rest (sandboxes, blobs, the instance key) on this node's own disk (openDb
-  // makes it when the database is in it).
-  if (mount) privateDataDir(config.dataDir, log)
+  // DATA_DIR holds the rest (sandboxes, blobs, the instance key) on this node's own disk; openDb
+  // makes it when the database is in it, and this when AGENTD_DB_DIR is elsewhere.
+  if (dirname(config.dbPath) !== config.dataDir) privateDataDir(config.dataDir, log)
   const database = openDb(config.dbPath, { backgroundCheckpoint: true, replica, inLiteFs: mount !== null, warn: log })
   const region = new RegionService({ db: database.db, mount, node: config.node, maxSandboxes: config.capacity.maxSandboxes, now })
   if (mount) log(`agentd: node ${config.node.name} of a region (LiteFS at ${mount.dir}), ${region.role()}`)
