@@ -1,5 +1,6 @@
 import type { Database } from 'bun:sqlite'
 import type { Masker, SecretMasks } from './masks'
+import { DataVersion } from '../db/data-version'
 
 /** An event as stored and streamed: `seq` is its SSE id, unique and increasing per session. */
 /** Stored log text per session, turn and writer is capped; the oldest lines go first when it is read. */
@@ -112,15 +113,15 @@ export class EventLog {
   }
 
   /**
-   * Hands listeners the events another process committed (SQLite's data_version moves with each
-   * commit not made on this connection), so a stream opened here follows a session run elsewhere.
+   * Hands listeners the events another process committed (the connection's DataVersion moves with
+   * each commit not made on it), so a stream opened here follows a session run elsewhere.
    */
   private followCommits(): void {
-    const version = this.sqlite.prepare<{ data_version: number }, []>('PRAGMA data_version')
-    let seen = version.get()!.data_version
+    const version = DataVersion.of(this.sqlite)
+    let seen = version.read()
     this.following = setInterval(() => {
       if (this.followed.size === 0) return
-      const now = version.get()!.data_version
+      const now = version.read()
       if (now === seen) return
       seen = now
       for (const [sessionId, after] of this.followed) {
