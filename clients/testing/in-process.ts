@@ -2,7 +2,6 @@ import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createDriver } from '../../sandbox'
-import { ProcessDriver } from '../../sandbox/process'
 import { loadConfig } from '../../src/config'
 import { sandboxScope, startServices } from '../../src/server'
 import { removeDataDir, sweepScope } from './data-dir'
@@ -39,9 +38,8 @@ export interface StartedAgentd {
 export async function startInProcess(options: TestingOptions = {}): Promise<StartedAgentd> {
   const dir = mkdtempSync(join(tmpdir(), 'agentd-testing-'))
   const kind = options.sandbox ?? 'process'
-  const scope = sandboxScope(dir)
-  const driver = kind === 'process' ? new ProcessDriver({ scope }) : createDriver(kind, () => {}, { scope })
   const log = options.log ?? (() => {})
+  const driver = createDriver(kind, log, { scope: sandboxScope(dir) })
   let services: Awaited<ReturnType<typeof startServices>> | null = null
   let server: { stop(closeActive?: boolean): Promise<void> | void } | null = null
   const stop = async () => {
