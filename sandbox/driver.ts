@@ -213,6 +213,14 @@ export interface SandboxDriver {
    */
   saveDisk?(handle: SandboxHandle, dest: string): Promise<void>
   /**
+   * A new sandbox `spec` made from the parked sandbox `source` as it is now: its disk copied (on
+   * gvisor with its checkpointed memory too, so what ran in it goes on from the same point at the
+   * copy's first wake; host drivers cannot copy processes, the copy has none). The copy is parked
+   * (`wake` before its first exec) and shares nothing with the source, which is left as it was.
+   * Throws `NotCopyable` when the source's state cannot be copied as it is.
+   */
+  copy(source: SandboxHandle, spec: SandboxSpec): Promise<SandboxHandle>
+  /**
    * After a restart, before `recover`: kills and removes what this driver left running for
    * sandboxes not in `liveIds` (processes, cgroups, containers, relay sockets), within this
    * agentd's scope. Folders under DATA_DIR are the caller's. Returns the ids it removed.
@@ -232,5 +240,13 @@ export class ParkError extends Error {
   ) {
     super(message)
     this.name = 'ParkError'
+  }
+}
+
+/** A sandbox whose state cannot be copied as it is (`SandboxDriver.copy`); the message says why. */
+export class NotCopyable extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'NotCopyable'
   }
 }

@@ -13,7 +13,7 @@ import type {
   SandboxStats,
 } from './driver'
 import { defaultRunRoot } from './relay'
-import { spawnGroup } from './spawn'
+import { runHelper, spawnGroup } from './spawn'
 import { type Placement, spawnPlaced } from './spawn-in'
 import { volumeDiskUsage, VolumeRegistry, type SandboxVolume } from './volume'
 
@@ -212,6 +212,32 @@ export abstract class HostDriver implements SandboxDriver {
     return this.create(spec)
   }
 
+  /**
+   * The source's disk, copied while it is parked: its image (frozen while copied), or its two
+   * folders. Its processes are host processes, which nothing can copy: the copy has none.
+   */
+  async copy(source: SandboxHandle, spec: SandboxSpec): Promise<SandboxHandle> {
+    const from = this.sandbox(source)
+    if (this.sandboxes.has(spec.id) || existsSync(spec.stateDir)) throw new Error(`sandbox ${spec.id} exists already`)
+    try {
+      mkdirSync(spec.stateDir, { recursive: true })
+      const volume = this.volumeOf(spec)
+      if (from.volume && volume) await from.volume.saveTo(volume.image)
+      else {
+        await copyFolder(from.spec.hostWorkspace, spec.hostWorkspace)
+        await copyFolder(from.spec.hostHome, spec.hostHome)
+      }
+      const handle = await this.create(spec)
+      await this.park(handle)
+      return handle
+    } catch (err) {
+      const made = this.sandboxes.get(spec.id)
+      if (made) await this.destroy(made.handle)
+      for (const dir of [spec.stateDir, spec.hostWorkspace, spec.hostHome]) rmSync(dir, { recursive: true, force: true })
+      throw err
+    }
+  }
+
   /** The sandbox's disk image, frozen while it is copied (see SandboxVolume.saveTo). */
   async saveDisk(handle: SandboxHandle, dest: string): Promise<void> {
     const volume = this.sandbox(handle).volume
@@ -241,6 +267,13 @@ export abstract class HostDriver implements SandboxDriver {
     for (const name of await this.volumes.sweep(keep)) if (!removed.includes(name)) removed.push(name)
     return removed
   }
+}
+
+/** Copies a folder's content as it is (links stay links, modes and times kept), sharing blocks where the file system can. */
+async function copyFolder(from: string, to: string): Promise<void> {
+  mkdirSync(to, { recursive: true })
+  const copied = await runHelper(['cp', '-a', '--reflink=auto', '--', `${from}/.`, `${to}/`], 600_000)
+  if (copied.code !== 0) throw new Error(`could not copy ${from}: ${copied.stderr.trim().split('\n')[0] ?? `cp exited ${copied.code}`}`)
 }
 
 export function signalGroup(pid: number, signal: NodeJS.Signals): void {

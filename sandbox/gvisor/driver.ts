@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, watch, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { buildSandboxEtc, detectHostRoot, knownMasks, type MaskedPrograms, maskedPrograms } from '../host-root'
+import { buildSandboxEtc, detectHostRoot, knownMasks, maskedPrograms } from '../host-root'
 import { cgroupName, delegateControllers, type SandboxCgroup } from '../cgroup'
 import {
   fullLimits,
@@ -13,13 +13,14 @@ import {
   type SandboxSpec,
   type SandboxStats,
 } from '../driver'
-import { gvisorSpec, READY_FILE, sandboxNameOf, type GvisorLayout } from './spec'
+import { gvisorLayout, gvisorSpec, READY_FILE, sandboxNameOf, type GvisorHost } from './spec'
 import type { HostDriverOptions } from '../host-driver'
 import { defaultRunRoot, findSocat } from '../relay'
 import { alive, firstLine, Runsc, runscBinary } from './runsc'
 import { GvisorExecs } from './exec'
 import { newGsandbox, nextGeneration, savedSandbox, type Gsandbox, type PauseMethod } from './sandbox'
 import { GvisorParking } from './park'
+import { copyParked, discardCopy } from './copy'
 import { SandboxVolume, volumeDiskUsage, VolumeRegistry } from '../volume'
 import { containerCgroup, killSandboxCgroups, retireContainer, sweepGvisor } from './containers'
 
@@ -55,10 +56,8 @@ export class GvisorDriver implements SandboxDriver {
   readonly scope: string
   private readonly runDir: string
   private readonly runsc: Runsc
-  private readonly etcDir: string
-  private readonly masked: MaskedPrograms
-  private readonly socat: string
-  private readonly rootDirs = detectHostRoot().dirs
+  /** What every sandbox's container is made with on the host: its /etc, masked programs, root folders, socat. */
+  private readonly host: GvisorHost
   private readonly log: (line: string) => void
   private readonly sandboxes = new Map<string, Gsandbox>()
   private readonly execs: GvisorExecs
@@ -74,14 +73,14 @@ export class GvisorDriver implements SandboxDriver {
       wake: (sandbox) => this.wake(sandbox.handle),
       died: (sandbox) => this.died(sandbox),
     })
-    this.etcDir = join(this.runDir, 'etc')
     this.volumes = new VolumeRegistry(join(this.runDir, 'volumes'))
     this.log = options.log ?? console.warn
     const socat = findSocat()
     if (!socat) throw new Error('the gvisor driver needs socat for the gateway relay (apt-get install socat)')
-    this.socat = socat
-    buildSandboxEtc(this.etcDir)
-    this.masked = maskedPrograms(this.runDir)
+    const etcDir = join(this.runDir, 'etc')
+    buildSandboxEtc(etcDir)
+    const cgroupsPath = (cid: string) => `/agentd/${this.scope}/${cid}`
+    this.host = { etcDir, masked: maskedPrograms(this.runDir), rootDirs: detectHostRoot().dirs, socat, cgroupsPath }
     this.parking = new GvisorParking(
       {
         runsc: this.runsc,
@@ -107,10 +106,6 @@ export class GvisorDriver implements SandboxDriver {
     return new SandboxVolume(spec, fullLimits(spec.limits).diskBytes)
   }
 
-  private cgroupsPath(cid: string): string {
-    return `/agentd/${this.scope}/${cid}`
-  }
-
   private cgroupOf(cid: string): SandboxCgroup {
     return containerCgroup(this.scope, cid)
   }
@@ -118,7 +113,7 @@ export class GvisorDriver implements SandboxDriver {
   async create(spec: SandboxSpec): Promise<SandboxHandle> {
     if (this.sandboxes.has(spec.id)) throw new Error(`sandbox ${spec.id} exists already`)
     for (const dir of [spec.hostWorkspace, spec.hostHome, spec.stateDir]) mkdirSync(dir, { recursive: true })
-    const sandbox = newGsandbox(this.relayRoot, spec, spec.gateway.port, 0, 'stopped', this.masked.paths)
+    const sandbox = newGsandbox(this.relayRoot, spec, spec.gateway.port, 0, 'stopped', this.host.masked.paths)
     rmSync(sandbox.image, { recursive: true, force: true })
     rmSync(sandbox.io, { recursive: true, force: true })
     this.sandboxes.set(spec.id, sandbox)
@@ -173,7 +168,7 @@ export class GvisorDriver implements SandboxDriver {
   }
 
   private writeBundle(sandbox: Gsandbox): void {
-    writeFileSync(join(sandbox.bundle, 'config.json'), JSON.stringify(gvisorSpec(this.layout(sandbox)), null, 1))
+    writeFileSync(join(sandbox.bundle, 'config.json'), JSON.stringify(gvisorSpec(gvisorLayout(this.host, sandbox)), null, 1))
   }
 
   /** Deletes an old container in the background (see retireContainer). */
@@ -184,24 +179,6 @@ export class GvisorDriver implements SandboxDriver {
   /** Ids of the containers in runsc's state that belong to sandbox `name`. */
   private async containersOf(name: string): Promise<string[]> {
     return (await this.runsc.list()).filter((cid) => sandboxNameOf(cid) === name)
-  }
-
-  private layout(sandbox: Gsandbox): GvisorLayout {
-    const { spec } = sandbox
-    return {
-      hostWorkspace: spec.hostWorkspace,
-      hostHome: spec.hostHome,
-      readOnlyPaths: spec.readOnlyPaths,
-      etcDir: this.etcDir,
-      masked: { file: this.masked.file, paths: sandbox.masked },
-      relayDir: sandbox.relay.dir,
-      ioDir: sandbox.io,
-      rootDirs: this.rootDirs,
-      innerPort: sandbox.innerPort,
-      socat: this.socat,
-      cgroupsPath: this.cgroupsPath(sandbox.cid),
-      limits: fullLimits(spec.limits),
-    }
   }
 
   /** The container is up: watch its output folder and its host process. */
@@ -370,6 +347,24 @@ export class GvisorDriver implements SandboxDriver {
     }
     await sandbox.relay.start()
     return sandbox.handle
+  }
+
+  /** The source's disk and checkpointed memory (copy.ts), found then as after a restart: parked. */
+  async copy(source: SandboxHandle, spec: SandboxSpec): Promise<SandboxHandle> {
+    const from = this.sandbox(source)
+    if (this.sandboxes.has(spec.id)) throw new Error(`sandbox ${spec.id} exists already`)
+    const setup = { park: (sandbox: Gsandbox) => this.parking.park(sandbox, false), volume: (of: SandboxSpec) => this.volume(of) }
+    try {
+      await this.serial(from, () => copyParked(from, spec, setup))
+      const handle = await this.recover(spec)
+      if (!handle) throw new Error('the copy is not on disk')
+      return handle
+    } catch (err) {
+      const made = this.sandboxes.get(spec.id)
+      if (made) await this.destroy(made.handle)
+      await discardCopy(spec, setup)
+      throw err
+    }
   }
 
   /** Its disk image, frozen while copied (the caller ran `sync` inside: the sentry caches writes). */

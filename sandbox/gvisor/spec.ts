@@ -1,5 +1,5 @@
 import { CPU_PERIOD_US } from '../cgroup'
-import type { ExecOptions, SandboxLimits } from '../driver'
+import { fullLimits, type ExecOptions, type SandboxLimits } from '../driver'
 import type { MaskedPrograms } from '../host-root'
 import { innerRelayArgs, listenPattern, RELAY_SOCKET, SANDBOX_RELAY_DIR } from '../relay'
 import { runscPath } from './runsc-binary'
@@ -39,6 +39,45 @@ export interface GvisorLayout {
   /** Host cgroup of the sandbox (runsc creates it and applies the limits). */
   cgroupsPath: string
   limits: SandboxLimits
+}
+
+/** What every sandbox of a driver is made with on the host (fixed when the driver starts). */
+export interface GvisorHost {
+  etcDir: string
+  masked: MaskedPrograms
+  rootDirs: string[]
+  socat: string
+  /** The host cgroup of a container id. */
+  cgroupsPath: (cid: string) => string
+}
+
+/** The layout of one sandbox's current container: its folders, relay, masked programs and cgroup. */
+export function gvisorLayout(
+  host: GvisorHost,
+  sandbox: {
+    spec: { hostWorkspace: string; hostHome: string; readOnlyPaths: string[]; limits: SandboxLimits }
+    masked: string[]
+    relay: { dir: string }
+    io: string
+    innerPort: number
+    cid: string
+  },
+): GvisorLayout {
+  const { spec } = sandbox
+  return {
+    hostWorkspace: spec.hostWorkspace,
+    hostHome: spec.hostHome,
+    readOnlyPaths: spec.readOnlyPaths,
+    etcDir: host.etcDir,
+    masked: { file: host.masked.file, paths: sandbox.masked },
+    relayDir: sandbox.relay.dir,
+    ioDir: sandbox.io,
+    rootDirs: host.rootDirs,
+    innerPort: sandbox.innerPort,
+    socat: host.socat,
+    cgroupsPath: host.cgroupsPath(sandbox.cid),
+    limits: fullLimits(spec.limits),
+  }
 }
 
 /** A tmpfs inside the sandbox (its memory, never the host's disk) with the spawner's FIFO and requests. */

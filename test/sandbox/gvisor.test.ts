@@ -119,6 +119,49 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
     await driver.destroy(handle)
   }, 60_000)
 
+  test('a copy of a parked sandbox has its files and its memory; after it, neither sees the other’s writes', async () => {
+    const s = spec()
+    const handle = await driver.create(s)
+    expect(await sh(handle, 'echo from-source > /workspace/notes.txt; echo home > "$HOME/.state"').exited).toBe(0)
+    expect(
+      await sh(
+        handle,
+        "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > /workspace/count.new; mv /workspace/count.new /workspace/count; sleep 0.05; done' </dev/null >/dev/null 2>&1 &",
+      ).exited,
+    ).toBe(0)
+    await waitFor('the counter to count', () => readNumber(join(handle.hostWorkspace, 'count')) >= 5)
+    await driver.park(handle)
+    const parked = readNumber(join(handle.hostWorkspace, 'count'))
+    const c = spec()
+    const copy = await driver.copy(handle, c)
+    expect(copy.hostWorkspace).toBe(c.hostWorkspace)
+    // Parked as its source: nothing of it runs until its wake.
+    expect(runscProcesses(c.stateDir)).toEqual([])
+    await driver.wake(copy)
+    // The copy's counter is the source's process, restored: it goes on from where it was, in the copy's files.
+    await waitFor('the copied counter to go on', () => readNumber(join(copy.hostWorkspace, 'count')) > parked + 2)
+    expect(readNumber(join(copy.hostWorkspace, 'count'))).toBeLessThan(parked + 100)
+    // The source has not moved meanwhile, and goes on by itself once woken.
+    expect(readNumber(join(handle.hostWorkspace, 'count'))).toBe(parked)
+    const copyWrites = sh(
+      copy,
+      'cat /workspace/notes.txt "$HOME/.state"; echo from-copy > /workspace/notes.txt; echo only-copy > /workspace/copy.txt',
+    )
+    expect(await text(copyWrites.stdout)).toBe('from-source\nhome\n')
+    expect(await copyWrites.exited).toBe(0)
+    await driver.wake(handle)
+    const sourceReads = sh(handle, 'cat /workspace/notes.txt; ls /workspace; echo changed > /workspace/source.txt')
+    const seen = await text(sourceReads.stdout)
+    expect(seen.startsWith('from-source\n')).toBe(true)
+    expect(seen).not.toContain('copy.txt')
+    expect(await sourceReads.exited).toBe(0)
+    expect(existsSync(join(copy.hostWorkspace, 'source.txt'))).toBe(false)
+    await driver.destroy(copy)
+    // Gone with its copy: nothing of the source.
+    expect(readFileSync(join(handle.hostWorkspace, 'notes.txt'), 'utf8')).toBe('from-source\n')
+    await driver.destroy(handle)
+  }, 60_000)
+
   test('park leaves no runsc process holding RAM; stats say so', async () => {
     const s = spec()
     const handle = await driver.create(s)
