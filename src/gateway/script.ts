@@ -21,6 +21,11 @@ export type Step =
   | { usage: { input: number; output: number; cache_read?: number; cache_write?: number } }
   /** agentd's own step: a call of a tool of one of the session's tool servers (shape B connections). */
   | { mcp: { server: string; tool: string; input?: Record<string, unknown> } }
+  /**
+   * agentd's own step: the final answer is `<text>: ` and the first line of every user message the
+   * model was sent in this request, earlier turns' included, joined by ` | `: what the CLI resumed.
+   */
+  | { recall: string }
 
 /** One entry of the conversation as a protocol adapter sees it. */
 export type ConversationEntry =
@@ -55,6 +60,8 @@ export interface Reply {
   sleepMs: number
   /** Token counts the script asked to report for this reply, replacing the estimate. */
   usage: TokenCounts | null
+  /** A recall step's text, until nextReply makes it the answer listing the conversation's user messages. */
+  recall?: string
 }
 
 export type ScriptParse = { kind: 'none' } | { kind: 'invalid'; reason: string } | { kind: 'valid'; steps: Step[] }
@@ -62,7 +69,7 @@ export type ScriptParse = { kind: 'none' } | { kind: 'invalid'; reason: string }
 const FENCE = /```agentd-script[^\S\n]*\n([\s\S]*?)```/
 
 const TOOL_STEPS = new Set(['bash', 'write', 'artifact', 'structured', 'mcp'])
-const TERMINAL_STEPS = new Set(['answer', 'fail'])
+const TERMINAL_STEPS = new Set(['answer', 'fail', 'recall'])
 
 /** Finds and validates the first ```agentd-script block of a text. */
 export function parseScript(text: string): ScriptParse {
@@ -112,7 +119,12 @@ export function nextReply(conversation: readonly ConversationEntry[]): Reply {
 
   const given = assistantReplies(conversation.slice(userIndex + 1))
   const replies = groupSteps(script.steps)
-  return replies[given] ?? overrunReply(script.steps)
+  const reply = replies[given] ?? overrunReply(script.steps)
+  const { recall, ...planned } = reply
+  if (recall === undefined) return reply
+  // A recall step's answer: its text, then the first line of each user message in the conversation.
+  const users = conversation.flatMap((entry) => (entry.role === 'user' ? [firstLine(entry.text)] : []))
+  return { ...planned, parts: [...planned.parts, { type: 'text', text: `${recall}: ${users.join(' | ')}` }] }
 }
 
 /**
@@ -169,6 +181,7 @@ function applyStep(reply: Reply, step: Step): void {
   if ('say' in step) reply.parts.push({ type: 'text', text: step.say })
   else if ('think' in step) reply.parts.push({ type: 'thinking', text: step.think })
   else if ('answer' in step) reply.parts.push({ type: 'text', text: step.answer })
+  else if ('recall' in step) reply.recall = step.recall
   else if ('bash' in step) reply.parts.push({ type: 'bash', command: step.bash })
   else if ('write' in step) reply.parts.push({ type: 'write', path: step.write.path, content: step.write.content })
   else if ('artifact' in step) {
@@ -238,6 +251,7 @@ function stepProblem(item: unknown): string | null {
     case 'bash':
     case 'answer':
     case 'fail':
+    case 'recall':
       return typeof value === 'string' ? null : `"${kind}" takes a string`
     case 'sleep':
       return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? null : '"sleep" takes a number of milliseconds ≥ 0'

@@ -104,6 +104,17 @@ describe('nextReply', () => {
     expect(reply.parts).toEqual([])
   })
 
+  test('a recall step answers with the first line of every user message it was sent, earlier turns’ included', () => {
+    const first = `Make notes\n${script([{ bash: 'touch notes' }, { answer: 'one' }])}`
+    const conversation = [user(first), assistant, tool, assistant, user(`Go on\n${script([{ say: 'looking' }, { recall: 'Seen' }])}`)]
+    expect(nextReply(conversation).parts).toEqual([
+      { type: 'text', text: 'looking' },
+      { type: 'text', text: 'Seen: Make notes | Go on' },
+    ])
+    expect(nextReply(conversation).recall).toBeUndefined()
+    expect(nextReply([user(script([{ recall: 1 }]))]).failure).toBe('invalid agentd-script: step 1: "recall" takes a string')
+  })
+
   test('an empty conversation gets a plain Done', () => {
     expect(nextReply([]).parts).toEqual([{ type: 'text', text: 'Done' }])
   })
