@@ -19,6 +19,8 @@ export function controls(session: { status: string; persistence?: string | null 
     // The machine cancels a session only before its turn ended (spec 3: "not yet finished").
     cancel: isIn('inFlight', status),
     followUp: !CLOSED.includes(status) && (resumable || !isIn('inProgress', status)),
+    // A resumable session parked between turns (one paused mid-turn is refused, 409, and the console says why).
+    fork: resumable && isIn('parkable', status),
   }
 }
 

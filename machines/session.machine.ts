@@ -50,6 +50,8 @@ export type SessionMachineEvent =
   | { type: 'stop_turn' }
   | ({ type: 'message' } & Slots)
   | { type: 'idle.timeout' }
+  /** A fork (contract section 13): the parked sandbox is copied into the new session `into`, the source unchanged. */
+  | { type: 'fork'; into: string }
   /** `error`: why the turn was lost when it is not the restart itself (the node of its sandbox lost). */
   | { type: 'service.restarted'; error?: string }
 
@@ -81,6 +83,8 @@ const notStarted = refuse('conflict', 'The session has not started yet; send the
 const noTurn = refuse('conflict', 'The session has no turn in progress', 'NO_ACTIVE_TURN')
 const noSandboxToPause = refuse('conflict', 'The session has no sandbox to pause')
 const notPaused = refuse('conflict', 'The session is not paused')
+const notForkable = (why: string) =>
+  refuse('conflict', `Only a resumable session parked between turns can be forked: ${why}`, 'NOT_FORKABLE')
 const overLimit = refuse(
   'conflict',
   'Waking this session would exceed the plan’s concurrent runs or what the host runs at once; try again when a run ends',
@@ -112,9 +116,18 @@ const followUp = [
   { target: 'running', actions: ['clearError', ...deliverNow] },
 ] as const
 
+const intoOf = ({ event }: { event: SessionMachineEvent }) => ({ into: 'into' in event ? event.into : '' })
+// A fork of a session parked between turns: its sandbox is copied, nothing of the source changes.
+const forkParked = [
+  { guard: 'isEphemeral', actions: [notForkable('this one is ephemeral')] },
+  { guard: 'noSandbox', actions: [notForkable('its sandbox is gone')] },
+  { actions: [{ type: 'forkSandbox', params: intoOf }] },
+] as const
+
 // A state between turns: a resumable session with a parked sandbox takes follow-ups here.
 const betweenTurns = {
   message: followUp,
+  fork: forkParked,
   pause: [{ guard: 'hasSandbox', target: 'paused' }, { actions: [noSandboxToPause] }],
   'idle.timeout': { guard: 'hasSandbox', target: 'expired', actions: ['machineStopped', 'destroySandbox'] },
 } as const
@@ -154,6 +167,8 @@ export const sessionMachine = setup({
     wakeSandbox: () => {},
     // keep: park the sandbox for follow-ups (resumable) instead of destroying it (ephemeral).
     releaseSandbox: (_, _params: { keep: boolean }) => {},
+    // into: the fork whose sandbox becomes a copy of this one's, as parked.
+    forkSandbox: (_, _params: { into: string }) => {},
     destroySandbox: () => {},
     admitQueued: () => {},
     // Written by the service in the same transaction as the snapshot.
@@ -209,6 +224,7 @@ export const sessionMachine = setup({
     pause: { actions: [noSandboxToPause] },
     resume: { actions: [notPaused] },
     stop_turn: { actions: [noTurn] },
+    fork: { actions: [notForkable('this one is not (it has not finished a turn, runs one, or is closed)')] },
   },
   states: {
     queued: {
@@ -315,6 +331,7 @@ export const sessionMachine = setup({
           { actions: ['endTurn', 'restCompleted'] },
         ],
         pause: { actions: [refuse('conflict', 'The session is already paused')] },
+        fork: [{ guard: 'turnActive', actions: [notForkable('this one is paused mid-turn')] }, ...forkParked],
         stop_turn: { actions: [refuse('conflict', 'The session is paused; resume it before stopping its turn', 'NO_ACTIVE_TURN')] },
         cancel: cancelLive,
         'idle.timeout': { target: 'expired', actions: ['machineStopped', 'killTurn', 'destroySandbox', 'dropQueue', 'clearQueue'] },

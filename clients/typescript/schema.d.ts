@@ -53,6 +53,23 @@ export interface paths {
         patch: operations["sessions.update"];
         trace?: never;
     };
+    "/o/{org}/p/{project}/sessions/{session}/fork": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Fork a resumable session parked between turns: a new session whose sandbox is a copy of its own (agentd’s own route) */
+        post: operations["sessions.fork"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/o/{org}/p/{project}/sessions/{session}/result": {
         parameters: {
             query?: never;
@@ -719,6 +736,11 @@ export interface components {
             } | null;
             /** @enum {string|null} */
             session_capture: "complete" | "partial" | "failed" | null;
+            /** @description Only on a fork (POST …/fork): the session it was forked from and that session’s last turn then. agentd’s own field. */
+            forked_from?: {
+                session: string;
+                turn: string | number;
+            };
             /** Format: date-time */
             created_at: string;
             updated_at: string | null;
@@ -771,6 +793,11 @@ export interface components {
                 id: string | null;
                 name: string | null;
             } | null;
+            /** @description Only on a fork: the session it was forked from and that session’s last turn then. agentd’s own field. */
+            forked_from?: {
+                session: string;
+                turn: string | number;
+            };
             /** Format: date-time */
             created_at: string;
             updated_at: string | null;
@@ -1100,6 +1127,11 @@ export interface operations {
                             } | null;
                             /** @enum {string|null} */
                             session_capture: "complete" | "partial" | "failed" | null;
+                            /** @description Only on a fork (POST …/fork): the session it was forked from and that session’s last turn then. agentd’s own field. */
+                            forked_from?: {
+                                session: string;
+                                turn: string | number;
+                            };
                             /** Format: date-time */
                             created_at: string;
                             updated_at: string | null;
@@ -1508,6 +1540,84 @@ export interface operations {
             };
             /** @description Response for status 422 */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "sessions.fork": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org: string;
+                project: string;
+                session: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Response for status 202 */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CloudRunSession"];
+                };
+            };
+            /** @description Response for status 401 */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 402 */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 403 */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 404 */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 409 */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 503 */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1991,6 +2101,7 @@ export interface operations {
                 model?: string;
                 repo?: string;
                 status?: "queued" | "allocating" | "running" | "paused" | "input_required" | "needs_review" | "completed" | "failed" | "cancelled" | "expired";
+                forked_from?: string;
                 since?: string;
                 until?: string;
                 sort?: "recent" | "cost" | "duration";
@@ -2061,6 +2172,11 @@ export interface operations {
                                 id: string | null;
                                 name: string | null;
                             } | null;
+                            /** @description Only on a fork: the session it was forked from and that session’s last turn then. agentd’s own field. */
+                            forked_from?: {
+                                session: string;
+                                turn: string | number;
+                            };
                             /** Format: date-time */
                             created_at: string;
                             updated_at: string | null;
@@ -2115,6 +2231,11 @@ export interface operations {
                             id: string | null;
                             name: string | null;
                         } | null;
+                        /** @description Only on a fork: the session it was forked from and that session’s last turn then. agentd’s own field. */
+                        forked_from?: {
+                            session: string;
+                            turn: string | number;
+                        };
                         /** Format: date-time */
                         created_at: string;
                         updated_at: string | null;
@@ -2236,6 +2357,11 @@ export interface operations {
                                 id: string | null;
                                 name: string | null;
                             } | null;
+                            /** @description Only on a fork: the session it was forked from and that session’s last turn then. agentd’s own field. */
+                            forked_from?: {
+                                session: string;
+                                turn: string | number;
+                            };
                             /** Format: date-time */
                             created_at: string;
                             updated_at: string | null;

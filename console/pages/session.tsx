@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { api, said } from '../api'
-import { JsonTree, Problem, StatusBadge } from '../components'
+import { JsonTree, Link, Problem, StatusBadge } from '../components'
+import { navigate } from '../router'
 import { controls, moving } from '../lifecycle'
 import { follow, type StreamEvent } from '../stream'
 import type { SignedIn } from '../signed-in'
@@ -18,6 +19,7 @@ interface Session {
   total_tokens: number | null
   total_cost_usd: number | null
   queue_position: number | null
+  forked_from?: { session: string; turn: number }
 }
 
 interface Message {
@@ -143,6 +145,16 @@ export function SessionPage({ who, id }: { who: SignedIn; id: string }) {
     if (status === 'running') setStreamRound((n) => n + 1)
   }
 
+  /** A new session from this one's parked sandbox (contract section 13), opened once it is made. */
+  const fork = async () => {
+    setProblem(null)
+    setNotice('Copying the sandbox…')
+    const { data, error, response } = await client.POST('/o/{org}/p/{project}/sessions/{session}/fork', { params: { path } })
+    setNotice(null)
+    if (!data) return setProblem(said(error, response.status))
+    navigate(`/sessions/${data.execution_id}`)
+  }
+
   const send = async (event: Event) => {
     event.preventDefault()
     setProblem(null)
@@ -192,6 +204,12 @@ export function SessionPage({ who, id }: { who: SignedIn; id: string }) {
           </p>
         )}
         {session.error && <p class="problem">{session.error}</p>}
+        {session.forked_from && (
+          <p>
+            Forked from <Link href={`/console/sessions/${session.forked_from.session}`}>{session.forked_from.session.slice(0, 8)}</Link>{' '}
+            after its turn {session.forked_from.turn}.
+          </p>
+        )}
       </header>
       <div class="controls" role="group" aria-label="Session controls">
         <button type="button" disabled={!can.pause} onClick={() => change('paused')}>
@@ -202,6 +220,9 @@ export function SessionPage({ who, id }: { who: SignedIn; id: string }) {
         </button>
         <button type="button" disabled={!can.stopTurn} onClick={() => change('stop_turn')}>
           Stop turn
+        </button>
+        <button type="button" disabled={!can.fork} onClick={() => void fork()}>
+          Fork
         </button>
         <button
           type="button"

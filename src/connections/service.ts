@@ -150,6 +150,26 @@ export class ConnectionService {
     return resolved
   }
 
+  /**
+   * A fork's tool servers: its source's, each token sealed again for the fork (a sealed token opens
+   * only for the session it was sealed for). Record them with `attach` as the fork is inserted.
+   */
+  async forFork(sourceId: string, forkId: string): Promise<RunConnection[]> {
+    const rows = this.deps.db
+      .select()
+      .from(sessionConnections)
+      .where(eq(sessionConnections.sessionId, sourceId))
+      .orderBy(asc(sessionConnections.position))
+      .all()
+    const servers: RunConnection[] = []
+    for (const row of rows) {
+      const token = row.sealedToken === null ? null : await this.openToken(`${sourceId}/${row.name}`, row.sealedToken)
+      const sealedToken = token === null ? null : await this.sealFor(forkId, row.name, token)
+      servers.push({ name: row.name, url: row.url, sealedToken, connectionId: row.connectionId })
+    }
+    return servers
+  }
+
   /** Records a new session's tool servers; call inside the transaction that inserts the session. */
   attach(sessionId: string, servers: RunConnection[]): void {
     servers.forEach((server, position) =>

@@ -132,6 +132,20 @@ export class SessionSandboxes {
     this.deps.store.forget(id)
   }
 
+  /**
+   * A fork's sandbox: a copy of session `id`'s as it is parked (the driver's `copy`), held for the
+   * fork `into` as a parked sandbox its first follow-up wakes. Whether the copy can go on with the
+   * CLI's conversation: only where the sandbox sees its own paths (gvisor, bwrap). The CLIs record
+   * absolute paths in their state (Codex its rollout files, Claude Code and Gemini CLI their
+   * working folder), so in the process driver's host folders a copy would write into its source's
+   * conversation or not find it.
+   */
+  async fork(id: string, into: string): Promise<{ conversation: boolean }> {
+    const copy = await this.deps.driver.copy(await this.handleOf(id), this.spec(into))
+    Object.assign(this.live.of(into), { handle: copy, parked: true })
+    return { conversation: copy.workspace !== copy.hostWorkspace && copy.home !== copy.hostHome }
+  }
+
   /** The node this session's sandbox lived on, when that node is lost to this one (src/region). */
   lostNodeOf(id: string): string | null {
     const row = this.deps.store.get(id)

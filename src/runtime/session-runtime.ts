@@ -40,6 +40,8 @@ export class SessionRuntime {
   readonly warm: WarmSandboxes
   /** Shutting down: nothing new starts. */
   closing = false
+  /** Sandbox copies under way for forks, by the fork's id (`forked` awaits one). */
+  private readonly forks = new Map<string, Promise<{ conversation: boolean }>>()
 
   /** Project environments: prebuilt images, variables and setup (project-setup.ts). */
   private readonly project: ProjectSetup
@@ -112,6 +114,16 @@ export class SessionRuntime {
             this.live.serial(id, 'park after the turn', () => this.sandboxes.park(id, false))
           else this.live.serial(id, 'destroy', () => this.sandboxes.destroy(id))
           break
+        case 'forkSandbox': {
+          const { into } = action.params as { into: string }
+          // After the session's earlier operations (its park after the turn): the copy is of the parked sandbox.
+          const copy = new Promise<{ conversation: boolean }>((resolve, reject) =>
+            this.live.serial(id, 'fork', () => this.sandboxes.fork(id, into).then(resolve, reject)),
+          )
+          copy.catch(() => {}) // answered by `forked`
+          this.forks.set(into, copy)
+          break
+        }
         case 'admitQueued':
           queueMicrotask(() => this.closing || this.inbox.admit())
           break
@@ -124,6 +136,25 @@ export class SessionRuntime {
   /** At start: removes the sandboxes no live session (`owners`) holds any more. */
   async sweep(owners: string[]): Promise<void> {
     await this.deps.driver.sweep(owners)
+  }
+
+  /**
+   * Resolves once the fork `into`'s sandbox is copied (its `forkSandbox` action), saying whether
+   * the copy goes on with the CLI's conversation (SessionSandboxes.fork); rejects with why it could not be copied.
+   */
+  async forked(into: string): Promise<{ conversation: boolean }> {
+    const copy = this.forks.get(into)
+    if (!copy) throw new Error('no copy of a sandbox was started for this fork (the server is stopping)')
+    try {
+      return await copy
+    } finally {
+      this.forks.delete(into)
+    }
+  }
+
+  /** A fork whose session was not stored after all: its copied sandbox goes. */
+  discard(into: string): void {
+    this.live.serial(into, 'destroy', () => this.sandboxes.destroy(into))
   }
 
   /** Resolves once the running turn's CLI has exited after a stop_turn, or rejects on timeout. */
@@ -167,7 +198,8 @@ export class SessionRuntime {
       const env = await this.project.of(row)
       this.deps.beforeTurn(row, handle, token)
       let prompt: string | undefined
-      if (turn === 1) {
+      // A fork's first turn goes on from its source's conversation and workspace: nothing is set up again.
+      if (turn === 1 && !row.forkedFromSession) {
         // Skills and attachments, then the Project's setup: a failure ends the session before any model request.
         const first = await this.project.firstTurn(row, handle, env, (prebuilt) => this.deps.prepareFirstTurn(row, handle, prebuilt))
         if ('error' in first) {

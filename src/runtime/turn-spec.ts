@@ -39,7 +39,7 @@ export async function turnSpec(
     ...(row.outputSchema ? { outputSchema: row.outputSchema } : {}),
     ...(row.harnessSessionId ? { resumeId: row.harnessSessionId } : {}),
     ...(cliRoot ? { cliRoot } : {}),
-    ...(turn > 1 ? { priorUsage: priorUsage(deps.store, row.id, turn) } : {}),
+    ...(turn > 1 || row.forkedFromSession ? { priorUsage: priorUsage(deps.store, row, turn) } : {}),
     ...(servers.length > 0 ? { mcpServers: servers } : {}),
   }
 }
@@ -63,10 +63,20 @@ async function pinnedCli(deps: TurnSpecDeps, row: SessionRow): Promise<string | 
 
 /**
  * What turns before `turn` reported in their `usage` events: Codex reports thread totals, not the
- * turn's. (A turn taken over after a restart has some of its own stored already.)
+ * turn's. (A turn taken over after a restart has some of its own stored already.) A fork's thread
+ * began in its source: the source's turns up to the fork count too, and so on up a fork of a fork.
  */
-function priorUsage(store: SessionStore, id: string, turn: number): TokenUsage {
+function priorUsage(store: SessionStore, session: SessionRow, turn: number): TokenUsage {
   const sum: TokenUsage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, reasoning: 0 }
+  addUsage(sum, store, session.id, turn)
+  for (let fork: SessionRow | null = session; fork?.forkedFromSession; fork = store.get(fork.forkedFromSession)) {
+    addUsage(sum, store, fork.forkedFromSession, (fork.forkedFromTurn ?? 0) + 1)
+  }
+  return sum
+}
+
+/** Adds what session `id`'s turns before `turn` reported to `sum`. */
+function addUsage(sum: TokenUsage, store: SessionStore, id: string, turn: number): void {
   for (const row of store.allEvents(id)) {
     if (row.kind !== 'harness' || row.type !== 'usage' || row.turn >= turn) continue
     const n = (key: string) => (typeof row.data[key] === 'number' ? (row.data[key] as number) : 0)
@@ -75,5 +85,4 @@ function priorUsage(store: SessionStore, id: string, turn: number): TokenUsage {
     sum.cacheRead += n('cacheReadTokens')
     sum.cacheWrite += n('cacheCreationTokens')
   }
-  return sum
 }

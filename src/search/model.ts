@@ -42,6 +42,12 @@ export const Session = t.Object({
   summary: nullable(t.String({ maxLength: 200 })),
   artifacts: t.Array(ArtifactFile, { maxItems: 6 }),
   agent_profile: nullable(t.Object({ id: NString, name: NString })),
+  forked_from: t.Optional(
+    t.Object(
+      { session: t.String(), turn: t.Integer({ minimum: 0 }) },
+      { description: 'Only on a fork: the session it was forked from and that session’s last turn then. agentd’s own field.' },
+    ),
+  ),
   created_at: t.String({ format: 'date-time' }),
   updated_at: NString,
 })
@@ -75,6 +81,7 @@ export const SearchQuery = t.Object({
   model: t.Optional(t.String({ minLength: 1 })),
   repo: t.Optional(t.String({ pattern: '^[^/\\s]+/[^/\\s]+$', description: 'owner/name' })),
   status: t.Optional(literals(SESSION_STATUSES)),
+  forked_from: t.Optional(t.String({ minLength: 1, description: 'Only the forks of this session (its full id). agentd’s own filter.' })),
   since: t.Optional(t.String({ minLength: 1, description: `Created at or after. ${TIME}` })),
   until: t.Optional(t.String({ minLength: 1, description: `Created before. ${TIME}` })),
   sort: t.Optional(literals(SEARCH_SORTS)),

@@ -58,6 +58,7 @@ export function searchSession(row: SessionRow, extras: RowExtras) {
     summary: extras.summary,
     artifacts: extras.artifacts,
     agent_profile: null,
+    ...(row.forkedFromSession !== null ? { forked_from: { session: row.forkedFromSession, turn: row.forkedFromTurn ?? 0 } } : {}),
     created_at: iso(row.createdAt)!,
     updated_at: iso(row.updatedAt),
   }

@@ -21,6 +21,8 @@ export interface SessionFilter {
   mode?: RunMode
   model?: string
   repo?: { owner: string; name: string }
+  /** Only the forks of this session. */
+  forkedFrom?: string
   /** created_at >= since (epoch ms) */
   since?: number
   /** created_at < until (epoch ms) */
@@ -289,6 +291,7 @@ export class SessionSearch {
       mode: query.mode,
       model: query.model,
       repo: owner && name ? { owner, name } : undefined,
+      forkedFrom: query.forked_from,
       since,
       until,
       phrases: (query.q ?? []).map(ftsPhrase).filter((p) => p !== null),
@@ -311,6 +314,7 @@ export class SessionSearch {
     if (filter.mode !== undefined) where.push(eq(sessions.mode, filter.mode))
     if (filter.model !== undefined) where.push(eq(sessions.model, filter.model))
     if (filter.repo !== undefined) where.push(eq(sessions.repoOwner, filter.repo.owner), eq(sessions.repoName, filter.repo.name))
+    if (filter.forkedFrom !== undefined) where.push(eq(sessions.forkedFromSession, filter.forkedFrom))
     if (filter.since !== undefined) where.push(gte(sessions.createdAt, filter.since))
     if (filter.until !== undefined) where.push(lt(sessions.createdAt, filter.until))
     return where

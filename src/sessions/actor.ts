@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util'
 import { transition } from 'xstate'
 import { refusalOf, sessionMachine, statusOf, type SessionMachineEvent } from '../../machines/session.machine'
 import type { HostCapacity } from '../config'
@@ -33,6 +34,9 @@ export interface SessionActorDeps {
   /** Told inside the transaction that ends a turn (or a run that never got to one): webhooks. */
   turnEnded?: TurnEndedPort
 }
+
+/** Actions that write inside the transition's transaction. */
+const TRANSACTIONAL_ACTIONS = new Set(['enqueueMessage', 'deliverMessage', 'dequeueMessage', 'dropQueue'])
 
 /** How often a transition is decided again when another writer got in first. */
 const CONFLICT_ATTEMPTS = 3
@@ -190,6 +194,21 @@ export class SessionActor implements SessionInbox {
       patch,
       now: this.now(),
     })
+    const persisted = sessionMachine.getPersistedSnapshot(next)
+    // A transition that changes nothing stored (a fork's: only the sandbox is copied) writes nothing,
+    // so the session stays as it was, `updated_at` and idle clock included.
+    const writesNothing =
+      status === from &&
+      event.type !== 'turn.ended' &&
+      !turnEnded &&
+      metered.usage.length === 0 &&
+      Object.keys({ ...patch, ...metered.fields }).length === 0 &&
+      actions.every((action) => !TRANSACTIONAL_ACTIONS.has(action.type)) &&
+      isDeepStrictEqual(JSON.parse(JSON.stringify(persisted)), stored.snapshot)
+    if (writesNothing) {
+      this.runtime.carryOut(id, actions)
+      return { next, actions }
+    }
     const fields: SessionPatch = { ...patch, ...metered.fields, machineState: next.context.machineState, error: next.context.error }
     const writes = () => {
       recordUsage(this.deps.db, metered.usage)
@@ -202,7 +221,7 @@ export class SessionActor implements SessionInbox {
       if (turnEnded) this.deps.turnEnded?.turnEnded({ row, from, to: endedAs, patch: fields })
     }
     const events = status !== from || event.type === 'turn.ended' ? [statusEvent(turnsCount, status, id)] : []
-    this.store.commit(id, stored.version, sessionMachine.getPersistedSnapshot(next), status, fields, events, writes)
+    this.store.commit(id, stored.version, persisted, status, fields, events, writes)
     if (next.status === 'done') this.store.forget(id)
     this.runtime.carryOut(id, actions)
     if (turnEnded) this.deps.metrics?.turnEnded(endedAs)

@@ -59,6 +59,14 @@ export const CloudRunSession = t.Object({
   snapshot: nullable(t.Record(t.String(), t.Unknown())),
   effective_config: nullable(t.Record(t.String(), t.Unknown())),
   session_capture: nullable(literals(CAPTURE_STATES)),
+  forked_from: t.Optional(
+    t.Object(
+      { session: t.String(), turn: t.Integer({ minimum: 0 }) },
+      {
+        description: 'Only on a fork (POST …/fork): the session it was forked from and that session’s last turn then. agentd’s own field.',
+      },
+    ),
+  ),
   created_at: t.String({ format: 'date-time' }),
   updated_at: NString,
 })

@@ -76,6 +76,23 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService, queri
         detail: { operationId: 'sessions.update', tags, summary: 'Cancel, pause, resume or interrupt a session' },
       },
     )
+    .post(
+      '/o/:org/p/:project/sessions/:session/fork',
+      async ({ access, principal, params, set }) => {
+        const fork = await sessions.fork(access, principal, params.project, params.session)
+        set.status = 202
+        return fork
+      },
+      {
+        params: SessionParams,
+        response: { 202: 'CloudRunSession', ...errorResponses(401, 402, 403, 404, 409, 503) },
+        detail: {
+          operationId: 'sessions.fork',
+          tags,
+          summary: 'Fork a resumable session parked between turns: a new session whose sandbox is a copy of its own (agentd’s own route)',
+        },
+      },
+    )
     .get('/o/:org/p/:project/sessions/:session/result', ({ access, params }) => queries.result(access, params.project, params.session), {
       params: SessionParams,
       response: { 200: SessionResult, ...errorResponses(401, 403, 404) },

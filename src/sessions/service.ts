@@ -23,6 +23,8 @@ import { bodyDigest } from '../domain/digest'
 import { type InputDeps, readCreate } from './input'
 import type { CreateSessionBody } from './model'
 import { newSessionRow } from './new-session'
+import { forkRow, forkSnapshot } from './fork'
+import { NotCopyable } from '../../sandbox/driver'
 import { profileFields, withProfile } from './profile'
 import type { SavedAgentProfiles } from './ports'
 import type { SessionQueries } from './queries'
@@ -37,7 +39,7 @@ export interface SessionServiceDeps {
   /** The machine loop every command goes through. */
   actor: SessionActor
   /** Confirms a stop_turn: the turn's CLI has exited. */
-  runtime: Pick<SessionRuntime, 'stopped' | 'newSessionId' | 'unusedSessionId'>
+  runtime: Pick<SessionRuntime, 'stopped' | 'newSessionId' | 'unusedSessionId' | 'forked' | 'discard'>
   installer: HarnessInstaller
   plans: PlanService
   accounts: AccountService
@@ -219,6 +221,41 @@ export class SessionService {
     const { next, actions } = this.actor.command(row.id, { type: 'message', ...this.actor.slots(row.orgId) }, message)
     if (actions.some((a) => a.type === 'deliverMessage')) return { kind: 'delivered' }
     return { kind: 'queued', messageId: message.id, position: next.context.queued }
+  }
+
+  /**
+   * POST …/fork (contract section 13): a new session of the same Project whose sandbox is a copy
+   * of this one's as parked after its last turn. The machine decides whether the source can be
+   * forked (409 NOT_FORKABLE); the copy is made before the answer, so a fork that exists has its
+   * sandbox, and one that could not be copied was never stored.
+   */
+  async fork(access: OrgAccess, principal: Principal, projectRef: string, id: string) {
+    const source = this.deps.queries.find(access, projectRef, id)
+    ownAccountOnly(principal, source, this.deps.connections.names(source.id).length > 0)
+    this.deps.plans.assertAllows(source.orgId, source.model, source.accountId !== null)
+    const into = newId()
+    const servers = await this.deps.connections.forFork(source.id, into)
+    this.actor.command(source.id, { type: 'fork', into })
+    let copied: { conversation: boolean }
+    try {
+      copied = await this.deps.runtime.forked(into)
+    } catch (err) {
+      const why = (err as Error).message
+      if (err instanceof NotCopyable) throw new ApiError('conflict', `This session cannot be forked: ${why}`, 'NOT_FORKABLE')
+      throw new ApiError('unavailable', `The session's sandbox could not be copied: ${why}`, 'SANDBOX_COPY_FAILED')
+    }
+    try {
+      const row = forkRow(source, into, principal, this.now())
+      // Without the conversation (the process driver) the fork's CLI starts a new one in the copied files.
+      if (!copied.conversation) row.harnessSessionId = null
+      this.store.insert(row, forkSnapshot(source), SESSION_MACHINE_VERSION, [statusEvent(0, 'completed', into)], () =>
+        this.deps.connections.attach(into, servers),
+      )
+    } catch (err) {
+      this.deps.runtime.discard(into)
+      throw err
+    }
+    return this.deps.queries.view(this.store.get(into)!)
   }
 
   /**

@@ -67,6 +67,7 @@ export function cloudRunSession(
     snapshot: row.snapshot ?? null,
     effective_config: row.effectiveConfig ?? null,
     session_capture: row.sessionCapture,
+    ...(row.forkedFromSession !== null ? { forked_from: { session: row.forkedFromSession, turn: row.forkedFromTurn ?? 0 } } : {}),
     created_at: iso(row.createdAt)!,
     updated_at: iso(row.updatedAt),
   }

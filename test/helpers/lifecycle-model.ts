@@ -34,6 +34,8 @@ const ended = (error: string | null, schemaValid: boolean | null, stopped = fals
   schemaValid,
   stopped,
 })
+/** A fork (POST …/fork): the runner names the fork it made, the machine only passes the id on. */
+export const FORK: SessionMachineEvent = { type: 'fork', into: 'fork' }
 export const SANDBOX_FAILED: SessionMachineEvent = { type: 'sandbox.failed', error: 'the sandbox could not start' }
 /** A turn killed by the turn time limit (AGENTD_TURN_TIMEOUT_S) ends with an error. */
 export const TIMED_OUT: SessionMachineEvent = ended('the turn ran longer than the limit and was stopped', null)
@@ -70,6 +72,7 @@ export function environmentEvents(snapshot: SessionSnapshot): SessionMachineEven
         { type: 'pause' },
         { type: 'resume', ...SLOT },
         { type: 'stop_turn' },
+        FORK,
       ]
       break
     case 'allocating':
@@ -82,6 +85,7 @@ export function environmentEvents(snapshot: SessionSnapshot): SessionMachineEven
         { type: 'stop_turn' },
         SANDBOX_FAILED,
         { type: 'service.restarted' },
+        FORK,
       ]
       break
     case 'running':
@@ -99,6 +103,7 @@ export function environmentEvents(snapshot: SessionSnapshot): SessionMachineEven
         { type: 'resume', ...SLOT },
         { type: 'cancel' },
         { type: 'service.restarted' },
+        FORK,
       ]
       break
     case 'paused':
@@ -119,12 +124,20 @@ export function environmentEvents(snapshot: SessionSnapshot): SessionMachineEven
         { type: 'cancel' },
         { type: 'idle.timeout' },
         { type: 'service.restarted' },
+        FORK,
         ...(context.turnActive ? [TIMED_OUT] : []),
       ]
       break
     case 'cancelled':
     case 'expired':
-      events = [{ type: 'cancel' }, { type: 'message', ...SLOT }, { type: 'pause' }, { type: 'resume', ...SLOT }, { type: 'stop_turn' }]
+      events = [
+        { type: 'cancel' },
+        { type: 'message', ...SLOT },
+        { type: 'pause' },
+        { type: 'resume', ...SLOT },
+        { type: 'stop_turn' },
+        FORK,
+      ]
       break
     default:
       // Between turns: completed, failed, needs_review, input_required.
@@ -136,6 +149,7 @@ export function environmentEvents(snapshot: SessionSnapshot): SessionMachineEven
         { type: 'stop_turn' },
         { type: 'cancel' },
         { type: 'idle.timeout' },
+        FORK,
       ]
   }
   return events.filter((event) => transitionTaken(snapshot, event, sessionMachine, ROWS) !== null)
@@ -335,6 +349,7 @@ export function unreachableRows(): ChartTransition[] {
       { type: 'stop_turn' },
       { type: 'idle.timeout' },
       { type: 'service.restarted' },
+      FORK,
     ]
     return events.filter((event) => transitionTaken(snapshot, event, sessionMachine, ROWS) !== null)
   }

@@ -480,6 +480,8 @@ export class RunExecutor {
         return this.call('PATCH', this.path, { status: 'stop_turn' })
       case 'message':
         return this.call('POST', `${this.path}/messages`, { content })
+      case 'fork':
+        return this.call('POST', `${this.path}/fork`)
       default:
         throw new Error(`${event.type} is not a command`)
     }
@@ -525,6 +527,7 @@ export class RunExecutor {
       case 'pause':
       case 'resume':
       case 'stop_turn':
+      case 'fork':
       case 'message': {
         if (event.type === 'pause' && next.context.machineState === 'pausing' && this.mustHoldPark(this.cursor + 1))
           this.world.driver.holdPark(this.id)
@@ -542,6 +545,18 @@ export class RunExecutor {
 
   private async expectAnswer(event: SessionMachineEvent, res: Response, types: string[], next: SessionSnapshot): Promise<void> {
     const body = await json(res)
+    if (event.type === 'fork') {
+      // A new session resting with a copy of this one's sandbox; this one is left as it was (observe checks).
+      const fork = {
+        status: body.status,
+        machine_state: body.machine_state,
+        turns_count: body.turns_count,
+        from: body.forked_from?.session,
+      }
+      if (res.status !== 202 || !isDeepStrictEqual(fork, { status: 'completed', machine_state: 'paused', turns_count: 0, from: this.id }))
+        this.fail(`fork in ${statusOf(this.model)} answered ${res.status} ${JSON.stringify(body)}`)
+      return
+    }
     const expected =
       event.type === 'cancel'
         ? [200, { ok: true, status: 'cancelled' }]
@@ -579,7 +594,10 @@ export class RunExecutor {
       const status = statusOf(next)
       if (status !== statusOf(before) || e.type === 'turn.ended') this.expectedStatuses.push(status)
       this.model = next
-      this.version++
+      // A transition that changes nothing stored (a fork, a stop_turn's request) writes nothing (the actor's `writesNothing`).
+      const persisted = (snapshot: SessionSnapshot) => JSON.parse(JSON.stringify(sessionMachine.getPersistedSnapshot(snapshot)))
+      const unchanged = status === statusOf(before) && e.type !== 'turn.ended' && isDeepStrictEqual(persisted(next), persisted(before))
+      if (!unchanged) this.version++
       this.uncompared = [row.key]
       this.states.add(status)
       this.rows.add(row.key)

@@ -108,6 +108,33 @@ describe('runFinished through real runs', () => {
     expect(hooksFor(id)).toHaveLength(2)
   }, 90_000)
 
+  test('a fork made with the key posts one delivery per turn of its own, as any run; forking posts none', async () => {
+    const id = await start({ prompt: script([{ answer: 'source turn' }]) })
+    await waitFor(
+      async () => hooksFor(id).length,
+      (n) => n === 1,
+      50_000,
+    )
+    const forked = await t.call('POST', `/o/acme/p/_/sessions/${id}/fork`, key.secret)
+    expect(forked.status).toBe(202)
+    const fork = forked.body.execution_id as string
+    await Bun.sleep(300)
+    expect(hooksFor(fork)).toHaveLength(0)
+    const sent = await t.call('POST', `/o/acme/p/_/sessions/${fork}/messages`, key.secret, { content: script([{ answer: 'fork turn' }]) })
+    expect(sent.status).toBe(200)
+    await waitFor(
+      async () => hooksFor(fork).length,
+      (n) => n === 1,
+      50_000,
+    )
+    await Bun.sleep(300)
+    const [hook] = hooksFor(fork)
+    expect(verified(hook!).data).toMatchObject({ run_id: fork, status: 'completed', result: { text: 'fork turn' } })
+    expect(hooksFor(fork)).toHaveLength(1)
+    // The source's own delivery is its one turn's, nothing more.
+    expect(hooksFor(id)).toHaveLength(1)
+  }, 90_000)
+
   test('a Project run carries its project_id and Project-scoped addresses', async () => {
     const res = await t.call('POST', '/o/acme/p/web/sessions', key.secret, { prompt: script([{ answer: 'in web' }]) })
     expect(res.status).toBe(202)

@@ -271,4 +271,42 @@ describe('session machine', () => {
       }
     })
   })
+
+  describe('fork', () => {
+    const fork: SessionMachineEvent = { type: 'fork', into: 'f-1' }
+    test('a resumable session parked between turns is copied: one forkSandbox into the fork, nothing of it changes', () => {
+      for (const events of [
+        [...toRunning, ended()],
+        [...toRunning, ended('boom')],
+        [...toRunning, ended(), { type: 'pause' }],
+      ] as SessionMachineEvent[][]) {
+        const before = run(events).snapshot
+        const [after, actions] = transition(sessionMachine, before, fork)
+        expect(actions.map((a) => [a.type, a.params])).toEqual([['forkSandbox', { into: 'f-1' }]])
+        expect(after.value).toEqual(before.value)
+        expect(after.context).toEqual(before.context)
+      }
+      expect(refusal(run([...toRunning, ended()], { mode: 'interactive' }).snapshot, fork)).toBeNull()
+    })
+
+    test('NOT_FORKABLE: queued, starting, mid-turn, paused mid-turn, ephemeral, without a sandbox, closed', () => {
+      const cases: [SessionMachineEvent[], Partial<SessionInput>, string][] = [
+        [[], {}, 'runs one'],
+        [[toRunning[0]!], {}, 'runs one'],
+        [toRunning, {}, 'runs one'],
+        [[...toRunning, { type: 'pause' }], {}, 'paused mid-turn'],
+        [[...toRunning, ended()], { persistence: 'ephemeral' }, 'ephemeral'],
+        [[toRunning[0]!, { type: 'sandbox.failed', error: 'x' }], {}, 'its sandbox is gone'],
+        [[{ type: 'cancel' }], {}, 'closed'],
+        [[...toRunning, ended(), { type: 'idle.timeout' }], {}, 'closed'],
+      ]
+      for (const [events, init, why] of cases) {
+        expect(refusal(run(events, init).snapshot, fork)).toEqual({
+          kind: 'conflict',
+          code: 'NOT_FORKABLE',
+          message: expect.stringContaining(why),
+        })
+      }
+    })
+  })
 })

@@ -68,6 +68,12 @@ export const sessions = sqliteTable(
     harnessSessionId: text('harness_session_id'),
     /** The region node its sandbox lives on (contract section 12; AGENTD_NODE), recorded as it starts. */
     sandboxNode: text('sandbox_node'),
+    /**
+     * A fork (contract section 13): the session and turn whose parked sandbox it was copied from. No
+     * foreign key: a fork outlives its source's row.
+     */
+    forkedFromSession: text('forked_from_session'),
+    forkedFromTurn: integer('forked_from_turn'),
     resultText: text('result_text'),
     resultStructured: text('result_structured', { mode: 'json' }).$type<Record<string, unknown>>(),
     schemaValid: integer('schema_valid', { mode: 'boolean' }),
@@ -92,6 +98,7 @@ export const sessions = sqliteTable(
     index('sessions_org_created_idx').on(table.orgId, table.createdAt),
     index('sessions_project_created_idx').on(table.projectId, table.createdAt),
     index('sessions_status_idx').on(table.status),
+    index('sessions_forked_from_idx').on(table.forkedFromSession),
   ],
 )
 

@@ -1,0 +1,3 @@
+import { forkTests } from './forks'
+
+forkTests('gvisor')
