@@ -112,6 +112,16 @@ test('sign in, start a session and watch it live, a follow-up queued then delive
   await scan('session')
   // The state chart, with this session's path, is in its frame.
   expect(await page.frameLocator('iframe.chart').locator('#session[data-status]').getAttribute('data-status')).toBe('completed')
+  // Fork makes a session from this one's parked sandbox and opens it; the fork links back to its source.
+  await page.getByRole('button', { name: 'Fork' }).click()
+  await page.waitForURL((url) => /\/console\/sessions\/[0-9a-f-]{36}$/.test(url.pathname) && !url.pathname.endsWith(id))
+  const forkId = page.url().split('/').pop()!
+  expect(row(forkId)).toMatchObject({ status: 'completed', forkedFromSession: id, forkedFromTurn: 2, turnsCount: 0 })
+  await page.getByText('Forked from').waitFor()
+  await scan('session-fork')
+  await page.getByRole('link', { name: id.slice(0, 8) }).click()
+  await page.waitForURL((url) => url.pathname.endsWith(id))
+  await badge('completed').waitFor()
   // A finished turn cannot be cancelled (the button says so by being off); a running one can.
   expect(await page.getByRole('button', { name: 'Cancel session' }).isDisabled()).toBe(true)
   await page.getByLabel('Follow-up').fill(script([{ bash: 'while [ ! -e never ]; do sleep 0.1; done' }, { answer: 'never' }]))
