@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { HARNESSES } from '../../src/domain/harness'
 import { makeTestApp, type TestApp } from '../helpers/app'
-import { json, req, script } from '../helpers/http'
+import { json, req, script, waitFor } from '../helpers/http'
 import { settled } from '../helpers/sessions'
 
 /**
@@ -47,6 +47,31 @@ export function forkTests(driver: 'gvisor' | 'bwrap'): void {
       })
       return body.execution_id as string
     }
+
+    test('refused: an ephemeral source, a running one (409 NOT_FORKABLE), an unknown one (404); nothing is made', async () => {
+      const start = async (body: Record<string, unknown>) =>
+        (await json(await call('POST', '/o/acme/p/_/sessions', { agent: 'harness_2', ...body }))).execution_id as string
+      const refused = async (id: string, status: number, code?: string) => {
+        const res = await call('POST', path(id, '/fork'))
+        expect({ status: res.status, code: (await json(res)).code }).toEqual({ status, code })
+      }
+      const ephemeral = await start({ prompt: script([{ answer: 'once' }]), persistence: 'ephemeral' })
+      const running = await start({ prompt: script([{ bash: 'sleep 30' }, { answer: 'late' }]) })
+      await done(ephemeral, 1)
+      await refused(ephemeral, 409, 'NOT_FORKABLE')
+      await waitFor(
+        async () =>
+          shellOutput(running, 1) === '' &&
+          (await get(running)).status === 'running' &&
+          t.store.allEvents(running).some((e) => e.type === 'tool_use'),
+        Boolean,
+        60_000,
+      )
+      await refused(running, 409, 'NOT_FORKABLE')
+      await refused('no-such-session', 404)
+      expect((await json(await call('GET', `/o/acme/sessions?forked_from=${running}`))).sessions).toEqual([])
+      expect((await call('PATCH', path(running), { status: 'cancelled' })).status).toBe(200)
+    }, 120_000)
 
     for (const harness of HARNESSES) {
       test(`${harness}: the fork goes on from its source’s files and conversation; neither sees the other’s writes`, async () => {
