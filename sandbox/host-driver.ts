@@ -222,6 +222,8 @@ export abstract class HostDriver implements SandboxDriver {
     try {
       mkdirSync(spec.stateDir, { recursive: true })
       const volume = this.volumeOf(spec)
+      // Known before anything is copied: a copy a crash cut short is swept at the next start.
+      if (volume) this.volumes.add(volume)
       if (from.volume && volume) await from.volume.saveTo(volume.image)
       else {
         await copyFolder(from.spec.hostWorkspace, spec.hostWorkspace)
@@ -233,6 +235,8 @@ export abstract class HostDriver implements SandboxDriver {
     } catch (err) {
       const made = this.sandboxes.get(spec.id)
       if (made) await this.destroy(made.handle)
+      await this.volumeOf(spec)?.remove()
+      this.volumes.delete(spec.id)
       for (const dir of [spec.stateDir, spec.hostWorkspace, spec.hostHome]) rmSync(dir, { recursive: true, force: true })
       throw err
     }

@@ -195,7 +195,6 @@ export async function startServices(config: Config, options: ServerOptions = {})
     prebuilds: new PrebuildService({ db, dataDir: config.dataDir, keep: config.prebuildsPerProject, now }),
     headCommit: (row) => repositories?.headCommit(row) ?? Promise.resolve(null),
     egress: new EgressProxy({ resolve: options.resolveHost ?? resolveHost, allowPrivate: config.egressAllowPrivate }),
-    rowOf: (id) => store.get(id),
     sessionLog: (id, line) => runtime.log(id, store.get(id)?.turnsCount ?? 0, line, 'agentd'),
   })
   const queue = new AdmissionQueue()

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { NotCopyable, type SandboxSpec } from '../driver'
 import { runHelper } from '../spawn'
@@ -19,9 +19,8 @@ export interface CopySetup {
   volume(spec: SandboxSpec): SandboxVolume
 }
 
-/** Copies `from` (parked first if it runs) into `spec`'s state folder; the caller holds `from`'s lock. */
+/** Copies `from` (parked first if it runs) into `spec`'s new state folder; the caller holds `from`'s lock. */
 export async function copyParked(from: Gsandbox, spec: SandboxSpec, setup: CopySetup): Promise<void> {
-  if (existsSync(spec.stateDir)) throw new Error(`sandbox ${spec.id} exists already`)
   // Running (its park after the turn failed, or it was never parked): parked now, as the session believes it is.
   if (from.status === 'running') await setup.park(from)
   // Frozen in memory: gVisor may not have written everything to the disk yet, and a frozen sandbox cannot be asked to.

@@ -352,9 +352,11 @@ export class GvisorDriver implements SandboxDriver {
   /** The source's disk and checkpointed memory (copy.ts), found then as after a restart: parked. */
   async copy(source: SandboxHandle, spec: SandboxSpec): Promise<SandboxHandle> {
     const from = this.sandbox(source)
-    if (this.sandboxes.has(spec.id)) throw new Error(`sandbox ${spec.id} exists already`)
+    if (this.sandboxes.has(spec.id) || existsSync(spec.stateDir)) throw new Error(`sandbox ${spec.id} exists already`)
     const setup = { park: (sandbox: Gsandbox) => this.parking.park(sandbox, false), volume: (of: SandboxSpec) => this.volume(of) }
     try {
+      // Known before anything is copied: a copy a crash cut short is swept at the next start.
+      this.volumes.add(this.volume(spec))
       await this.serial(from, () => copyParked(from, spec, setup))
       const handle = await this.recover(spec)
       if (!handle) throw new Error('the copy is not on disk')
@@ -363,6 +365,7 @@ export class GvisorDriver implements SandboxDriver {
       const made = this.sandboxes.get(spec.id)
       if (made) await this.destroy(made.handle)
       await discardCopy(spec, setup)
+      this.volumes.delete(spec.id)
       throw err
     }
   }

@@ -13,8 +13,6 @@ export interface SessionPortsDeps {
   /** The commit a run's checkout will get (`<branch>@<sha>`), null without a repository: the repositories feature's port. */
   headCommit: ((row: SessionRow) => Promise<string | null>) | null
   egress: EgressProxy
-  /** A session's row, for the egress hook of its sandbox. */
-  rowOf: (sessionId: string) => SessionRow | null
   /** A line for a session's stored log. */
   sessionLog: (sessionId: string, line: string) => void
 }
@@ -56,8 +54,7 @@ export function sessionPorts(deps: SessionPortsDeps) {
      * The egress hook of a session's sandbox, when its Project allows any host as the sandbox is
      * made. The list is read again for each connection, so a narrowed list holds at once.
      */
-    egress: (sessionId: string) => {
-      const projectId = deps.rowOf(sessionId)?.projectId
+    egress: (sessionId: string, projectId: string | null) => {
       if (!projectId || environments.get(projectId).network.allow.length === 0) return null
       return (inner: Socket, head: Buffer) =>
         deps.egress.handle(inner, head, {

@@ -61,5 +61,5 @@ export interface RuntimeDeps extends TurnSpecDeps, Pick<TurnEndDeps, 'publish'> 
   /** Prebuilt images: a sandbox whose Project has one for its key starts from it and skips setup. */
   prebuilds?: PrebuildPort
   /** The egress proxy for the session's sandbox, when its Project allows network; null for none. */
-  egress?: (sessionId: string) => EgressHook | null
+  egress?: (sessionId: string, projectId: string | null) => EgressHook | null
 }

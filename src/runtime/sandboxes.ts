@@ -1,5 +1,5 @@
 import { rmSync } from 'node:fs'
-import type { SandboxHandle, SandboxSpec } from '../../sandbox/driver'
+import { NotCopyable, type SandboxHandle, type SandboxSpec } from '../../sandbox/driver'
 import type { SessionInbox } from '../session-record/ports'
 import type { LiveSessions } from './live'
 import type { ProjectSetup } from './project-setup'
@@ -9,7 +9,7 @@ import type { WarmSandboxes } from './warm-sandboxes'
 
 export type SandboxesDeps = Pick<
   RuntimeDeps,
-  'driver' | 'starts' | 'store' | 'dataDir' | 'installer' | 'gateway' | 'limits' | 'egress' | 'log' | 'region'
+  'driver' | 'starts' | 'store' | 'dataDir' | 'installer' | 'gateway' | 'limits' | 'egress' | 'log' | 'region' | 'masks'
 >
 
 /**
@@ -28,8 +28,9 @@ export class SessionSandboxes {
     private readonly warm: Pick<WarmSandboxes, 'claim' | 'discard'>,
   ) {}
 
-  spec(id: string): SandboxSpec {
-    const egress = this.deps.egress?.(id)
+  /** `projectId`: the session's Project, read from its row unless given (a fork's before its row exists). */
+  spec(id: string, projectId = this.deps.store.get(id)?.projectId ?? null): SandboxSpec {
+    const egress = this.deps.egress?.(id, projectId)
     return { ...this.plainSpec(id), ...(egress ? { egress } : {}) }
   }
 
@@ -141,8 +142,15 @@ export class SessionSandboxes {
    * conversation or not find it.
    */
   async fork(id: string, into: string): Promise<{ conversation: boolean }> {
-    const copy = await this.deps.driver.copy(await this.handleOf(id), this.spec(into))
+    // A source whose sandbox is gone (or on a lost node) can never be copied: the fork is refused, not retried.
+    const handle = await this.handleOf(id).catch((err: Error) => {
+      throw new NotCopyable(err.message)
+    })
+    // The fork's sandbox is made before its row: its egress proxy follows the source's Project, the fork's own.
+    const copy = await this.deps.driver.copy(handle, this.spec(into, this.deps.store.get(id)?.projectId ?? null))
     Object.assign(this.live.of(into), { handle: copy, parked: true })
+    // What the source's sandbox was given stays masked in the copy, a secret rotated since included.
+    this.deps.masks?.inherit(id, into)
     return { conversation: copy.workspace !== copy.hostWorkspace && copy.home !== copy.hostHome }
   }
 

@@ -39,7 +39,7 @@ export async function turnSpec(
     ...(row.outputSchema ? { outputSchema: row.outputSchema } : {}),
     ...(row.harnessSessionId ? { resumeId: row.harnessSessionId } : {}),
     ...(cliRoot ? { cliRoot } : {}),
-    ...(turn > 1 || row.forkedFromSession ? { priorUsage: priorUsage(deps.store, row, turn) } : {}),
+    ...(turn > 1 || row.forkedConversation ? { priorUsage: priorUsage(deps.store, row, turn) } : {}),
     ...(servers.length > 0 ? { mcpServers: servers } : {}),
   }
 }
@@ -63,13 +63,18 @@ async function pinnedCli(deps: TurnSpecDeps, row: SessionRow): Promise<string | 
 
 /**
  * What turns before `turn` reported in their `usage` events: Codex reports thread totals, not the
- * turn's. (A turn taken over after a restart has some of its own stored already.) A fork's thread
- * began in its source: the source's turns up to the fork count too, and so on up a fork of a fork.
+ * turn's. (A turn taken over after a restart has some of its own stored already.) A fork that went
+ * on with its source's conversation: the source's turns up to the fork count too, and so on up a
+ * fork of a fork.
  */
 function priorUsage(store: SessionStore, session: SessionRow, turn: number): TokenUsage {
   const sum: TokenUsage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, reasoning: 0 }
   addUsage(sum, store, session.id, turn)
-  for (let fork: SessionRow | null = session; fork?.forkedFromSession; fork = store.get(fork.forkedFromSession)) {
+  for (
+    let fork: SessionRow | null = session;
+    fork?.forkedFromSession && fork.forkedConversation;
+    fork = store.get(fork.forkedFromSession)
+  ) {
     addUsage(sum, store, fork.forkedFromSession, (fork.forkedFromTurn ?? 0) + 1)
   }
   return sum

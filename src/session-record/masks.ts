@@ -112,6 +112,12 @@ export class SecretMasks {
     if (set && set.size !== before) this.maskers.set(sessionId, new Masker(set))
   }
 
+  /** Session `to` (a fork) was given all `from` was: its sandbox is a copy of `from`'s. */
+  inherit(from: string, to: string): void {
+    const values = this.given.get(from)
+    if (values) this.add(to, values)
+  }
+
   /** The session's masker, or null when it was given no secret worth masking. */
   of(sessionId: string): Masker | null {
     return this.maskers.get(sessionId) ?? null

@@ -6,7 +6,8 @@ import type { SessionInsert, SessionRow } from '../session-record/store'
  * A fork's row (contract section 13): its source's run (harness, model, repository, Project,
  * account, saved agent, the CLI's own conversation id) as a new session that has run no turn of
  * its own, resting `completed` with a parked sandbox, started by whoever forked it. Its turns
- * publish to a branch of its own (`agentd/<its id>`), so the two never push over each other.
+ * publish to a branch of its own (`agentd/<its id>`, a pull request of its own), even when its
+ * source continues a pull request (`on_pr`): the two never push over each other.
  */
 export function forkRow(source: SessionRow, id: string, principal: Principal, now: number): SessionInsert {
   return {
@@ -30,7 +31,7 @@ export function forkRow(source: SessionRow, id: string, principal: Principal, no
     repoName: source.repoName,
     baseBranch: source.baseBranch,
     branch: source.baseBranch,
-    onPr: source.onPr,
+    onPr: null,
     githubInstallation: source.githubInstallation,
     model: source.model,
     requestedModel: source.requestedModel,

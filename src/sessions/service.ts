@@ -234,7 +234,9 @@ export class SessionService {
     ownAccountOnly(principal, source, this.deps.connections.names(source.id).length > 0)
     this.deps.plans.assertAllows(source.orgId, source.model, source.accountId !== null)
     const into = newId()
-    const servers = await this.deps.connections.forFork(source.id, into)
+    const servers = await this.deps.connections.forFork(source.id, into).catch((err: Error) => {
+      throw new ApiError('unavailable', `The tool server tokens of this session could not be sealed for its fork: ${err.message}`)
+    })
     this.actor.command(source.id, { type: 'fork', into })
     let copied: { conversation: boolean }
     try {
@@ -247,7 +249,8 @@ export class SessionService {
     try {
       const row = forkRow(source, into, principal, this.now())
       // Without the conversation (the process driver) the fork's CLI starts a new one in the copied files.
-      if (!copied.conversation) row.harnessSessionId = null
+      row.forkedConversation = copied.conversation && source.harnessSessionId !== null
+      if (!row.forkedConversation) row.harnessSessionId = null
       this.store.insert(row, forkSnapshot(source), SESSION_MACHINE_VERSION, [statusEvent(0, 'completed', into)], () =>
         this.deps.connections.attach(into, servers),
       )

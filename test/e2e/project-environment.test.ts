@@ -189,5 +189,40 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       for (const file of [t.config.dbPath, `${t.config.dbPath}-wal`])
         expect(existsSync(file) && readFileSync(file).includes(second)).toBe(false)
     }, 300_000)
+
+    test('a fork goes on through the egress proxy, and the secret its source was given stays masked after a rotation', async () => {
+      const setSecret = async (value: string) =>
+        expect(
+          (await t.app.handle(req('PUT', '/o/acme/projects/app/secrets/APP_TOKEN', { token: t.admin.token, body: { value } }))).status,
+        ).toBe(204)
+      const given = `tok-${crypto.randomUUID()}`
+      const rotated = `tok-${crypto.randomUUID()}`
+      await setSecret(given)
+      const id = await start([{ bash: 'echo "token $APP_TOKEN" > .token' }, { answer: 'ok' }])
+      expect((await settled(id)).status).toBe('completed')
+      await setSecret(rotated)
+      const forked = await t.app.handle(req('POST', `/o/acme/p/app/sessions/${id}/fork`, { token: key }))
+      expect(forked.status).toBe(202)
+      const fork = (await json(forked)).execution_id as string
+      const before = tarballs()
+      const sent = await t.app.handle(
+        req('POST', `/o/acme/p/app/sessions/${fork}/messages`, {
+          token: key,
+          body: { content: script([{ bash: 'cat .token; rm -rf node_modules "$HOME/.npm"; npm ci; npm test' }, { answer: 'ok' }]) },
+        }),
+      )
+      expect(sent.status).toBe(200)
+      const row = await settled(fork)
+      const logs = (await read(fork, '/logs')).logs as string
+      expect(row.status, `${row.error}\n${logs}`).toBe('completed')
+      // The fork's sandbox reached the registry through its own egress proxy, under the Project's list.
+      expect(tarballs()).toBeGreaterThan(before)
+      const outputs = JSON.stringify(t.store.allEvents(fork))
+      expect(outputs).toContain('tests passed with token ***')
+      // The value the source was given is in the copied file: masked in the fork, though rotated since.
+      expect(outputs).toContain('token ***')
+      expect(outputs).not.toContain(given)
+      expect(outputs).not.toContain(rotated)
+    }, 300_000)
   })
 }

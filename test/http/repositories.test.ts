@@ -170,6 +170,23 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       expect(onPr.row.prUrl).toBe(row.prUrl)
       expect(github.pulls.get('acme/app')!.filter((p) => p.head === row.branch)).toHaveLength(1)
       expect((await changes(onPr.id)).files.map((f: { filename: string }) => f.filename)).toEqual(['MORE.md', 'README.md'])
+      // A fork of it publishes to a branch and pull request of its own: the source's is not touched.
+      const forked = await t.app.handle(req('POST', `/o/acme/p/app/sessions/${onPr.id}/fork`, { token: t.admin.token }))
+      expect(forked.status).toBe(202)
+      const fork = (await json(forked)).execution_id as string
+      const forkTurn = await t.app.handle(
+        req('POST', `/o/acme/p/app/sessions/${fork}/messages`, {
+          token: t.admin.token,
+          body: { content: script([{ write: { path: 'FORK.md', content: 'fork\n' } }, { answer: 'forked' }]) },
+        }),
+      )
+      expect(forkTurn.status).toBe(200)
+      const forkRow = await settled(fork)
+      expect(forkRow.status, `${forkRow.error}`).toBe('completed')
+      expect(forkRow.branch).toBe(`agentd/${fork.slice(0, 8)}`)
+      expect(forkRow.prUrl).not.toBe(row.prUrl)
+      expect((await changes(fork)).files.map((f: { filename: string }) => f.filename)).toContain('FORK.md')
+      expect((await changes(onPr.id)).files.map((f: { filename: string }) => f.filename)).toEqual(['MORE.md', 'README.md'])
       // A pull request that is not open is refused at create.
       pull.state = 'closed'
       const refused = await t.app.handle(

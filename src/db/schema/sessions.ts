@@ -74,6 +74,8 @@ export const sessions = sqliteTable(
      */
     forkedFromSession: text('forked_from_session'),
     forkedFromTurn: integer('forked_from_turn'),
+    /** The fork's CLI went on with its source's conversation (not on the process driver: SessionSandboxes.fork). */
+    forkedConversation: integer('forked_conversation', { mode: 'boolean' }),
     resultText: text('result_text'),
     resultStructured: text('result_structured', { mode: 'json' }).$type<Record<string, unknown>>(),
     schemaValid: integer('schema_valid', { mode: 'boolean' }),
