@@ -85,7 +85,7 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService, queri
       },
       {
         params: SessionParams,
-        response: { 202: 'CloudRunSession', ...errorResponses(401, 402, 403, 404, 409, 503) },
+        response: { 202: 'CloudRunSession', ...errorResponses(401, 402, 403, 404, 409, 413, 503) },
         detail: {
           operationId: 'sessions.fork',
           tags,
