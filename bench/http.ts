@@ -117,7 +117,8 @@ const services = await startServices(config, { driver: new ProcessDriver(), log:
 await services.ready
 services.identity.createOrg('bench')
 const { token } = services.identity.createUser('bench', 'admin@bench.test', 'admin')
-services.identity.createProject('bench', 'web', 'bench/web')
+// Bound to no repository: this server has no GitHub App (a bound Project's runs would be 403 INSTALLATION_NOT_LINKED).
+services.identity.createProject('bench', 'web', null)
 services.plans.setPlan('bench', { maxConcurrent: 1000 })
 
 const agentd = services.app.listen({ hostname: '127.0.0.1', port: 0 })

@@ -75,26 +75,29 @@ const PUBLISH = [
   'test -n "$base" || { echo "branch $head tracks no branch of origin" >&2; exit 1; }',
   'git add -A',
   'git diff-index --quiet --cached HEAD -- || git commit -q --no-verify -m "$1"',
+  // The run's files: what its branch changes since it left its base (its pull request's files).
+  'files=$(git diff --name-only "refs/remotes/origin/$base...HEAD" -- | wc -l)',
   // Nothing new since the last push (or, before the first, since the checkout): no push, no
   // code host call. A push updates refs/remotes/origin/<branch>.
   'pushed="refs/remotes/origin/$2"',
   'git rev-parse -q --verify "$pushed" >/dev/null || pushed="refs/remotes/origin/$base"',
-  'test "$(git rev-list --count "$pushed..HEAD")" != 0 || exit 0',
+  'test "$(git rev-list --count "$pushed..HEAD")" != 0 || { printf "\\n%s" "$files"; exit 0; }',
   'git push -q --no-verify origin "HEAD:refs/heads/$2"',
-  'printf %s "$base"',
+  'printf "%s\\n%s" "$base" "$files"',
 ].join('\n')
 
 /**
  * Commits what the turn changed (unless the CLI committed it already) and pushes it to `branch`,
  * by git inside the sandbox, through the gateway with the turn's key `token`, killed when `signal`
  * (the turn's deadline) aborts. Resolves to the branch the checkout tracks (the pull request's
- * base), or null when there was nothing new to push; throws with git's own words.
+ * base), or null when there was nothing new to push, and the number of files the branch changes
+ * since its base; throws with git's own words.
  */
 export async function pushChanges(
   driver: SandboxDriver,
   handle: SandboxHandle,
   push: { url: string; remoteBase: string; token: string; branch: string; message: string; signal?: AbortSignal },
-): Promise<string | null> {
+): Promise<{ base: string | null; files: number }> {
   const env = gitEnvironment(handle, { token: push.token, remoteBase: push.remoteBase })
   const { code, stdout, stderr } = await runGit(
     driver,
@@ -104,5 +107,6 @@ export async function pushChanges(
     push.signal,
   )
   if (code !== 0) throw new Error(`the changes could not be pushed: ${gitWords(stderr, code)}`)
-  return stdout.trim() || null
+  const [base = '', files = ''] = stdout.split('\n')
+  return { base: base.trim() || null, files: Number.parseInt(files.trim(), 10) || 0 }
 }

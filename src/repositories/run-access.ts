@@ -14,7 +14,8 @@ export interface RepositoryAccess {
  * A new run's repository (its Project's, or the one its `resources` name), checked before anything
  * is stored: an installation of the org covers it, and a run `on_pr` continues an open pull request
  * (409 when it is not open). Resolves to the installation's link id; null when the run has no
- * repository or agentd no GitHub App (the repository is then only recorded).
+ * repository. Without a GitHub App no installation can be linked, so a Project bound to a
+ * repository answers 403 INSTALLATION_NOT_LINKED (spec 4.1) rather than run without its checkout.
  */
 export async function checkRunRepository(
   access: RepositoryAccess | undefined,
@@ -23,7 +24,16 @@ export async function checkRunRepository(
   scope: RunRepositoryScope,
   onPr: number | null,
 ): Promise<string | null> {
-  if (!repository || !access) return null
+  if (!repository) return null
+  if (!access) {
+    const whose = scope.project ? `Project ${scope.project.name}` : 'this run'
+    throw new ApiError(
+      'forbidden',
+      `${whose} is bound to ${repository.owner}/${repository.name}, but this server has no GitHub App configured, so no ` +
+        'installation can be linked to check it out (see the README: a GitHub App); bind the Project to no repository to run without one',
+      'INSTALLATION_NOT_LINKED',
+    )
+  }
   const link = await access.forRun(orgId, repository, scope)
   if (onPr === null) return link
   let head: string | null

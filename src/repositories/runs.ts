@@ -84,21 +84,22 @@ export class RepositoryRuns implements RepositoryAccess {
 
   /**
    * After a turn with changes: pushed to the session's branch (or its pull request's), and a pull
-   * request opened. git pushes with the turn's gateway key and is killed when `turn.signal` (the
-   * turn's deadline) aborts.
+   * request opened; with the number of files the branch changes (the session's `files_produced`).
+   * Null without a repository. git pushes with the turn's gateway key and is killed when
+   * `turn.signal` (the turn's deadline) aborts.
    */
   async publish(
     row: RunRow & Pick<SessionRow, 'onPr' | 'title'>,
     handle: SandboxHandle,
     turn: { token: string; signal?: AbortSignal },
-  ): Promise<{ branch: string; prUrl: string } | null> {
+  ): Promise<{ files: number; pull: { branch: string; prUrl: string } | null } | null> {
     const repository = RepositoryRuns.repositoryOf(row)
     const installation = this.installations.installationId(row.githubInstallation)
     if (!repository) return null
     if (installation === null) throw new Error("the repository's GitHub App installation is no longer linked to the org")
     const branch = (await this.branchOf(row))!
     const url = `${this.gitUrl}/${repository.owner}/${repository.name}.git`
-    const base = await pushChanges(this.driver, handle, {
+    const { base, files } = await pushChanges(this.driver, handle, {
       url,
       remoteBase: this.gitUrl,
       token: turn.token,
@@ -106,14 +107,14 @@ export class RepositoryRuns implements RepositoryAccess {
       message: `agentd: ${row.title}`,
       ...(turn.signal ? { signal: turn.signal } : {}),
     })
-    if (base === null) return null
+    if (base === null) return { files, pull: null }
     const pull = await this.github.openFor(installation, repository, {
       head: branch,
       base,
       title: row.title,
       body: `Changes of agentd run ${row.id}.`,
     })
-    return { branch, prUrl: pull.url }
+    return { files, pull: { branch, prUrl: pull.url } }
   }
 
   /** The files of a run's pull request; null when its installation is no longer linked. */

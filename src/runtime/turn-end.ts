@@ -68,14 +68,15 @@ export function turnOpening(catalog: Catalog, row: SessionRow, turn: number, han
 export interface TurnEndDeps {
   /**
    * After a turn that ended well: its changes to the session's repository pushed (with the turn's
-   * gateway key) and a pull request opened (or found); null when the session has no repository or
-   * nothing changed. It must stop when `turn.signal` (the turn's deadline) aborts.
+   * gateway key) and a pull request opened (or found; `pull` null when nothing new was pushed),
+   * with the number of files its branch changes; null when the session has no repository. It must
+   * stop when `turn.signal` (the turn's deadline) aborts.
    */
   publish?: (
     row: SessionRow,
     handle: SandboxHandle,
     turn: { token: string; signal?: AbortSignal },
-  ) => Promise<{ branch: string; prUrl: string } | null>
+  ) => Promise<{ files: number; pull: { branch: string; prUrl: string } | null } | null>
   driver: SandboxDriver
   artifacts: ArtifactStore
   catalog: Catalog
@@ -109,7 +110,7 @@ export async function endedTurn(deps: TurnEndDeps, end: TurnEnd): Promise<{ even
   const { row, run, stopped } = end
   let outcome = end.outcome
   // Published first: git in the sandbox pushes with the turn's key, which closing ends.
-  let published: { branch: string; prUrl: string } | null = null
+  let published: Awaited<ReturnType<NonNullable<TurnEndDeps['publish']>>> = null
   if (!stopped && !outcome.error && deps.publish) {
     try {
       published = await deps.publish(row, run.handle, { token: run.token, ...(end.deadline ? { signal: end.deadline } : {}) })
@@ -157,7 +158,12 @@ export async function endedTurn(deps: TurnEndDeps, end: TurnEnd): Promise<{ even
   const patch = turnPatch(deps.catalog, row, run.turn, outcome, usage, end.last, stopped, deps.now())
   return {
     event: { type: 'turn.ended', error: stopped ? null : outcome.error, schemaValid: patch.schemaValid ?? null, stopped },
-    patch: { ...patch, artifactCount, ...(published ? { branch: published.branch, prUrl: published.prUrl } : {}) },
+    patch: {
+      ...patch,
+      artifactCount,
+      ...(published ? { filesProduced: published.files } : {}),
+      ...(published?.pull ? { branch: published.pull.branch, prUrl: published.pull.prUrl } : {}),
+    },
   }
 }
 

@@ -39,7 +39,8 @@ export async function makeTestApp(env: Record<string, string> = {}, options: Ser
   const org = services.identity.createOrg('acme')
   const admin = services.identity.createUser('acme', 'admin@acme.test', 'admin')
   const member = services.identity.createUser('acme', 'member@acme.test', 'member')
-  const project = services.identity.createProject('acme', 'web', 'acme/web')
+  // Bound to no repository: without a GitHub App, a Project bound to one answers 403 INSTALLATION_NOT_LINKED.
+  const project = services.identity.createProject('acme', 'web', null)
   let listening: { stop(): unknown } | null = null
   return {
     ...services,

@@ -27,7 +27,7 @@ export async function makeKeyApp(env: Record<string, string> = {}, options: Omit
   const member = services.identity.createUser('acme', 'member@acme.test', 'member')
   const stranger = services.identity.createUser('other', 'admin@other.test', 'admin')
   services.plans.setPlan('acme', { maxConcurrent: 50 })
-  services.identity.createProject('acme', 'web', 'acme/web')
+  services.identity.createProject('acme', 'web', null)
   const call = async (method: string, path: string, token: string, body?: unknown) => {
     const res = await services.app.handle(req(method, path, { token, body }))
     const text = await res.text()

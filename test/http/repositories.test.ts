@@ -98,6 +98,10 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
         ['README.md', 'modified'],
       ])
       expect(first.files[1].patch).toContain('+changed')
+      // files_produced: the files the run's branch changes, as its pull request lists them.
+      const view = async (session: string) =>
+        json(await t.app.handle(req('GET', `/o/acme/p/app/sessions/${session}`, { token: t.admin.token })))
+      expect((await view(id)).files_produced).toBe(2)
       published = { id, prUrl: row.prUrl! }
       // The rest (follow-ups, on_pr, the code host down) is agentd's own doing: shown on bubblewrap alone.
       if (driver !== 'bwrap') return
@@ -113,6 +117,7 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       expect(github.pulls.get('acme/app')!.filter((p) => p.head === row.branch)).toHaveLength(1)
       const second = await changes(id)
       expect(second.files.map((f: { filename: string }) => f.filename)).toEqual(['README.md'])
+      expect((await view(id)).files_produced).toBe(1)
       // Attack: a turn plants a link where the next turn's git config goes, at a host file. The
       // next turn's config replaces the link in the sandbox's home; the host file is untouched.
       const target = join(t.dir, 'host-file-the-sandbox-must-not-write')
@@ -245,8 +250,9 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       expect(stored).toContain('git')
       expect(github.tokens.size).toBeGreaterThan(0)
       for (const where of [events, raw, files, stored, logs.join('\n')]) expect(secretsIn(where)).toEqual([])
-      // Nothing changed: no branch, no pull request, an empty list of changes.
+      // Nothing changed: no branch, no pull request, an empty list of changes, no file produced.
       expect(row.prUrl).toBeNull()
+      expect(row.filesProduced).toBe(0)
       expect(await changes(id)).toEqual({
         pr_url: null,
         pr_number: null,
@@ -289,6 +295,8 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
         expect(row.status).toBe('completed')
         expect(outputs[0]).not.toContain('.git')
         expect(outputs[0]).toContain('none')
+        // No repository, no pull request to count files of.
+        expect(row.filesProduced).toBeNull()
       }, 120_000)
 
     if (driver === 'bwrap')

@@ -42,14 +42,22 @@ describe('POST /o/{org}/p/{project}/sessions (shape A)', () => {
     expect(session.created_at).toMatch(/^\d{4}-\d\d-\d\dT/)
   })
 
-  test('a Project handle or id runs in that Project and its repository; agent defaults', async () => {
+  test('a Project handle or id runs in that Project; agent defaults', async () => {
     for (const ref of ['web', t.project.id]) {
       const session = await json(await create({ prompt: idle }, ref))
       expect(session.project_id).toBe(t.project.id)
-      expect(session.repo_owner).toBe('acme')
-      expect(session.repo_name).toBe('web')
+      expect(session.repo_owner).toBeNull()
       expect(session.agent).toBe('harness_1')
     }
+  })
+
+  test('a Project bound to a repository, on a server with no GitHub App, is 403 INSTALLATION_NOT_LINKED and nothing is made', async () => {
+    const bound = t.identity.createProject('acme', 'bound', 'acme/bound')
+    const before = t.store.countAll(['queued', 'allocating', 'running', 'completed', 'failed'])
+    const body = await expectError(await create({ prompt: idle }, 'bound'), 403, 'INSTALLATION_NOT_LINKED')
+    expect(body.error).toContain('acme/bound')
+    await expectError(await create({ prompt: idle }, bound.id), 403, 'INSTALLATION_NOT_LINKED')
+    expect(t.store.countAll(['queued', 'allocating', 'running', 'completed', 'failed'])).toBe(before)
   })
 
   test('an unknown Project is 404', async () => {

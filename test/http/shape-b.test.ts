@@ -242,8 +242,9 @@ describe('shape B on POST …/sessions', () => {
       expect({ url, status: answer.status, code: answer.body.code }).toEqual({ url, status: 422, code: 'RESOURCE_NOT_ACCESSIBLE' })
     }
     expectError(await send([{ url: 'https://github.com/acme/web' }, { url: 'https://github.com/acme/api' }]), 400, 'VALIDATION_ERROR')
-    // A Project run may name only its own repository (Project web is acme/web).
-    const other = await send([{ url: 'https://github.com/acme/api' }], 'web')
+    // A Project run may name only its own repository.
+    t.identity.createProject('acme', 'site', 'acme/site')
+    const other = await send([{ url: 'https://github.com/acme/api' }], 'site')
     expectError(other, 422, 'RESOURCE_NOT_ACCESSIBLE')
     expect(other.body.error).toContain('its own repository')
   })
