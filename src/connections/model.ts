@@ -37,7 +37,20 @@ export const CreateConnectionBody = t.Object(
 
 export const ConnectionParams = t.Object({ org: t.String(), connection: t.String() })
 
+/** A Project's connector: a connection its owner (an org admin) lent to every run of the Project. */
+export const ProjectConnector = t.Object({
+  ...Connection.properties,
+  attached_at: t.String({ format: 'date-time' }),
+})
+
+export const ProjectParams = t.Object({ org: t.String(), project: t.String({ description: 'A Project handle or id' }) })
+export const ProjectConnectorParams = t.Object({
+  org: t.String(),
+  project: t.String({ description: 'A Project handle or id' }),
+  connection: t.String({ description: 'One of your connections, by id or name (attach); a connector’s id (detach)' }),
+})
+
 export type CreateConnectionBody = Static<typeof CreateConnectionBody>
 
 /** This feature's named models: each one component of the OpenAPI document, referenced by name from its routes. */
-export const connectionModels = new Elysia({ name: 'agentd/models/connections' }).model({ Connection })
+export const connectionModels = new Elysia({ name: 'agentd/models/connections' }).model({ Connection, ProjectConnector })

@@ -2,7 +2,15 @@ import { Elysia, t } from 'elysia'
 import type { AuthService } from '../identity/auth'
 import { orgScope } from '../http/auth'
 import { errorResponses, errorModel } from '../http/errors'
-import { connectionModels, Connection, ConnectionParams, CreateConnectionBody } from './model'
+import {
+  connectionModels,
+  Connection,
+  ConnectionParams,
+  CreateConnectionBody,
+  ProjectConnector,
+  ProjectConnectorParams,
+  ProjectParams,
+} from './model'
 import { modelRef } from '../domain/schema-util'
 import { OrgParams } from '../domain/api-schemas'
 import type { ConnectionService } from './service'
@@ -51,6 +59,45 @@ export const connectionRoutes = (auth: AuthService, connections: ConnectionServi
           operationId: 'connections.remove',
           tags,
           summary: "Remove one of the caller's tool servers; sessions started with it keep their copy",
+        },
+      },
+    )
+    .get('/o/:org/projects/:project/connections', ({ access, params }) => connections.projectConnectors(access.orgId, params.project), {
+      params: ProjectParams,
+      response: { 200: t.Object({ data: t.Array(modelRef('ProjectConnector', ProjectConnector)) }), ...errorResponses(401, 403, 404) },
+      detail: {
+        operationId: 'projectConnectors.list',
+        tags,
+        summary: 'The Project’s connectors: tool servers every run of it gets, key runs included (never their tokens)',
+      },
+    })
+    .put(
+      '/o/:org/projects/:project/connections/:connection',
+      ({ access, principal, params }) => connections.attachToProject(principal, access, params.project, params.connection),
+      {
+        params: ProjectConnectorParams,
+        response: { 200: 'ProjectConnector', ...errorResponses(401, 403, 404, 409, 413, 422) },
+        detail: {
+          operationId: 'projectConnectors.attach',
+          tags,
+          summary:
+            'Lend one of your connections to every run of the Project (admins; its token stays on the server, added by the egress proxy)',
+        },
+      },
+    )
+    .delete(
+      '/o/:org/projects/:project/connections/:connection',
+      ({ access, params, set }) => {
+        connections.detachFromProject(access, params.project, params.connection)
+        set.status = 204
+      },
+      {
+        params: ProjectConnectorParams,
+        response: { 204: t.Void(), ...errorResponses(401, 403, 404, 413) },
+        detail: {
+          operationId: 'projectConnectors.detach',
+          tags,
+          summary: 'Take a connector from the Project (admins): later runs go without it; earlier ones keep their copy',
         },
       },
     )

@@ -2,8 +2,8 @@ import { and, asc, eq } from 'drizzle-orm'
 import { randomBytes } from 'node:crypto'
 import { isIP } from 'node:net'
 import type { Db } from '../db/client'
-import { connections, sessionConnections } from '../db/schema'
-import { ApiError, badRequest, notFound, unprocessable } from '../domain/errors'
+import { connections, projectConnections, sessionConnections } from '../db/schema'
+import { ApiError, badRequest, conflict, forbidden, notFound, unprocessable } from '../domain/errors'
 import type { KeySealer } from '../accounts/seal'
 import { findProject } from '../identity/projects'
 import type { OrgAccess, Principal } from '../identity/service'
@@ -29,6 +29,8 @@ export interface RunConnection {
   url: string
   sealedToken: string | null
   connectionId: string | null
+  /** One of its Project's connectors (lent to every run of the Project), not the caller's own. */
+  fromProject?: boolean
 }
 
 type Row = typeof connections.$inferSelect
@@ -117,13 +119,7 @@ export class ConnectionService {
         }
         const row = matches[0]
         if (!row || row.status !== 'ready') throw notReady(`connections[${i}] "${entry}"`)
-        const token = row.sealedToken === null ? null : await this.openToken(row.id, row.sealedToken)
-        run = {
-          name: row.name,
-          url: row.url,
-          sealedToken: token === null ? null : await this.sealFor(sessionKey, row.name, token),
-          connectionId: row.id,
-        }
+        run = await this.runCopy(row, sessionKey)
       } else {
         if (entry.token !== undefined)
           throw badRequest(`connections[${i}]: "token" beside "url" was removed; send auth: {mode: "bearer", token}`, 'FIELD_REMOVED')
@@ -165,9 +161,79 @@ export class ConnectionService {
     for (const row of rows) {
       const token = row.sealedToken === null ? null : await this.openToken(`${sourceId}/${row.name}`, row.sealedToken)
       const sealedToken = token === null ? null : await this.sealFor(forkId, row.name, token)
-      servers.push({ name: row.name, url: row.url, sealedToken, connectionId: row.connectionId })
+      servers.push({ name: row.name, url: row.url, sealedToken, connectionId: row.connectionId, fromProject: row.fromProject })
     }
     return servers
+  }
+
+  /**
+   * A new run's tool servers: its Project's connectors first (every run of the Project gets them,
+   * key runs included), then the create's own entries (`forRun`); a name both use is 422
+   * CONNECTION_AMBIGUOUS, an attached connector not ready 422 CONNECTION_NOT_READY.
+   */
+  async forProjectRun(
+    principal: Principal,
+    orgId: string,
+    projectId: string | null,
+    sessionKey: string,
+    entries: ConnectionEntry[] | undefined,
+  ): Promise<RunConnection[]> {
+    const lent: RunConnection[] = []
+    for (const row of projectId ? this.attachedRows(projectId) : []) {
+      if (row.status !== 'ready') throw notReady(`"${row.name}" of the Project`)
+      lent.push({ ...(await this.runCopy(row, sessionKey)), fromProject: true })
+    }
+    const own = entries ? await this.forRun(principal, orgId, projectId, sessionKey, entries) : []
+    const clash = own.find((server) => lent.some((l) => l.name === server.name))
+    if (clash)
+      throw unprocessable(
+        `connections: "${clash.name}" is also a connector of this run's Project, which every run of it gets; name another server`,
+        'CONNECTION_AMBIGUOUS',
+      )
+    return [...lent, ...own]
+  }
+
+  /** A Project's connectors (what every run of it gets), never their tokens. */
+  projectConnectors(orgId: string, projectRef: string) {
+    const project = this.projectOf(orgId, projectRef)
+    return {
+      data: this.attachedRows(project.id).map((row) => ({ ...this.view(row), attached_at: new Date(row.attachedAt).toISOString() })),
+    }
+  }
+
+  /**
+   * Lends one of the admin's own connections (user-level or this Project's, by id or name) to every
+   * run of the Project: its token rides on their requests to the server, so only its owner may.
+   */
+  attachToProject(principal: Principal, access: OrgAccess, projectRef: string, ref: string) {
+    if (access.role !== 'admin' || !principal.userId) throw forbidden("Only org admins can change a Project's connectors")
+    const project = this.projectOf(access.orgId, projectRef)
+    const own = this.own(principal, access.orgId).filter((row) => row.projectId === null || row.projectId === project.id)
+    const byName = own.filter((row) => row.name === ref)
+    const row = own.find((candidate) => candidate.id === ref) ?? byName[0]
+    if (!row) throw notFound(`You have no connection ${ref} (an admin attaches their own connections)`)
+    if (row.id !== ref && byName.length > 1)
+      throw unprocessable(`"${ref}" names ${byName.length} of your connections; attach one by id`, 'CONNECTION_AMBIGUOUS')
+    const named = this.attachedRows(project.id).find((attached) => attached.name === row.name)
+    if (named && named.id !== row.id) throw conflict(`The Project has a connector named ${row.name} already (${named.id})`)
+    this.deps.db
+      .insert(projectConnections)
+      .values({ projectId: project.id, connectionId: row.id, name: row.name, attachedAt: this.deps.now() })
+      .onConflictDoNothing()
+      .run()
+    return this.projectConnectors(access.orgId, project.id).data.find((view) => view.id === row.id)!
+  }
+
+  /** Takes a connector from the Project: runs started from now on go without it; earlier ones keep their copy. */
+  detachFromProject(access: OrgAccess, projectRef: string, connectionId: string): void {
+    if (access.role !== 'admin') throw forbidden("Only org admins can change a Project's connectors")
+    const project = this.projectOf(access.orgId, projectRef)
+    const removed = this.deps.db
+      .delete(projectConnections)
+      .where(and(eq(projectConnections.projectId, project.id), eq(projectConnections.connectionId, connectionId)))
+      .returning({ id: projectConnections.connectionId })
+      .all()
+    if (removed.length === 0) throw notFound(`Project ${project.name} has no connector ${connectionId}`)
   }
 
   /** Records a new session's tool servers; call inside the transaction that inserts the session. */
@@ -178,6 +244,19 @@ export class ConnectionService {
         .values({ sessionId, position, ...server })
         .run(),
     )
+  }
+
+  /**
+   * Whether the session calls tool servers with a user's own credentials (not its Project's
+   * connectors): it then takes new work from that user only (ownAccountOnly).
+   */
+  carriesOwnTokens(sessionId: string): boolean {
+    const own = this.deps.db
+      .select({ name: sessionConnections.name })
+      .from(sessionConnections)
+      .where(and(eq(sessionConnections.sessionId, sessionId), eq(sessionConnections.fromProject, false)))
+      .get()
+    return own !== undefined
   }
 
   /** The names of a session's tool servers, as its CLI's config lists them. */
@@ -230,6 +309,35 @@ export class ConnectionService {
       .where(and(eq(connections.orgId, orgId), eq(connections.userId, principal.userId)))
       .orderBy(asc(connections.createdAt))
       .all()
+  }
+
+  /** A stored connection as a session's copy: its token opened and sealed again for the session. */
+  private async runCopy(row: Pick<Row, 'id' | 'name' | 'url' | 'sealedToken'>, sessionKey: string): Promise<RunConnection> {
+    const token = row.sealedToken === null ? null : await this.openToken(row.id, row.sealedToken)
+    return {
+      name: row.name,
+      url: row.url,
+      sealedToken: token === null ? null : await this.sealFor(sessionKey, row.name, token),
+      connectionId: row.id,
+    }
+  }
+
+  /** The connections attached to a Project, in the order they were attached. */
+  private attachedRows(projectId: string): (Row & { attachedAt: number })[] {
+    return this.deps.db
+      .select({ connection: connections, attachedAt: projectConnections.attachedAt })
+      .from(projectConnections)
+      .innerJoin(connections, eq(connections.id, projectConnections.connectionId))
+      .where(eq(projectConnections.projectId, projectId))
+      .orderBy(asc(projectConnections.attachedAt), asc(connections.id))
+      .all()
+      .map((r) => ({ ...r.connection, attachedAt: r.attachedAt }))
+  }
+
+  private projectOf(orgId: string, ref: string) {
+    const project = findProject(this.deps.db, orgId, ref)
+    if (!project) throw notFound(`The org has no Project ${ref}`)
+    return project
   }
 
   private sealFor(sessionId: string, name: string, token: string): Promise<string> {

@@ -120,9 +120,8 @@ export class SessionService {
     // A create that stores no session gives its id back: the warm sandbox it took is not left running.
     let stored = false
     try {
-      const servers = run.connections
-        ? await this.deps.connections.forRun(principal, access.orgId, project?.id ?? null, id, run.connections)
-        : []
+      // The Project's connectors, then the caller's own (a key run names none, but gets its Project's).
+      const servers = await this.deps.connections.forProjectRun(principal, access.orgId, project?.id ?? null, id, run.connections)
       if (runSpec.pinned) await this.resolvePin(runSpec)
       const installation = await checkRunRepository(
         this.deps.repositories,
@@ -197,7 +196,7 @@ export class SessionService {
         this.actor.command(row.id, { type: 'pause' })
         return { kind: 'accepted', operationId: newId() }
       case 'running':
-        ownAccountOnly(principal, row, this.deps.connections.names(row.id).length > 0)
+        ownAccountOnly(principal, row, this.deps.connections.carriesOwnTokens(row.id))
         this.actor.command(row.id, { type: 'resume', ...this.actor.slots(row.orgId) })
         return { kind: 'accepted', operationId: newId() }
       case 'stop_turn':
@@ -215,7 +214,7 @@ export class SessionService {
   message(access: OrgAccess, principal: Principal, projectRef: string, id: string, content: string): MessageResult {
     assertPromptSize('content', content)
     const row = this.deps.queries.find(access, projectRef, id)
-    ownAccountOnly(principal, row, this.deps.connections.names(row.id).length > 0)
+    ownAccountOnly(principal, row, this.deps.connections.carriesOwnTokens(row.id))
     this.deps.plans.assertAllows(row.orgId, row.model, row.accountId !== null)
     const message = { id: newId(), content }
     const { next, actions } = this.actor.command(row.id, { type: 'message', ...this.actor.slots(row.orgId) }, message)
@@ -231,7 +230,7 @@ export class SessionService {
    */
   async fork(access: OrgAccess, principal: Principal, projectRef: string, id: string) {
     const source = this.deps.queries.find(access, projectRef, id)
-    ownAccountOnly(principal, source, this.deps.connections.names(source.id).length > 0)
+    ownAccountOnly(principal, source, this.deps.connections.carriesOwnTokens(source.id))
     this.deps.plans.assertAllows(source.orgId, source.model, source.accountId !== null)
     const into = newId()
     const servers = await this.deps.connections.forFork(source.id, into).catch((err: Error) => {

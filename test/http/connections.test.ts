@@ -253,3 +253,68 @@ describe('connections', () => {
     expect((await call('GET', SESSIONS)).body.executions.length).toBe(before)
   })
 })
+
+describe('Project connectors', () => {
+  const WEB = '/o/acme/p/web/sessions'
+  async function settledIn(path: string, id: string, turns = 1) {
+    return waitFor(
+      async () => (await call('GET', `${path}/${id}`)).body,
+      (s) => s.turns_count >= turns && !['queued', 'allocating', 'running'].includes(s.status),
+      60_000,
+    )
+  }
+
+  test('an admin lends a connection to a Project: a key run of it calls the tool with the owner’s token, which stays out of the sandbox; a member may follow up', async () => {
+    const lent = await call('POST', '/o/acme/connections', { name: 'desk2', url: mcp.url, auth: { mode: 'bearer', token: TOKEN } })
+    expect(lent.status).toBe(201)
+    // Attacks: a member may not attach a connector, not even their own; an admin may not lend another user's.
+    const members = await call('POST', '/o/acme/connections', { name: 'mine', url: mcp.url }, t.member.token)
+    expect((await call('PUT', `/o/acme/projects/web/connections/${members.body.id}`, undefined, t.member.token)).status).toBe(403)
+    expect((await call('PUT', `/o/acme/projects/web/connections/${members.body.id}`)).status).toBe(404)
+    expect((await call('DELETE', `/o/acme/projects/web/connections/${lent.body.id}`, undefined, t.member.token)).status).toBe(403)
+    const attached = await call('PUT', '/o/acme/projects/web/connections/desk2')
+    expect(attached).toMatchObject({ status: 200, body: { id: lent.body.id, name: 'desk2', auth_mode: 'bearer', status: 'ready' } })
+    expect(JSON.stringify(attached.body)).not.toContain(TOKEN)
+    // Members see what every run of the Project gets (never the token).
+    const listed = await call('GET', '/o/acme/projects/web/connections', undefined, t.member.token)
+    expect(listed.body.data.map((c: { id: string }) => c.id)).toEqual([lent.body.id])
+
+    // A key run of the Project names no connection (it may not), and gets the Project's.
+    const key = await call('POST', '/o/acme/api-keys', { name: 'desk-runs' })
+    const before = mcp.lookups.length
+    const run = await call(
+      'POST',
+      WEB,
+      { agent: 'harness_2', prompt: script([{ mcp: { server: 'desk2', tool: 'lookup', input: { id: 'P-1' } } }, { answer: 'looked' }]) },
+      key.body.secret,
+    )
+    expect(run.status).toBe(202)
+    const id = run.body.execution_id as string
+    const done = await settledIn(WEB, id)
+    expect({ status: done.status, error: done.error }).toEqual({ status: 'completed', error: null })
+    expect(mcp.lookups.slice(before)).toEqual(['P-1'])
+    expect(mcp.authorizations.at(-1)).toBe(`Bearer ${TOKEN}`)
+    expect(everything(id)).not.toContain(TOKEN)
+    // Lent to every run of the Project: another member's follow-up is not refused as a personal server's would be.
+    const followUp = await call(
+      'POST',
+      `${WEB}/${id}/messages`,
+      { content: script([{ mcp: { server: 'desk2', tool: 'lookup', input: { id: 'P-2' } } }, { answer: 'again' }]) },
+      t.member.token,
+    )
+    expect(followUp.status).toBe(200)
+    await settledIn(WEB, id, 2)
+    expect(mcp.lookups.slice(before)).toEqual(['P-1', 'P-2'])
+
+    // A run naming a server of its own under the connector's name is ambiguous.
+    const clash = await call('POST', WEB, { harness: 'harness_2', input: 't', connections: [{ url: mcp.url, name: 'desk2' }] })
+    expect(clash).toMatchObject({ status: 422, body: { code: 'CONNECTION_AMBIGUOUS' } })
+    // Detached: later runs go without it; the earlier one keeps its copy.
+    expect((await call('DELETE', `/o/acme/projects/web/connections/${lent.body.id}`)).status).toBe(204)
+    expect((await call('GET', '/o/acme/projects/web/connections')).body.data).toEqual([])
+    const later = await call('POST', WEB, { agent: 'harness_2', prompt: script([{ answer: 'plain' }]) }, key.body.secret)
+    await settledIn(WEB, later.body.execution_id)
+    expect(everything(later.body.execution_id)).not.toContain('desk2')
+    expect(everything(id)).toContain('desk2')
+  }, 120_000)
+})

@@ -1,4 +1,4 @@
-import { index, integer, primaryKey, sqliteTable, text } from 'drizzle-orm/sqlite-core'
+import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
 import { createdAt, ownedBy } from './columns'
 import { orgs, projects, users } from './identity'
 import { sessions } from './sessions'
@@ -40,6 +40,34 @@ export const sessionConnections = sqliteTable(
     url: text('url').notNull(),
     sealedToken: text('sealed_token'),
     connectionId: text('connection_id'),
+    /**
+     * A connector of the session's Project (project_connections), which its owner lent to every run
+     * of the Project: it does not make the session its owner's alone (ownAccountOnly).
+     */
+    fromProject: integer('from_project', { mode: 'boolean' }).notNull().default(false),
   },
   (table) => [primaryKey({ columns: [table.sessionId, table.position] })],
+)
+
+/**
+ * A Project's connectors (issue 37): an org admin attaches one of their own connections, and every
+ * run of the Project, key runs included, gets it without naming it, its token kept on the server
+ * side as any connection's. Its name is unique among the Project's connectors.
+ */
+export const projectConnections = sqliteTable(
+  'project_connections',
+  {
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    connectionId: text('connection_id')
+      .notNull()
+      .references(() => connections.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    attachedAt: integer('attached_at').notNull(),
+  },
+  (table) => [
+    primaryKey({ columns: [table.projectId, table.connectionId] }),
+    uniqueIndex('project_connections_name').on(table.projectId, table.name),
+  ],
 )
