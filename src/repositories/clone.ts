@@ -73,17 +73,21 @@ const PUBLISH = [
   `merge=$(git config --file ${ASIDE} --get "branch.$head.merge" 2>/dev/null || true)`,
   'base=${merge#refs/heads/}',
   'test -n "$base" || { echo "branch $head tracks no branch of origin" >&2; exit 1; }',
+  // The tracked branch comes from the sandbox's own config: a name git would not take is refused.
+  'git check-ref-format --branch "$base" >/dev/null 2>&1 || { echo "branch $head tracks no valid branch name" >&2; exit 1; }',
   'git add -A',
   'git diff-index --quiet --cached HEAD -- || git commit -q --no-verify -m "$1"',
-  // The run's files: what its branch changes since it left its base (its pull request's files).
-  'files=$(git diff --name-only "refs/remotes/origin/$base...HEAD" -- | wc -l)',
+  // The run's files: what its branch changes since it left its base (its pull request's files);
+  // none printed when git cannot tell (the field is then left as it was).
+  'files=',
+  'if names=$(git diff --name-only "refs/remotes/origin/$base...HEAD" --); then files=$(printf "%s" "$names" | grep -c "" || true); fi',
   // Nothing new since the last push (or, before the first, since the checkout): no push, no
   // code host call. A push updates refs/remotes/origin/<branch>.
   'pushed="refs/remotes/origin/$2"',
   'git rev-parse -q --verify "$pushed" >/dev/null || pushed="refs/remotes/origin/$base"',
-  'test "$(git rev-list --count "$pushed..HEAD")" != 0 || { printf "\\n%s" "$files"; exit 0; }',
+  'test "$(git rev-list --count "$pushed..HEAD")" != 0 || { printf "%s\\n" "$files"; exit 0; }',
   'git push -q --no-verify origin "HEAD:refs/heads/$2"',
-  'printf "%s\\n%s" "$base" "$files"',
+  'printf "%s\\n%s" "$files" "$base"',
 ].join('\n')
 
 /**
@@ -91,13 +95,13 @@ const PUBLISH = [
  * by git inside the sandbox, through the gateway with the turn's key `token`, killed when `signal`
  * (the turn's deadline) aborts. Resolves to the branch the checkout tracks (the pull request's
  * base), or null when there was nothing new to push, and the number of files the branch changes
- * since its base; throws with git's own words.
+ * since its base (null when git could not tell); throws with git's own words.
  */
 export async function pushChanges(
   driver: SandboxDriver,
   handle: SandboxHandle,
   push: { url: string; remoteBase: string; token: string; branch: string; message: string; signal?: AbortSignal },
-): Promise<{ base: string | null; files: number }> {
+): Promise<{ base: string | null; files: number | null }> {
   const env = gitEnvironment(handle, { token: push.token, remoteBase: push.remoteBase })
   const { code, stdout, stderr } = await runGit(
     driver,
@@ -107,6 +111,8 @@ export async function pushChanges(
     push.signal,
   )
   if (code !== 0) throw new Error(`the changes could not be pushed: ${gitWords(stderr, code)}`)
-  const [base = '', files = ''] = stdout.split('\n')
-  return { base: base.trim() || null, files: Number.parseInt(files.trim(), 10) || 0 }
+  // The count first (git's own, or nothing), then the base (a checked branch name), nothing else.
+  const [files = '', base = '', ...rest] = stdout.split('\n')
+  if (rest.length > 0) throw new Error('the publish printed more than it should have')
+  return { base: base || null, files: /^\d{1,7}$/.test(files) ? Number(files) : null }
 }

@@ -92,14 +92,14 @@ export class RepositoryRuns implements RepositoryAccess {
     row: RunRow & Pick<SessionRow, 'onPr' | 'title'>,
     handle: SandboxHandle,
     turn: { token: string; signal?: AbortSignal },
-  ): Promise<{ files: number; pull: { branch: string; prUrl: string } | null } | null> {
+  ): Promise<{ files: number | null; pull: { branch: string; prUrl: string } | null } | null> {
     const repository = RepositoryRuns.repositoryOf(row)
     const installation = this.installations.installationId(row.githubInstallation)
     if (!repository) return null
     if (installation === null) throw new Error("the repository's GitHub App installation is no longer linked to the org")
     const branch = (await this.branchOf(row))!
     const url = `${this.gitUrl}/${repository.owner}/${repository.name}.git`
-    const { base, files } = await pushChanges(this.driver, handle, {
+    const pushed = await pushChanges(this.driver, handle, {
       url,
       remoteBase: this.gitUrl,
       token: turn.token,
@@ -107,6 +107,10 @@ export class RepositoryRuns implements RepositoryAccess {
       message: `agentd: ${row.title}`,
       ...(turn.signal ? { signal: turn.signal } : {}),
     })
+    const { base } = pushed
+    // A run on a pull request (on_pr) adds to it: its files are the pull request's, as the code
+    // host lists them (in the sandbox its base is the pull request's own branch, which each push moves).
+    const files = row.onPr === null ? pushed.files : await this.pullFileCount(row, row.onPr)
     if (base === null) return { files, pull: null }
     const pull = await this.github.openFor(installation, repository, {
       head: branch,
@@ -122,6 +126,15 @@ export class RepositoryRuns implements RepositoryAccess {
     const repository = RepositoryRuns.repositoryOf(row)
     const installation = this.installations.installationId(row.githubInstallation)
     return repository && installation !== null ? this.github.files(installation, repository, number) : null
+  }
+
+  /** How many files the pull request changes, or null when the code host cannot say. */
+  private async pullFileCount(row: RunRow, number: number): Promise<number | null> {
+    try {
+      return (await this.files(row, number))?.length ?? null
+    } catch {
+      return null
+    }
   }
 
   /** The branch of an open pull request of the repository; throws when it is not open (any more). */

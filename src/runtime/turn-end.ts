@@ -69,14 +69,15 @@ export interface TurnEndDeps {
   /**
    * After a turn that ended well: its changes to the session's repository pushed (with the turn's
    * gateway key) and a pull request opened (or found; `pull` null when nothing new was pushed),
-   * with the number of files its branch changes; null when the session has no repository. It must
+   * with the number of files its branch changes (null: unknown, left as it was); null when the
+   * session has no repository. It must
    * stop when `turn.signal` (the turn's deadline) aborts.
    */
   publish?: (
     row: SessionRow,
     handle: SandboxHandle,
     turn: { token: string; signal?: AbortSignal },
-  ) => Promise<{ files: number; pull: { branch: string; prUrl: string } | null } | null>
+  ) => Promise<{ files: number | null; pull: { branch: string; prUrl: string } | null } | null>
   driver: SandboxDriver
   artifacts: ArtifactStore
   catalog: Catalog
@@ -161,7 +162,7 @@ export async function endedTurn(deps: TurnEndDeps, end: TurnEnd): Promise<{ even
     patch: {
       ...patch,
       artifactCount,
-      ...(published ? { filesProduced: published.files } : {}),
+      ...(published && published.files !== null ? { filesProduced: published.files } : {}),
       ...(published?.pull ? { branch: published.pull.branch, prUrl: published.pull.prUrl } : {}),
     },
   }

@@ -175,6 +175,19 @@ for (const driver of ['bwrap', 'gvisor'] as const) {
       expect(onPr.row.prUrl).toBe(row.prUrl)
       expect(github.pulls.get('acme/app')!.filter((p) => p.head === row.branch)).toHaveLength(1)
       expect((await changes(onPr.id)).files.map((f: { filename: string }) => f.filename)).toEqual(['MORE.md', 'README.md'])
+      // Its files produced are the pull request's, as the code host lists them.
+      expect(onPr.row.filesProduced).toBe(2)
+      // Attack: the agent makes its branch track a name with a newline, to slip a count of its own
+      // into what the publish prints. The publish refuses the name; nothing is counted or pushed.
+      const forged = await run('app', [
+        { bash: 'git config "branch.$(git symbolic-ref --short HEAD).merge" "$(printf \'refs/heads/main\\n99999\')"; echo x > X.md' },
+        { answer: 'forged' },
+      ])
+      expect(forged.row.status, `${forged.row.error}`).toBe('completed')
+      expect(forged.row.filesProduced).toBeNull()
+      expect(forged.row.prUrl).toBeNull()
+      expect((await view(forged.id)).files_produced).toBeNull()
+      expect(logs.join('\n')).toContain('tracks no valid branch name')
       // A fork of it publishes to a branch and pull request of its own: the source's is not touched.
       const forked = await t.app.handle(req('POST', `/o/acme/p/app/sessions/${onPr.id}/fork`, { token: t.admin.token }))
       expect(forked.status).toBe(202)
