@@ -21,6 +21,7 @@ const USAGE = `usage:
   user create --org <slug> --email <email> --role admin|member
   user token --email <email>
   project create --org <slug> --name <handle> [--repo <owner/name or URL>] [--github <installation>]
+  project unbind --org <slug> --name <handle>   (its runs then start without a repository)
   github link --org <slug> --installation <GitHub's installation id>
   github unlink --org <slug> --installation <id>
   github list --org <slug>
@@ -90,6 +91,8 @@ export async function run(
       const project = identity.createProject(org.slug, required(values, 'name'), values.repo ?? null, link?.id ?? null)
       return link ? { ...project, github_installation: link.id } : project
     }
+    case 'project unbind':
+      return identity.unbindProject(required(values, 'org'), required(values, 'name'))
     case 'github link': {
       const number = Number(required(values, 'installation'))
       if (!Number.isSafeInteger(number) || number < 1)

@@ -47,7 +47,7 @@ export const ProjectParams = t.Object({ org: t.String(), project: t.String({ des
 export const ProjectConnectorParams = t.Object({
   org: t.String(),
   project: t.String({ description: 'A Project handle or id' }),
-  connection: t.String({ description: 'One of your connections, by id or name (attach); a connector’s id (detach)' }),
+  connection: t.String({ description: 'One of your connections (attach), or one of the Project’s connectors (detach): by id or name' }),
 })
 
 export type CreateConnectionBody = Static<typeof CreateConnectionBody>

@@ -76,7 +76,7 @@ export const connectionRoutes = (auth: AuthService, connections: ConnectionServi
       ({ access, principal, params }) => connections.attachToProject(principal, access, params.project, params.connection),
       {
         params: ProjectConnectorParams,
-        response: { 200: 'ProjectConnector', ...errorResponses(401, 403, 404, 409, 413, 422) },
+        response: { 200: 'ProjectConnector', ...errorResponses(400, 401, 403, 404, 409, 413, 422) },
         detail: {
           operationId: 'projectConnectors.attach',
           tags,
@@ -93,7 +93,7 @@ export const connectionRoutes = (auth: AuthService, connections: ConnectionServi
       },
       {
         params: ProjectConnectorParams,
-        response: { 204: t.Void(), ...errorResponses(401, 403, 404, 413) },
+        response: { 204: t.Void(), ...errorResponses(400, 401, 403, 404, 413) },
         detail: {
           operationId: 'projectConnectors.detach',
           tags,

@@ -1,14 +1,15 @@
-import { and, asc, eq } from 'drizzle-orm'
+import { and, asc, eq, or } from 'drizzle-orm'
 import { randomBytes } from 'node:crypto'
 import { isIP } from 'node:net'
 import type { Db } from '../db/client'
-import { connections, projectConnections, sessionConnections } from '../db/schema'
+import { connections, memberships, projectConnections, sessionConnections } from '../db/schema'
 import { ApiError, badRequest, conflict, forbidden, notFound, unprocessable } from '../domain/errors'
 import type { KeySealer } from '../accounts/seal'
 import { findProject } from '../identity/projects'
 import type { OrgAccess, Principal } from '../identity/service'
 import { hostOf, isPublicAddress, type ResolveHost } from '../egress/address-policy'
 import { CONNECTION_NAME, type CreateConnectionBody } from './model'
+import { authToken, slugOf } from './inline'
 
 export interface ConnectionServiceDeps {
   db: Db
@@ -150,18 +151,16 @@ export class ConnectionService {
    * A fork's tool servers: its source's, each token sealed again for the fork (a sealed token opens
    * only for the session it was sealed for). Record them with `attach` as the fork is inserted.
    */
-  async forFork(sourceId: string, forkId: string): Promise<RunConnection[]> {
-    const rows = this.deps.db
-      .select()
-      .from(sessionConnections)
-      .where(eq(sessionConnections.sessionId, sourceId))
-      .orderBy(asc(sessionConnections.position))
-      .all()
+  async forFork(sourceId: string, forkId: string, projectId: string | null): Promise<RunConnection[]> {
+    const rows = this.sessionRows(sourceId)
+    // A Project connector detached since (or whose owner is no longer an admin) is lent no longer.
+    const lent = new Set(projectId ? this.attachedRows(projectId).map((row) => row.id) : [])
     const servers: RunConnection[] = []
     for (const row of rows) {
       const token = row.sealedToken === null ? null : await this.openToken(`${sourceId}/${row.name}`, row.sealedToken)
       const sealedToken = token === null ? null : await this.sealFor(forkId, row.name, token)
-      servers.push({ name: row.name, url: row.url, sealedToken, connectionId: row.connectionId, fromProject: row.fromProject })
+      const fromProject = row.fromProject && row.connectionId !== null && lent.has(row.connectionId)
+      servers.push({ name: row.name, url: row.url, sealedToken, connectionId: row.connectionId, fromProject })
     }
     return servers
   }
@@ -183,7 +182,10 @@ export class ConnectionService {
       if (row.status !== 'ready') throw notReady(`"${row.name}" of the Project`)
       lent.push({ ...(await this.runCopy(row, sessionKey)), fromProject: true })
     }
-    const own = entries ? await this.forRun(principal, orgId, projectId, sessionKey, entries) : []
+    // The caller naming a connection the Project has from them already: the Project's copy serves.
+    const own = (entries ? await this.forRun(principal, orgId, projectId, sessionKey, entries) : []).filter(
+      (server) => server.connectionId === null || !lent.some((l) => l.connectionId === server.connectionId),
+    )
     const clash = own.find((server) => lent.some((l) => l.name === server.name))
     if (clash)
       throw unprocessable(
@@ -224,16 +226,21 @@ export class ConnectionService {
     return this.projectConnectors(access.orgId, project.id).data.find((view) => view.id === row.id)!
   }
 
-  /** Takes a connector from the Project: runs started from now on go without it; earlier ones keep their copy. */
-  detachFromProject(access: OrgAccess, projectRef: string, connectionId: string): void {
+  /**
+   * Takes a connector (by id or name) from the Project: runs started from now on go without it;
+   * earlier ones keep their copy, but no longer as the Project's (carriesOwnTokens).
+   */
+  detachFromProject(access: OrgAccess, projectRef: string, ref: string): void {
     if (access.role !== 'admin') throw forbidden("Only org admins can change a Project's connectors")
     const project = this.projectOf(access.orgId, projectRef)
     const removed = this.deps.db
       .delete(projectConnections)
-      .where(and(eq(projectConnections.projectId, project.id), eq(projectConnections.connectionId, connectionId)))
+      .where(
+        and(eq(projectConnections.projectId, project.id), or(eq(projectConnections.connectionId, ref), eq(projectConnections.name, ref))),
+      )
       .returning({ id: projectConnections.connectionId })
       .all()
-    if (removed.length === 0) throw notFound(`Project ${project.name} has no connector ${connectionId}`)
+    if (removed.length === 0) throw notFound(`Project ${project.name} has no connector ${ref}`)
   }
 
   /** Records a new session's tool servers; call inside the transaction that inserts the session. */
@@ -247,16 +254,13 @@ export class ConnectionService {
   }
 
   /**
-   * Whether the session calls tool servers with a user's own credentials (not its Project's
-   * connectors): it then takes new work from that user only (ownAccountOnly).
+   * Whether the session calls tool servers with a user's own credentials: its starter's or inline
+   * ones, or a Project connector no longer lent (detached, or its owner no longer an admin). It then
+   * takes new work from its starter only (ownAccountOnly).
    */
-  carriesOwnTokens(sessionId: string): boolean {
-    const own = this.deps.db
-      .select({ name: sessionConnections.name })
-      .from(sessionConnections)
-      .where(and(eq(sessionConnections.sessionId, sessionId), eq(sessionConnections.fromProject, false)))
-      .get()
-    return own !== undefined
+  carriesOwnTokens(sessionId: string, projectId: string | null): boolean {
+    const lent = new Set(projectId ? this.attachedRows(projectId).map((row) => row.id) : [])
+    return this.sessionRows(sessionId).some((row) => !row.fromProject || row.connectionId === null || !lent.has(row.connectionId))
   }
 
   /** The names of a session's tool servers, as its CLI's config lists them. */
@@ -322,12 +326,29 @@ export class ConnectionService {
     }
   }
 
-  /** The connections attached to a Project, in the order they were attached. */
+  /** A session's copies of its tool servers, in order. */
+  private sessionRows(sessionId: string) {
+    return this.deps.db
+      .select()
+      .from(sessionConnections)
+      .where(eq(sessionConnections.sessionId, sessionId))
+      .orderBy(asc(sessionConnections.position))
+      .all()
+  }
+
+  /**
+   * The connections attached to a Project, in the order they were attached: lent only while their
+   * owner is an admin of the org (demoted or gone, their credentials are lent no longer).
+   */
   private attachedRows(projectId: string): (Row & { attachedAt: number })[] {
     return this.deps.db
       .select({ connection: connections, attachedAt: projectConnections.attachedAt })
       .from(projectConnections)
       .innerJoin(connections, eq(connections.id, projectConnections.connectionId))
+      .innerJoin(
+        memberships,
+        and(eq(memberships.orgId, connections.orgId), eq(memberships.userId, connections.userId), eq(memberships.role, 'admin')),
+      )
       .where(eq(projectConnections.projectId, projectId))
       .orderBy(asc(projectConnections.attachedAt), asc(connections.id))
       .all()
@@ -360,24 +381,4 @@ export class ConnectionService {
       created_at: new Date(row.createdAt).toISOString(),
     }
   }
-}
-
-/** An inline server's token: `auth` is `{mode: bearer, token}`, `{mode: none}`, or absent. */
-function authToken(auth: unknown, index: number): string | null {
-  if (auth === undefined) return null
-  const a = auth as { mode?: unknown; token?: unknown }
-  if (a && a.mode === 'none' && Object.keys(a).length === 1) return null
-  if (a && a.mode === 'bearer' && typeof a.token === 'string' && a.token !== '' && Object.keys(a).length === 2) return a.token
-  throw badRequest(`connections[${index}]: auth must be {mode: "bearer", token} or {mode: "none"}`)
-}
-
-/** The default name of an inline server: its host as a slug (`mcp.example.com` → `mcp-example-com`). */
-function slugOf(raw: string): string {
-  return (
-    new URL(raw).hostname
-      .toLowerCase()
-      .replace(/[^a-z0-9]+/g, '-')
-      .replace(/^-+|-+$/g, '')
-      .slice(0, 63) || 'server'
-  )
 }

@@ -158,6 +158,20 @@ export class IdentityService {
   }
 
   /** `githubInstallation`: the org's installation link its runs go through (checked by the caller). */
+  /** Binds a Project to no repository (and no installation): its runs then start in an empty workspace. */
+  unbindProject(orgSlug: string, name: string) {
+    const org = this.orgBySlug(orgSlug)
+    const updated = this.db
+      .update(projects)
+      .set({ repoOwner: null, repoName: null, githubInstallation: null })
+      .where(and(eq(projects.orgId, org.id), eq(projects.name, name)))
+      .returning({ id: projects.id })
+      .all()
+    if (updated.length === 0) throw new IdentityError(`org "${orgSlug}" has no project "${name}"`)
+    this.changed()
+    return { id: updated[0]!.id, name, repository: null }
+  }
+
   createProject(orgSlug: string, name: string, repo: string | null, githubInstallation: string | null = null) {
     if (!HANDLE.test(name) || name === '_') throw new IdentityError(`project name must be a handle (letters, digits, . _ -): "${name}"`)
     const org = this.orgBySlug(orgSlug)

@@ -30,6 +30,13 @@ export class ProjectService {
 
   create(access: OrgAccess, body: { name: string; repository?: string; github_installation?: string }) {
     if (access.role !== 'admin') throw forbidden('Only org admins can create Projects')
+    // Its runs would all be 403 INSTALLATION_NOT_LINKED: refused now, saying why.
+    if (body.repository !== undefined && !this.installations.hasApp)
+      throw unprocessable(
+        'repository: this server has no GitHub App, so no run of the Project could check the repository out; ' +
+          'create the Project without one, or configure the App (see the README)',
+        'INSTALLATION_NOT_LINKED',
+      )
     const link = body.github_installation === undefined ? null : this.installations.find(access.orgId, body.github_installation)
     if (body.github_installation !== undefined && !link)
       throw unprocessable(

@@ -43,6 +43,11 @@ export class InstallationService {
     private readonly now: () => number = Date.now,
   ) {}
 
+  /** Whether this server has a GitHub App: without one no installation can be linked, and no repository checked out. */
+  get hasApp(): boolean {
+    return this.github !== null
+  }
+
   list(orgId: string): InstallationRow[] {
     return this.db
       .select()

@@ -196,7 +196,7 @@ export class SessionService {
         this.actor.command(row.id, { type: 'pause' })
         return { kind: 'accepted', operationId: newId() }
       case 'running':
-        ownAccountOnly(principal, row, this.deps.connections.carriesOwnTokens(row.id))
+        ownAccountOnly(principal, row, this.deps.connections.carriesOwnTokens(row.id, row.projectId))
         this.actor.command(row.id, { type: 'resume', ...this.actor.slots(row.orgId) })
         return { kind: 'accepted', operationId: newId() }
       case 'stop_turn':
@@ -214,7 +214,7 @@ export class SessionService {
   message(access: OrgAccess, principal: Principal, projectRef: string, id: string, content: string): MessageResult {
     assertPromptSize('content', content)
     const row = this.deps.queries.find(access, projectRef, id)
-    ownAccountOnly(principal, row, this.deps.connections.carriesOwnTokens(row.id))
+    ownAccountOnly(principal, row, this.deps.connections.carriesOwnTokens(row.id, row.projectId))
     this.deps.plans.assertAllows(row.orgId, row.model, row.accountId !== null)
     const message = { id: newId(), content }
     const { next, actions } = this.actor.command(row.id, { type: 'message', ...this.actor.slots(row.orgId) }, message)
@@ -230,10 +230,10 @@ export class SessionService {
    */
   async fork(access: OrgAccess, principal: Principal, projectRef: string, id: string) {
     const source = this.deps.queries.find(access, projectRef, id)
-    ownAccountOnly(principal, source, this.deps.connections.carriesOwnTokens(source.id))
+    ownAccountOnly(principal, source, this.deps.connections.carriesOwnTokens(source.id, source.projectId))
     this.deps.plans.assertAllows(source.orgId, source.model, source.accountId !== null)
     const into = newId()
-    const servers = await this.deps.connections.forFork(source.id, into).catch((err: Error) => {
+    const servers = await this.deps.connections.forFork(source.id, into, source.projectId).catch((err: Error) => {
       throw new ApiError('unavailable', `The tool server tokens of this session could not be sealed for its fork: ${err.message}`)
     })
     this.actor.command(source.id, { type: 'fork', into })

@@ -23,6 +23,10 @@ describe('npm run admin', () => {
 
     const project = await admin(dir, 'project', 'create', '--org', 'acme', '--name', 'web', '--repo', 'https://github.com/acme/web.git')
     expect(project.json).toEqual({ id: expect.any(String), name: 'web' })
+    // Without a GitHub App its runs would be 403 INSTALLATION_NOT_LINKED: the operator unbinds it.
+    const unbound = await admin(dir, 'project', 'unbind', '--org', 'acme', '--name', 'web')
+    expect(unbound.json).toEqual({ id: project.json.id, name: 'web', repository: null })
+    expect((await admin(dir, 'project', 'unbind', '--org', 'acme', '--name', 'nope')).code).not.toBe(0)
 
     const plan = await admin(
       dir,

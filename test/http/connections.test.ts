@@ -309,8 +309,17 @@ describe('Project connectors', () => {
     // A run naming a server of its own under the connector's name is ambiguous.
     const clash = await call('POST', WEB, { harness: 'harness_2', input: 't', connections: [{ url: mcp.url, name: 'desk2' }] })
     expect(clash).toMatchObject({ status: 422, body: { code: 'CONNECTION_AMBIGUOUS' } })
-    // Detached: later runs go without it; the earlier one keeps its copy.
-    expect((await call('DELETE', `/o/acme/projects/web/connections/${lent.body.id}`)).status).toBe(204)
+    // Naming the very connection the Project has from them is no clash: the Project's copy serves.
+    const same = await call('POST', WEB, { harness: 'harness_2', input: script([{ answer: 'same' }]), connections: ['desk2'] })
+    expect(same.status).toBe(202)
+    await settledIn(WEB, same.body.execution_id)
+    // Detached (by name): later runs go without it; the earlier one keeps its copy, no longer lent to
+    // every member: only its starter may give it more work now.
+    expect((await call('DELETE', '/o/acme/projects/web/connections/desk2')).status).toBe(204)
+    const afterDetach = await call('POST', `${WEB}/${id}/messages`, { content: script([{ answer: 'no' }]) }, t.member.token)
+    expect(afterDetach.status).toBe(403)
+    // Nor may a member fork it to go on with the owner's token.
+    expect((await call('POST', `${WEB}/${id}/fork`, undefined, t.member.token)).status).toBe(403)
     expect((await call('GET', '/o/acme/projects/web/connections')).body.data).toEqual([])
     const later = await call('POST', WEB, { agent: 'harness_2', prompt: script([{ answer: 'plain' }]) }, key.body.secret)
     await settledIn(WEB, later.body.execution_id)

@@ -58,6 +58,12 @@ describe('POST /o/{org}/p/{project}/sessions (shape A)', () => {
     expect(body.error).toContain('acme/bound')
     await expectError(await create({ prompt: idle }, bound.id), 403, 'INSTALLATION_NOT_LINKED')
     expect(t.store.countAll(['queued', 'allocating', 'running', 'completed', 'failed'])).toBe(before)
+    // Nor can such a Project be made over HTTP any more; one made before is unbound by the operator (test/admin/cli.test.ts).
+    const made = await t.app.handle(
+      req('POST', '/o/acme/projects', { token: t.admin.token, body: { name: 'later', repository: 'acme/later' } }),
+    )
+    expect(made.status).toBe(422)
+    expect((await json(made)).code).toBe('INSTALLATION_NOT_LINKED')
   })
 
   test('an unknown Project is 404', async () => {
