@@ -1603,7 +1603,9 @@ export interface operations {
     "sessions.fork": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                "idempotency-key"?: string;
+            };
             path: {
                 org: string;
                 project: string;
@@ -1620,6 +1622,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["CloudRunSession"];
+                };
+            };
+            /** @description Response for status 400 */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description Response for status 401 */

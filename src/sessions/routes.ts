@@ -78,14 +78,15 @@ export const sessionRoutes = (auth: AuthService, sessions: SessionService, queri
     )
     .post(
       '/o/:org/p/:project/sessions/:session/fork',
-      async ({ access, principal, params, set }) => {
-        const fork = await sessions.fork(access, principal, params.project, params.session)
+      async ({ access, principal, params, headers, set }) => {
+        const fork = await sessions.fork(access, principal, params.project, params.session, headers['idempotency-key'] ?? null)
         set.status = 202
         return fork
       },
       {
         params: SessionParams,
-        response: { 202: 'CloudRunSession', ...errorResponses(401, 402, 403, 404, 409, 413, 503) },
+        headers: IdempotencyHeaders,
+        response: { 202: 'CloudRunSession', ...errorResponses(400, 401, 402, 403, 404, 409, 413, 503) },
         detail: {
           operationId: 'sessions.fork',
           tags,

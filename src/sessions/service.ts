@@ -226,10 +226,19 @@ export class SessionService {
    * POST …/fork (contract section 13): a new session of the same Project whose sandbox is a copy
    * of this one's as parked after its last turn. The machine decides whether the source can be
    * forked (409 NOT_FORKABLE); the copy is made before the answer, so a fork that exists has its
-   * sandbox, and one that could not be copied was never stored.
+   * sandbox, and one that could not be copied was never stored. An `Idempotency-Key` answers a
+   * retry with the fork first made, as a create's does.
    */
-  async fork(access: OrgAccess, principal: Principal, projectRef: string, id: string) {
+  async fork(access: OrgAccess, principal: Principal, projectRef: string, id: string, idempotencyKey: string | null = null) {
     const source = this.deps.queries.find(access, projectRef, id)
+    const keyed =
+      idempotencyKey === null
+        ? null
+        : { scope: scopeOf(principal, access.orgId), key: idempotencyKey, digest: bodyDigest({ fork: source.id }) }
+    const replay = () =>
+      keyed && this.idempotency.replay(keyed.scope, keyed.key, keyed.digest, (sid) => this.store.get(sid)?.status ?? null)
+    const earlier = replay()
+    if (earlier) return this.deps.queries.view(this.store.get(earlier)!)
     ownAccountOnly(principal, source, this.deps.connections.carriesOwnTokens(source.id, source.projectId))
     this.deps.plans.assertAllows(source.orgId, source.model, source.accountId !== null)
     const into = newId()
@@ -245,14 +254,21 @@ export class SessionService {
       if (err instanceof NotCopyable) throw new ApiError('conflict', `This session cannot be forked: ${why}`, 'NOT_FORKABLE')
       throw new ApiError('unavailable', `The session's sandbox could not be copied: ${why}`, 'SANDBOX_COPY_FAILED')
     }
+    // Another request with the key made its fork while this one copied: that one is the answer.
+    const made = replay()
+    if (made) {
+      this.deps.runtime.discard(into)
+      return this.deps.queries.view(this.store.get(made)!)
+    }
     try {
       const row = forkRow(source, into, principal, this.now())
       // Without the conversation (the process driver) the fork's CLI starts a new one in the copied files.
       row.forkedConversation = copied.conversation && source.harnessSessionId !== null
       if (!row.forkedConversation) row.harnessSessionId = null
-      this.store.insert(row, forkSnapshot(source), SESSION_MACHINE_VERSION, [statusEvent(0, 'completed', into)], () =>
-        this.deps.connections.attach(into, servers),
-      )
+      this.store.insert(row, forkSnapshot(source), SESSION_MACHINE_VERSION, [statusEvent(0, 'completed', into)], () => {
+        this.deps.connections.attach(into, servers)
+        if (keyed) this.idempotency.claim(keyed.scope, keyed.key, keyed.digest, into)
+      })
     } catch (err) {
       this.deps.runtime.discard(into)
       throw err

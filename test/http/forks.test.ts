@@ -123,4 +123,21 @@ describe('POST …/sessions/{session}/fork', () => {
       expect(forks.sessions).toEqual([])
     }
   }, 60_000)
+
+  test('an Idempotency-Key answers a retried fork with the fork first made; the key with another source is 409', async () => {
+    const [a, b] = [await start(script([{ answer: 'a' }])), await start(script([{ answer: 'b' }]))]
+    await settled(() => get(a), { turns: 1 })
+    await settled(() => get(b), { turns: 1 })
+    const fork = (id: string, key: string) =>
+      t.app.handle(req('POST', path(id, '/fork'), { token: t.admin.token, headers: { 'idempotency-key': key } }))
+    const first = await fork(a, 'fork-once')
+    expect(first.status).toBe(202)
+    const made = (await json(first)).execution_id as string
+    const again = await fork(a, 'fork-once')
+    expect({ status: again.status, id: (await json(again)).execution_id }).toEqual({ status: 202, id: made })
+    const other = await fork(b, 'fork-once')
+    expect({ status: other.status, code: (await json(other)).code }).toEqual({ status: 409, code: 'IDEMPOTENCY_CONFLICT' })
+    const forks = await json(await call('GET', `/o/acme/sessions?forked_from=${a}`))
+    expect(forks.sessions.map((s: { id: string }) => s.id)).toEqual([made])
+  }, 60_000)
 })
