@@ -94,17 +94,17 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
 
   // Counters write each number aside and rename it into place: a read never meets a file the
   // shell has just truncated.
+  /** A counter in /workspace/count, started by one exec that ends at once: the loop lives on in the sandbox, as an agent's would. */
+  const startCounter = async (handle: SandboxHandle) => {
+    const loop = 'i=0; while :; do i=$((i+1)); echo $i > /workspace/count.new; mv /workspace/count.new /workspace/count; sleep 0.05; done'
+    expect(await sh(handle, `setsid sh -c '${loop}' </dev/null >/dev/null 2>&1 &`).exited).toBe(0)
+  }
+
   test('a background counter goes on counting from where it stopped after a wake', async () => {
     const s = spec()
     const handle = await driver.create(s)
     const counter = join(handle.hostWorkspace, 'count')
-    // Started by one exec that ends at once: the loop lives on in the sandbox, as an agent's would.
-    expect(
-      await sh(
-        handle,
-        "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > /workspace/count.new; mv /workspace/count.new /workspace/count; sleep 0.05; done' </dev/null >/dev/null 2>&1 &",
-      ).exited,
-    ).toBe(0)
+    await startCounter(handle)
     await waitFor('the counter to count', () => readNumber(counter) >= 5)
     await driver.park(handle)
     const parked = readNumber(counter)
@@ -123,12 +123,7 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
     const s = spec()
     const handle = await driver.create(s)
     expect(await sh(handle, 'echo from-source > /workspace/notes.txt; echo home > "$HOME/.state"').exited).toBe(0)
-    expect(
-      await sh(
-        handle,
-        "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > /workspace/count.new; mv /workspace/count.new /workspace/count; sleep 0.05; done' </dev/null >/dev/null 2>&1 &",
-      ).exited,
-    ).toBe(0)
+    await startCounter(handle)
     await waitFor('the counter to count', () => readNumber(join(handle.hostWorkspace, 'count')) >= 5)
     await driver.park(handle)
     const parked = readNumber(join(handle.hostWorkspace, 'count'))
@@ -273,10 +268,7 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
     const s = spec()
     const handle = await driver.create(s)
     const counter = join(handle.hostWorkspace, 'count')
-    await sh(
-      handle,
-      "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > /workspace/count.new; mv /workspace/count.new /workspace/count; sleep 0.05; done' </dev/null >/dev/null 2>&1 &",
-    ).exited
+    await startCounter(handle)
     await waitFor('the counter', () => readNumber(counter) >= 3)
     await driver.park(handle)
     const parked = readNumber(counter)
@@ -303,10 +295,7 @@ describe.skipIf(skip !== null)('gvisor driver', () => {
     const s = spec()
     const handle = await driver.create(s)
     const counter = join(handle.hostWorkspace, 'count')
-    await sh(
-      handle,
-      "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > /workspace/count.new; mv /workspace/count.new /workspace/count; sleep 0.05; done' </dev/null >/dev/null 2>&1 &",
-    ).exited
+    await startCounter(handle)
     const turn = sh(handle, 'exec sleep 600') as TailedProcess // the turn in flight when the server died
     await waitFor('the counter', () => readNumber(counter) >= 3)
     await waitFor('the turn to run', () => turn.groupId())
