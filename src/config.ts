@@ -71,6 +71,11 @@ export interface Config {
    * other drivers, whose starts cost milliseconds.
    */
   warmSandboxes: number | null
+  /**
+   * AGENTD_WARM_CLI: the CLI started ahead in each warm sandbox, waiting for the first message of
+   * the session that takes it (`harness_1`, the default: Claude Code); `none`: none is.
+   */
+  warmCli: 'harness_1' | null
   /** AGENTD_METRICS_TOKEN: the bearer token /metrics wants; null: /metrics is off. */
   metricsToken: string | null
   /** AGENTD_LITESTREAM_URL: where Litestream replicates the database to (file:// or s3://); null: no replication. */
@@ -107,6 +112,13 @@ export function readConfigFile(configFile: string | null): Record<string, unknow
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
     throw new ConfigError(`AGENTD_CONFIG ${configFile}: not a JSON object`)
   return parsed as Record<string, unknown>
+}
+
+/** AGENTD_WARM_CLI: `harness_1` (the default) or `none`. */
+function warmCli(raw: string | undefined): 'harness_1' | null {
+  if (raw === undefined || raw === '' || raw === 'harness_1') return 'harness_1'
+  if (raw === 'none') return null
+  throw new ConfigError(`AGENTD_WARM_CLI must be harness_1 or none, got "${raw}"`)
 }
 
 /** How many sandboxes to keep warm: AGENTD_WARM_SANDBOXES, else one per eight the host runs on gVisor (none elsewhere). */
@@ -261,6 +273,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     fetchLimits: { requests: 200, ms: 30_000 * timeScale },
     capacity: hostCapacity(env, sandboxMemoryBytes),
     warmSandboxes: wholeNumber('AGENTD_WARM_SANDBOXES', env.AGENTD_WARM_SANDBOXES, 0),
+    warmCli: warmCli(env.AGENTD_WARM_CLI),
     metricsToken: env.AGENTD_METRICS_TOKEN || null,
     litestreamUrl: env.AGENTD_LITESTREAM_URL || null,
     lokiUrl: (env.AGENTD_LOKI_URL || '').replace(/\/+$/, '') || null,

@@ -132,6 +132,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
       log(line.replace(/^\S+ /, ''), { session: session.sessionId, ...(session.turn !== undefined ? { turn: session.turn } : {}) })
     },
     providers,
+    // A CLI started ahead in a warm sandbox asks for its session's first message (runtime/started-cli.ts).
+    firstMessage: (key) => runtime.firstMessage(key),
     // The egress proxy: a session's CLI reaches its own tool servers, and only those, through here.
     mcp: async (session, name, req) => {
       const target = await connections.target(session.sessionId, name)
@@ -226,6 +228,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     gatewaySessions,
     starts: new StartSlots(config.capacity.maxStarting),
     warmSandboxes: warmSandboxCount(config, driver.kind),
+    startedCliModel: config.warmCli ? (catalog.harnesses.find((h) => h.id === config.warmCli)?.default_model ?? null) : null,
     // A run on the caller's own provider account is not held to the plan's token and spend limits.
     turnTerms: async (row) =>
       row.accountId === null

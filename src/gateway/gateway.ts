@@ -36,6 +36,12 @@ export interface GatewayOptions {
    * repository, sent on to the code host with its own credential (src/repositories/git-proxy.ts).
    */
   git?(session: GatewaySession, target: { owner: string; name: string; rest: string }, req: Request): Promise<Response>
+  /**
+   * `GET /_agentd/first-message`: what a CLI started ahead of its session (src/runtime/started-cli.ts)
+   * waits for, by the key it was started with: its first turn's message once a session takes it,
+   * null for a key nothing waits under.
+   */
+  firstMessage?(key: string): Promise<string | null> | null
   /** Default 127.0.0.1: sandboxes reach the gateway through loopback or a forwarded socket. */
   hostname?: string
   /** Default 0: any free port. */
@@ -132,6 +138,7 @@ async function route(req: Request, opts: GatewayOptions, inFlight: InFlight): Pr
   // Claude Code probes connectivity with `HEAD /` before its first request.
   if (req.method === 'HEAD' && pathname === '/') return new Response(null, { status: 200 })
 
+  if (pathname === FIRST_MESSAGE_PATH && req.method === 'GET') return firstMessage(req, opts)
   const server = MCP_PATH.exec(pathname)
   // Names are slugs: no escape is ever needed, so none is decoded (a malformed one cannot throw).
   if (server) return toolServer(req, server[1]!, opts)
@@ -174,6 +181,17 @@ async function route(req: Request, opts: GatewayOptions, inFlight: InFlight): Pr
   }
   line(` answered ${answer.status} in ${Math.round(performance.now() - started)} ms`)
   return untilLastByte(answer, leave)
+}
+
+/** Where a CLI started ahead of its session asks for its first message. */
+export const FIRST_MESSAGE_PATH = '/_agentd/first-message'
+
+/** The first message of the session that took a started CLI: held until then, 404 for any other key. */
+async function firstMessage(req: Request, opts: GatewayOptions): Promise<Response> {
+  const key = /^Bearer (\S+)$/.exec(req.headers.get('authorization') ?? '')?.[1]
+  const text = key ? await opts.firstMessage?.(key) : null
+  if (text === null || text === undefined) return new Response('no started CLI waits under this key\n', { status: 404 })
+  return new Response(text, { headers: { 'content-type': 'application/x-ndjson' } })
 }
 
 /** `answer`, with `done` called once its body was read to its end or given up (at once without a body). */

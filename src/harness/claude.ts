@@ -29,6 +29,7 @@ import {
 /** The session's tool servers, for `--mcp-config` (home-relative). */
 const MCP_CONFIG = '.claude/agentd-mcp.json'
 import { isObject } from '../domain/values'
+import { FIRST_MESSAGE_PATH } from '../gateway/gateway'
 
 const AGENT = 'harness_1'
 export const CLAUDE_PACKAGE = '@anthropic-ai/claude-code'
@@ -46,6 +47,29 @@ export const claudeAdapter: HarnessAdapter = {
   skillsDir: '.claude/skills',
   buildTurn,
   createParser: (spec) => new ClaudeStreamParser(spec?.prompt),
+}
+
+/**
+ * Claude Code started ahead of its session, in a warm sandbox (src/runtime/started-cli.ts): loaded,
+ * then waiting on its stdin (`--input-format stream-json`) for its first message, which curl asks
+ * the gateway for with the key it was started with (held until a session takes the sandbox). At
+ * that message's end of input it answers it and exits, as a first turn's CLI does.
+ */
+export function startedAhead(at: { home: string; gatewayUrl: string }, model: string, key: string): TurnCommand {
+  const cli = [claudeBinPath(), '-p', '--input-format', 'stream-json', '--output-format', 'stream-json', '--verbose']
+  cli.push('--dangerously-skip-permissions', '--model', model)
+  // The key from the environment, never argv; curl's failure (no session took it) is the CLI's end of input.
+  const fetch = `curl -fsS -H "authorization: Bearer $AGENTD_STARTED_KEY" "$ANTHROPIC_BASE_URL${FIRST_MESSAGE_PATH}"`
+  return {
+    argv: ['/bin/sh', '-c', `${fetch} | exec "$@"`, 'agentd-started', ...cli],
+    files: {},
+    env: { ...cliEnvironment(at.home, at.gatewayUrl, key), AGENTD_STARTED_KEY: key },
+  }
+}
+
+/** The first message a started CLI reads: one stream-json user line. */
+export function firstMessageLine(prompt: string): string {
+  return `${JSON.stringify({ type: 'user', message: { role: 'user', content: prompt } })}\n`
 }
 
 export function buildTurn(spec: TurnSpec): TurnCommand {
@@ -80,18 +104,23 @@ export function buildTurn(spec: TurnSpec): TurnCommand {
   return {
     argv: withPromptOnStdin(spec.home, argv),
     files,
-    env: {
-      HOME: spec.home,
-      PATH: process.env.PATH ?? DEFAULT_PATH,
-      ANTHROPIC_BASE_URL: spec.gatewayUrl,
-      ANTHROPIC_API_KEY: spec.gatewayToken,
-      // --dangerously-skip-permissions refuses to run as root unless told it is sandboxed.
-      IS_SANDBOX: '1',
-      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-      DISABLE_AUTOUPDATER: '1',
-      DISABLE_TELEMETRY: '1',
-      DISABLE_ERROR_REPORTING: '1',
-    },
+    env: cliEnvironment(spec.home, spec.gatewayUrl, spec.gatewayToken),
+  }
+}
+
+/** The CLI's environment: its home, the gateway and its key, and nothing that phones home. */
+function cliEnvironment(home: string, gatewayUrl: string, key: string): Record<string, string> {
+  return {
+    HOME: home,
+    PATH: process.env.PATH ?? DEFAULT_PATH,
+    ANTHROPIC_BASE_URL: gatewayUrl,
+    ANTHROPIC_API_KEY: key,
+    // --dangerously-skip-permissions refuses to run as root unless told it is sandboxed.
+    IS_SANDBOX: '1',
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+    DISABLE_AUTOUPDATER: '1',
+    DISABLE_TELEMETRY: '1',
+    DISABLE_ERROR_REPORTING: '1',
   }
 }
 

@@ -1,6 +1,7 @@
 import type { SandboxHandle } from '../../sandbox/driver'
 import type { LogFields } from '../domain/log'
 import type { LiveTurn } from './turn-end'
+import type { StartedCli } from './started-cli'
 
 /** Who wrote a line of a session's log: the CLI's stderr, agentd itself, or the Project's setup. */
 export type LogWriter = 'cli' | 'agentd' | 'setup'
@@ -9,6 +10,8 @@ export type LogWriter = 'cli' | 'agentd' | 'setup'
 export interface Live {
   handle?: SandboxHandle
   parked: boolean
+  /** A CLI started ahead in its warm sandbox, for its first turn (started-cli.ts). */
+  started?: StartedCli
   turn?: LiveTurn
   /** Sandbox operations of this session run one after the other, in the order they were asked. */
   ops: Promise<unknown>

@@ -25,7 +25,7 @@ export class SessionSandboxes {
     /** Shutting down: a failed start is not tried again. */
     private readonly closing: () => boolean,
     /** Sandboxes booted ahead, each under the id of the session that takes it. */
-    private readonly warm: Pick<WarmSandboxes, 'claim' | 'discard'>,
+    private readonly warm: Pick<WarmSandboxes, 'claim' | 'discard' | 'takeStarted' | 'dropStarted'>,
   ) {}
 
   /** `projectId`: the session's Project, read from its row unless given (a fork's before its row exists). */
@@ -51,7 +51,11 @@ export class SessionSandboxes {
     const base = row ? await this.project.baseImage(row) : null
     const warm = await this.warm.claim(id)
     if (warm && (base || this.spec(id).egress)) await this.warm.discard(warm)
-    else if (warm) return this.ready(id, warm)
+    else if (warm) {
+      const started = this.warm.takeStarted(id)
+      if (started) this.live.of(id).started = started
+      return this.ready(id, warm)
+    }
     for (let attempt = 1; attempt <= 2; attempt++) {
       try {
         // A second start goes without the prebuilt image (it may have been pruned meanwhile): setup runs.
@@ -119,6 +123,7 @@ export class SessionSandboxes {
   async destroy(id: string): Promise<void> {
     const live = this.live.get(id)
     live?.turn?.process.kill('SIGKILL')
+    if (live?.started) this.warm.dropStarted(live.started)
     // A session ended before its provision (cancelled while queued) still holds the warm sandbox it took.
     const warm = await this.warm.claim(id)
     const handle = live?.handle ?? warm ?? (await this.deps.driver.recover(this.spec(id)).catch(() => null))

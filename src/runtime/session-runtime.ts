@@ -5,7 +5,7 @@ import type { GatewaySessions } from './gateway-bindings'
 import type { SessionInbox } from '../session-record/ports'
 import { LOG_CAP_BYTES } from '../session-record/event-log'
 import type { SessionRow } from '../session-record/store'
-import { dropHandover, handOver, loggedOf, reclaim, StoredPrefix } from './handover'
+import { dropHandover, loggedOf, reclaim, StoredPrefix } from './handover'
 import { endedTurn, interrupt, turnDeadline, turnOpening, type TurnRun } from './turn-end'
 import { turnOutput, type TurnSummary } from './turn-output'
 import { failedOutcome, followTurn, startTurn, type RunningTurn } from './turn-runner'
@@ -16,6 +16,9 @@ import { sandboxVariables } from './environment'
 import type { RuntimeDeps } from './runtime-deps'
 import { ProjectSetup } from './project-setup'
 import { WarmSandboxes } from './warm-sandboxes'
+import { stopTurns } from './stop'
+import { StartedClis, type StartedCli } from './started-cli'
+import type { TurnMeter } from './gateway-bindings'
 
 /** A machine action as `transition()` returns it. */
 interface ActionObject {
@@ -23,8 +26,8 @@ interface ActionObject {
   params?: unknown
 }
 
-/** After this long a stop says what it still waits for. */
-const SLOW_STOP_MS = 10_000
+/** A turn's meter before its first model call. */
+const noUse = (): TurnMeter => ({ input: 0, output: 0, cacheRead: 0, cacheWrite: 0, reasoning: 0, calls: 0, costUsd: 0 })
 
 // Actions the session actor carries out inside the transition's transaction, not here.
 const TRANSACTIONAL = new Set(['enqueueMessage', 'deliverMessage', 'dequeueMessage', 'dropQueue', 'refuse'])
@@ -38,6 +41,8 @@ export class SessionRuntime {
   private readonly sandboxes: SessionSandboxes
   /** Sandboxes booted ahead of the sessions that take them (AGENTD_WARM_SANDBOXES). */
   readonly warm: WarmSandboxes
+  /** CLIs started ahead in those sandboxes (AGENTD_WARM_CLI), null when none are. */
+  private readonly startedClis: StartedClis | null
   /** Shutting down: nothing new starts. */
   closing = false
   /** Sandbox copies under way for forks, by the fork's id (`forked` awaits one). */
@@ -63,12 +68,29 @@ export class SessionRuntime {
       this.project,
       () => this.inbox,
       () => this.closing,
-      { claim: (id) => this.warm.claim(id), discard: (handle) => this.warm.discard(handle) },
+      {
+        claim: (id) => this.warm.claim(id),
+        discard: (handle) => this.warm.discard(handle),
+        takeStarted: (id) => this.warm.takeStarted(id),
+        dropStarted: (started) => this.warm.dropStarted(started),
+      },
     )
+    this.startedClis = deps.startedCliModel ? new StartedClis(deps.driver, deps.startedCliModel) : null
+    const clis = this.startedClis
     this.warm = new WarmSandboxes(
-      { ...deps, spec: (id) => this.sandboxes.plainSpec(id), log: (line) => deps.log(line) },
+      {
+        ...deps,
+        spec: (id) => this.sandboxes.plainSpec(id),
+        log: (line) => deps.log(line),
+        ...(clis ? { startCli: (handle: SandboxHandle) => clis.start(handle), dropCli: (started: StartedCli) => clis.drop(started) } : {}),
+      },
       deps.warmSandboxes ?? 0,
     )
+  }
+
+  /** The gateway asks for a started CLI's first message (held until a session takes its sandbox). */
+  firstMessage(key: string): Promise<string | null> | null {
+    return this.startedClis?.firstMessage(key) ?? null
   }
 
   /** The id for a new session: one whose sandbox is booted ahead when a warm one waits. */
@@ -189,10 +211,17 @@ export class SessionRuntime {
       this.inbox.apply(id, { type: 'sandbox.failed', error: `the sandbox could not be woken: ${(err as Error).message}` })
       return
     }
+    // A CLI started ahead in the warm sandbox runs the first turn when the session fits it.
+    const started =
+      turn === 1 && !row.forkedFromSession ? (this.startedClis?.take(this.live.of(id), row, this.deps.mcpServers(id).length) ?? null) : null
     // The key serves this turn only, the harness's catalog models only, within the org's plan.
-    const token = this.deps.gatewaySessions.open(turnOpening(this.deps.catalog, row, turn, handle, await this.deps.turnTerms(row)))
+    const opening = turnOpening(this.deps.catalog, row, turn, handle, await this.deps.turnTerms(row))
+    const token = this.deps.gatewaySessions.open(opening, started ? { token: started.key, meter: noUse() } : undefined)
     const run: TurnRun = { turn, token, handle, oomBefore, startedAt: this.deps.now(), prompt: '' }
     const summary = { last: null as string | null }
+    // Until it is handed its message, a started CLI taken here is ended with any failure.
+    let handed = false
+    const dropStarted = () => started && !handed && this.startedClis!.drop(started)
     try {
       if (!adapter) throw new Error(`${row.harness} has no runner on this server`)
       const env = await this.project.of(row)
@@ -203,6 +232,7 @@ export class SessionRuntime {
         // Skills and attachments, then the Project's setup: a failure ends the session before any model request.
         const first = await this.project.firstTurn(row, handle, env, (prebuilt) => this.deps.prepareFirstTurn(row, handle, prebuilt))
         if ('error' in first) {
+          dropStarted()
           this.deps.gatewaySessions.close(token)
           this.deps.gatewaySessions.settle(token)
           return void this.inbox.apply(id, { type: 'sandbox.failed', error: first.error })
@@ -214,8 +244,19 @@ export class SessionRuntime {
       const variables = sandboxVariables(env, handle, this.deps.driver.isolatesNetwork)
       const spec = { ...(await turnSpec(this.deps, row, turn, prompt, handle, token)), env: variables }
       const output = turnOutput(this.deps.store, (text) => this.log(id, turn, text), id, turn, summary, new StoredPrefix(null))
-      this.follow(id, run, summary, await startTurn(this.deps.driver, handle, adapter, spec, output, this.turnOptions))
+      if (started) {
+        this.log(
+          id,
+          turn,
+          `${new Date(this.deps.now()).toISOString()} agentd: the turn runs on the CLI started ahead in its sandbox\n`,
+          'agentd',
+        )
+        this.follow(id, run, summary, followTurn(started.process, adapter, spec, output, this.turnOptions))
+        handed = true
+        this.startedClis!.deliver(started, prompt)
+      } else this.follow(id, run, summary, await startTurn(this.deps.driver, handle, adapter, spec, output, this.turnOptions))
     } catch (err) {
+      dropStarted()
       await this.finish(id, run, summary, Promise.reject(err))
     }
   }
@@ -350,47 +391,6 @@ export class SessionRuntime {
    */
   async shutdown(deadline = Date.now() + 30_000): Promise<void> {
     this.closing = true
-    const warm = this.warm.close()
-    // A driver whose sandboxes outlive agentd keeps each turn's processes, frozen, for the next server.
-    if (this.deps.driver.reattach)
-      await Promise.all(this.live.all().map(([id, live]) => handOver(this.deps, id, live, this.sandboxes.spec(id).stateDir, deadline)))
-    // A frozen process only dies once thawed; a checkpoint holds no process to kill.
-    const thaw = !this.deps.driver.canCheckpoint
-    // A turn paused in a sandbox that outlives the server (gVisor: checkpointed or frozen) is left as
-    // it is: a kill would only be queued for its wake.
-    const kept = new Set(
-      this.live.all().flatMap(([, live]) => (live.turn?.done && (live.turn.handedOver || (!thaw && live.parked)) ? [live.turn.done] : [])),
-    )
-    const waited = () => [...this.live.pending.keys()].filter((p) => !kept.has(p))
-    // What a slow stop waits for is said once, so an operator (or a test's log) sees it.
-    let toldAt = Date.now() + SLOW_STOP_MS
-    while (waited().length > 0) {
-      if (Date.now() >= toldAt) {
-        this.deps.log(
-          `agentd: the stop waits for ${waited()
-            .map((p) => this.live.pending.get(p))
-            .join(', ')}`,
-        )
-        toldAt = Number.POSITIVE_INFINITY
-      }
-      for (const [, live] of this.live.all()) {
-        if (!live.turn || (live.turn.done && kept.has(live.turn.done))) continue
-        live.turn.abandoned = true
-        live.turn.process.kill('SIGKILL')
-        if (thaw && live.handle) await this.deps.driver.wake(live.handle).catch(() => {})
-      }
-      await Promise.race([Promise.allSettled(waited()), Bun.sleep(100)])
-    }
-    // Whatever still runs is parked (gVisor: checkpointed, no process while the server is down), all at once.
-    const running = this.live.all().filter(([, live]) => live.handle && !live.parked && !live.turn?.handedOver)
-    await Promise.all(
-      running.map(([id, live]) =>
-        this.deps.driver
-          .park(live.handle!)
-          .catch((err) => this.deps.log(`not parked at shutdown: ${(err as Error).message}`, { session: id })),
-      ),
-    )
-    await warm
-    this.deps.store.events.flush()
+    await stopTurns({ ...this.deps, live: this.live, warm: this.warm, stateDirOf: (id) => this.sandboxes.spec(id).stateDir }, deadline)
   }
 }

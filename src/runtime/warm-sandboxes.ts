@@ -2,6 +2,7 @@ import { rmSync } from 'node:fs'
 import type { SandboxDriver, SandboxHandle, SandboxSpec } from '../../sandbox/driver'
 import { newId } from '../domain/ids'
 import type { StartSlots } from './start-slots'
+import type { StartedCli } from './started-cli'
 import { sandboxDir } from './sandbox-spec'
 
 export interface WarmDeps {
@@ -12,6 +13,10 @@ export interface WarmDeps {
   /** The plain sandbox of session `id`: no Project image, no egress proxy. */
   spec: (id: string) => SandboxSpec
   log: (line: string) => void
+  /** Starts a CLI ahead in a booted warm sandbox (started-cli.ts); absent: none is. */
+  startCli?: (handle: SandboxHandle) => StartedCli
+  /** Ends a started CLI no session took. */
+  dropCli?: (started: StartedCli) => void
 }
 
 /** After a warm boot fails, none is tried again for this long (a broken runsc must not boot in a loop). */
@@ -35,6 +40,8 @@ export class WarmSandboxes {
   private readonly taken = new Map<string, Promise<SandboxHandle | null>>()
   /** Ids in the pool whose boot has finished. */
   private readonly bootedIds = new Set<string>()
+  /** The CLI started ahead in each warm sandbox that has one, by its id, until a session takes it. */
+  private readonly started = new Map<string, StartedCli>()
   private running = false
   private failedAt = Number.NEGATIVE_INFINITY
 
@@ -79,8 +86,22 @@ export class WarmSandboxes {
     return boot
   }
 
+  /** The CLI started ahead in session `id`'s warm sandbox, handed over once; null when it has none. */
+  takeStarted(id: string): StartedCli | null {
+    const started = this.started.get(id) ?? null
+    this.started.delete(id)
+    return started
+  }
+
+  /** Ends a started CLI no session will use (its wait at the gateway too). */
+  dropStarted(started: StartedCli): void {
+    this.deps.dropCli?.(started)
+  }
+
   /** A warm sandbox its session cannot use: destroyed with its folder, so the session's own is made afresh. */
   async discard(handle: SandboxHandle): Promise<void> {
+    const started = this.takeStarted(handle.id)
+    if (started) this.dropStarted(started)
     await this.deps.driver.destroy(handle).catch((err) => this.deps.log(`a warm sandbox was not destroyed: ${err}`))
     rmSync(sandboxDir(this.deps.dataDir, handle.id), { recursive: true, force: true })
   }
@@ -98,6 +119,8 @@ export class WarmSandboxes {
         .run(() => this.deps.driver.create(this.deps.spec(id)))
         .then((handle) => {
           if (this.pool.has(id)) this.bootedIds.add(id)
+          // Started once the sandbox is up, outside the start slot: the CLI loads while the sandbox waits.
+          if (this.deps.startCli && this.running) this.started.set(id, this.deps.startCli(handle))
           return handle
         })
         .catch((err: Error) => {

@@ -1,0 +1,91 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { makeTestApp, type TestApp } from '../helpers/app'
+import { json, req, script, waitFor } from '../helpers/http'
+import { settled } from '../helpers/sessions'
+
+/**
+ * A CLI started ahead in a warm sandbox (AGENTD_WARM_CLI, issue 35): Claude Code is loaded in the
+ * warm sandbox before any session exists and waits at the gateway for its first message. A plain
+ * Claude Code session runs its first turn on it, as any turn (events, tool call, answer), and its
+ * next turn resumes that CLI's conversation; a session it does not fit has it ended and starts its
+ * own; nothing but the session that took it can get its message.
+ */
+for (const driver of ['gvisor', 'bwrap'] as const) {
+  describe(`a CLI started ahead on ${driver}`, () => {
+    let t: TestApp
+    beforeAll(async () => {
+      t = await makeTestApp({ AGENTD_SANDBOX: driver, AGENTD_WARM_SANDBOXES: '1' })
+      t.plans.setPlan('acme', { maxConcurrent: 10 })
+    })
+    afterAll(() => t?.[Symbol.asyncDispose](), 120_000)
+
+    const path = (id: string, rest = '') => `/o/acme/p/_/sessions/${id}${rest}`
+    const call = (method: string, url: string, body?: unknown) => t.app.handle(req(method, url, { token: t.admin.token, body }))
+    const get = async (id: string) => json(await call('GET', path(id)))
+    const logs = async (id: string) => String((await json(await call('GET', path(id, '/logs')))).logs ?? '')
+    const done = async (id: string, turns: number) =>
+      settled(() => get(id), { turns, timeoutMs: 90_000, explain: async () => (await logs(id)).slice(-2000) })
+    const outputs = (id: string, turn: number) =>
+      t.store
+        .allEvents(id)
+        .filter((e) => e.turn === turn && e.type === 'tool_result')
+        .map((e) => String(e.data.output ?? ''))
+        .join('\n')
+    const STARTED = 'the turn runs on the CLI started ahead in its sandbox'
+
+    async function startWarm(body: Record<string, unknown>): Promise<string> {
+      await waitFor(
+        async () => t.warm.booted,
+        (booted) => booted === 1,
+        90_000,
+      )
+      const res = await call('POST', '/o/acme/p/_/sessions', body)
+      expect(res.status).toBe(202)
+      return (await json(res)).execution_id as string
+    }
+
+    test('a plain Claude Code session runs its first turn on it, as any turn; its next turn resumes that conversation', async () => {
+      const id = await startWarm({
+        agent: 'harness_1',
+        prompt: `Warm start\n${script([{ bash: 'echo from-the-started-cli' }, { answer: 'done' }])}`,
+      })
+      const view = await done(id, 1)
+      expect({ status: view.status, error: view.error }).toEqual({ status: 'completed', error: null })
+      expect(await logs(id)).toContain(STARTED)
+      expect(outputs(id, 1)).toContain('from-the-started-cli')
+      const types = t.store
+        .allEvents(id)
+        .filter((e) => e.turn === 1 && e.kind === 'harness')
+        .map((e) => e.type)
+      expect(types).toEqual(['init', 'message', 'tool_use', 'tool_result', 'message', 'usage', 'result'])
+      expect((await json(await call('GET', path(id, '/result')))).result.text).toBe('done')
+      // The next turn starts its own CLI, which resumes the started one's conversation.
+      expect((await call('POST', path(id, '/messages'), { content: `Go on\n${script([{ recall: 'Seen' }])}` })).status).toBe(200)
+      await done(id, 2)
+      expect((await json(await call('GET', path(id, '/result')))).result.text).toBe('Seen: Warm start | Go on')
+    }, 180_000)
+
+    test('a session it does not fit (another harness, or an effort) has it ended and starts its own CLI', async () => {
+      for (const body of [
+        { agent: 'harness_2', prompt: script([{ bash: 'echo codex' }, { answer: 'codex done' }]) },
+        { agent: 'harness_1', effort: 'high', prompt: script([{ answer: 'high done' }]) },
+      ]) {
+        const id = await startWarm(body)
+        const view = await done(id, 1)
+        expect({ status: view.status, error: view.error }).toEqual({ status: 'completed', error: null })
+        expect(await logs(id)).not.toContain(STARTED)
+        // Only the session's own CLI ran: one init, one answer.
+        expect(t.store.allEvents(id).filter((e) => e.type === 'init')).toHaveLength(1)
+      }
+    }, 180_000)
+
+    test('attack: from inside a session, the first-message address gives nothing for its own key or a made-up one', async () => {
+      const probe =
+        'for k in "$ANTHROPIC_API_KEY" gw_started_nope; do ' +
+        'curl -s -o /dev/null -w "%{http_code} " -H "authorization: Bearer $k" "$ANTHROPIC_BASE_URL/_agentd/first-message"; done'
+      const id = await startWarm({ agent: 'harness_1', prompt: script([{ bash: probe }, { answer: 'probed' }]) })
+      expect((await done(id, 1)).status).toBe('completed')
+      expect(outputs(id, 1)).toContain('404 404')
+    }, 180_000)
+  })
+}
