@@ -4,7 +4,7 @@
 # --privileged: agentd mounts each sandbox's disk image and makes cgroups and network namespaces
 # for gVisor and bubblewrap, which an unprivileged container cannot. Data lives in the /data volume.
 FROM node:22-bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap runsc socat e2fsprogs mount ca-certificates \
+RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap runsc socat e2fsprogs mount ca-certificates curl \
   && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY package.json package-lock.json ./

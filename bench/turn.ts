@@ -9,7 +9,8 @@
  *   cli start  running → the CLI's first event (process start and the CLI's own init)
  *   to model   first event → the gateway's first request line
  *   model+end  that request → completed (replies, tool calls, the CLI's exit, capture)
- * gVisor runs with a warm sandbox waiting (AGENTD_WARM_SANDBOXES=1) and without (cold), side by side.
+ * gVisor runs with a warm sandbox waiting (AGENTD_WARM_SANDBOXES=1, with Claude Code started ahead in
+ * it: AGENTD_WARM_CLI) and without (cold), side by side; warm runs BENCH_TURN_WARM_GAP_MS (3000) apart.
  * Goals (issue 35, reported, never asserted), on gVisor warm: completed p50 under 1.0 s per harness
  * and ≤ 1.3 × process; create → first model request p50 under 300 ms.
  *
@@ -40,8 +41,12 @@ const quantile = (values: number[], q: number) =>
   [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))] ?? Number.NaN
 const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`
 
-/** Every harness's runs on one server with `env` (its driver), one turn at a time. */
-async function measure(env: Record<string, string>): Promise<{ driver: string; runs: Record<string, Run[]> }> {
+/**
+ * Every harness's runs on one server with `env` (its driver), one turn at a time; `gapMs` apart
+ * where a warm pool refills between them (as between a user's sessions), so each create finds its
+ * warm sandbox booted and its started CLI loaded, not still starting from the run before.
+ */
+async function measure(env: Record<string, string>, gapMs = 0): Promise<{ driver: string; runs: Record<string, Run[]> }> {
   const { dir, token } = await seededDataDir('agentd-bench-turn')
   await admin(dir, 'plan', 'set', '--org', 'acme', '--max-concurrent', '100')
   const server = await startServer({ DATA_DIR: dir, ...env })
@@ -52,6 +57,7 @@ async function measure(env: Record<string, string>): Promise<{ driver: string; r
     for (const harness of HARNESSES) {
       ids[harness] = []
       for (let i = 0; i <= RUNS; i++) {
+        await Bun.sleep(gapMs)
         const created = await call('POST', '/o/acme/p/_/sessions', {
           agent: harness,
           persistence: 'ephemeral',
@@ -103,12 +109,15 @@ async function measure(env: Record<string, string>): Promise<{ driver: string; r
 }
 
 // gVisor as a server runs it (a warm sandbox waiting: AGENTD_WARM_SANDBOXES), and without the pool.
-const isolated = await measure({ AGENTD_SANDBOX: 'gvisor', AGENTD_WARM_SANDBOXES: '1' })
+const WARM_GAP_MS = Number(process.env.BENCH_TURN_WARM_GAP_MS ?? 3000)
+const isolated = await measure({ AGENTD_SANDBOX: 'gvisor', AGENTD_WARM_SANDBOXES: '1' }, WARM_GAP_MS)
 const cold = await measure({ AGENTD_SANDBOX: 'gvisor', AGENTD_WARM_SANDBOXES: '0' })
 const bare = await measure({ AGENTD_SANDBOX: 'process' })
 // BENCH_TURN_RUNSC=<path>: gVisor on that runsc too, side by side (a module build's systrap against Debian's ptrace, say).
 const otherRunsc = process.env.BENCH_TURN_RUNSC
-const other = otherRunsc ? await measure({ AGENTD_SANDBOX: 'gvisor', AGENTD_WARM_SANDBOXES: '1', AGENTD_RUNSC: otherRunsc }) : null
+const other = otherRunsc
+  ? await measure({ AGENTD_SANDBOX: 'gvisor', AGENTD_WARM_SANDBOXES: '1', AGENTD_RUNSC: otherRunsc }, WARM_GAP_MS)
+  : null
 console.log(
   `one trivial turn at a time (say + answer), ${RUNS} runs per harness after one warm-up; p50 / p95; runsc ${runscBinary()?.version} (${runscBinary()?.platform})`,
 )

@@ -1,9 +1,9 @@
 #!/bin/sh
 # Installs what agentd's sandboxes need from Debian's packages when it is missing: gVisor's runsc,
 # bubblewrap, socat (the gateway relay inside an isolated sandbox), e2fsprogs and mount (the
-# per-sandbox disk image). With `--test` it also
+# per-sandbox disk image), curl (a CLI started ahead fetches its first message). With `--test` it also
 # installs Chromium, which the state chart's browser test drives, openssl, which makes the skills
-# test's throwaway CA, strace (the freezer test) and curl (a real client through the egress proxy). Only as root on Debian;
+# test's throwaway CA and strace (the freezer test). Only as root on Debian;
 # otherwise it says what to install and goes on (the server then refuses to start without an
 # isolating driver, and says why).
 set -u
@@ -11,6 +11,8 @@ missing=""
 command -v bwrap >/dev/null 2>&1 || missing="$missing bubblewrap"
 command -v runsc >/dev/null 2>&1 || missing="$missing runsc"
 command -v socat >/dev/null 2>&1 || missing="$missing socat"
+# A Claude Code started ahead in a warm sandbox asks the gateway for its first message with curl.
+command -v curl >/dev/null 2>&1 || missing="$missing curl"
 # Each sandbox's disk is an ext4 image, made with mkfs.ext4 and loop-mounted (see sandbox/volume.ts).
 PATH="$PATH:/usr/sbin:/sbin"
 command -v mkfs.ext4 >/dev/null 2>&1 || missing="$missing e2fsprogs"
@@ -20,7 +22,6 @@ if [ "${1:-}" = "--test" ]; then
   command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
   # The freezer test traces a loop with strace, as gVisor's sentry traces its stubs.
   command -v strace >/dev/null 2>&1 || missing="$missing strace"
-  command -v curl >/dev/null 2>&1 || missing="$missing curl"
   # The region tests mount LiteFS (FUSE): fusermount3 comes with fuse3.
   command -v fusermount3 >/dev/null 2>&1 || missing="$missing fuse3"
 fi

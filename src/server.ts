@@ -11,6 +11,7 @@ import { AuthService } from './identity/auth'
 import { loadCatalog, runnableVersions } from './catalog/catalog'
 import { ArtifactStore } from './runtime/artifacts'
 import { GatewaySessions } from './runtime/gateway-bindings'
+import { ASK_AGAIN_MS } from './runtime/started-cli'
 import { HarnessInstaller } from './runtime/harness-install'
 import { StartSlots } from './runtime/start-slots'
 import { InFlightLimit } from './gateway/in-flight-limit'
@@ -133,7 +134,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     },
     providers,
     // A CLI started ahead in a warm sandbox asks for its session's first message (runtime/started-cli.ts).
-    firstMessage: (key) => runtime.firstMessage(key),
+    firstMessage: (key, signal) => runtime.firstMessage(key, signal),
     // The egress proxy: a session's CLI reaches its own tool servers, and only those, through here.
     mcp: async (session, name, req) => {
       const target = await connections.target(session.sessionId, name)
@@ -228,6 +229,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     gatewaySessions,
     starts: new StartSlots(config.capacity.maxStarting),
     warmSandboxes: warmSandboxCount(config, driver.kind),
+    startedCliAskMs: ASK_AGAIN_MS * config.timeScale,
     startedCliModel: config.warmCli ? (catalog.harnesses.find((h) => h.id === config.warmCli)?.default_model ?? null) : null,
     // A run on the caller's own provider account is not held to the plan's token and spend limits.
     turnTerms: async (row) =>
@@ -378,7 +380,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     gateway,
     driver,
     /** The sandboxes kept booted ahead of the next sessions. */
-    warm: runtime.warm as Pick<WarmSandboxes, 'size' | 'booted'>,
+    warm: runtime.warm as Pick<WarmSandboxes, 'size' | 'booted' | 'startedClis'>,
     /**
      * Stops everything and closes the database. Turns that can be (gVisor) are handed over to the
      * next start, each let finish its model request first for at most AGENTD_SHUTDOWN_S.

@@ -39,9 +39,10 @@ export interface GatewayOptions {
   /**
    * `GET /_agentd/first-message`: what a CLI started ahead of its session (src/runtime/started-cli.ts)
    * waits for, by the key it was started with: its first turn's message once a session takes it,
-   * null for a key nothing waits under.
+   * '' when none did within a minute (asked again), null for a key nothing waits under. `signal`:
+   * the request went away.
    */
-  firstMessage?(key: string): Promise<string | null> | null
+  firstMessage?(key: string, signal: AbortSignal): Promise<string | null> | null
   /** Default 127.0.0.1: sandboxes reach the gateway through loopback or a forwarded socket. */
   hostname?: string
   /** Default 0: any free port. */
@@ -189,8 +190,9 @@ export const FIRST_MESSAGE_PATH = '/_agentd/first-message'
 /** The first message of the session that took a started CLI: held until then, 404 for any other key. */
 async function firstMessage(req: Request, opts: GatewayOptions): Promise<Response> {
   const key = /^Bearer (\S+)$/.exec(req.headers.get('authorization') ?? '')?.[1]
-  const text = key ? await opts.firstMessage?.(key) : null
+  const text = key ? await opts.firstMessage?.(key, req.signal) : null
   if (text === null || text === undefined) return new Response('no started CLI waits under this key\n', { status: 404 })
+  if (text === '') return new Response(null, { status: 204 })
   return new Response(text, { headers: { 'content-type': 'application/x-ndjson' } })
 }
 

@@ -58,10 +58,15 @@ export const claudeAdapter: HarnessAdapter = {
 export function startedAhead(at: { home: string; gatewayUrl: string }, model: string, key: string): TurnCommand {
   const cli = [claudeBinPath(), '-p', '--input-format', 'stream-json', '--output-format', 'stream-json', '--verbose']
   cli.push('--dangerously-skip-permissions', '--model', model)
-  // The key from the environment, never argv; curl's failure (no session took it) is the CLI's end of input.
-  const fetch = `curl -fsS -H "authorization: Bearer $AGENTD_STARTED_KEY" "$ANTHROPIC_BASE_URL${FIRST_MESSAGE_PATH}"`
+  // The key goes to curl on its stdin (printf is bash's own), never in an argv; 204 means ask again
+  // (the gateway answers so every minute: an idle relay ends a silent connection). Anything else
+  // ends the CLI's input, and the CLI with it. The CLI is the process itself (bash execs it).
+  const ask =
+    `f=$(mktemp) && while c=$(printf 'authorization: Bearer %s\\n' "$AGENTD_STARTED_KEY" | ` +
+    `curl -sS -o "$f" -w '%{http_code}' -H @- "$ANTHROPIC_BASE_URL${FIRST_MESSAGE_PATH}"); [ "$c" = 204 ]; do :; done; ` +
+    `[ "$c" = 200 ] && cat "$f"; rm -f "$f"`
   return {
-    argv: ['/bin/sh', '-c', `${fetch} | exec "$@"`, 'agentd-started', ...cli],
+    argv: ['/bin/bash', '-c', `exec "$@" < <(${ask})`, 'agentd-started', ...cli],
     files: {},
     env: { ...cliEnvironment(at.home, at.gatewayUrl, key), AGENTD_STARTED_KEY: key },
   }

@@ -24,6 +24,8 @@ export interface RuntimeDeps extends TurnSpecDeps, Pick<TurnEndDeps, 'publish'> 
   warmSandboxes?: number
   /** The model of the CLI started ahead in each warm sandbox (Claude Code; AGENTD_WARM_CLI), absent: none is. */
   startedCliModel?: string | null
+  /** How long the gateway holds a started CLI's ask for its first message (ASK_AGAIN_MS, scaled in tests). */
+  startedCliAskMs?: number
   /** What the gateway holds a turn of this session to: the plan's limits mid-turn, or the caller's own provider account. */
   turnTerms: (row: SessionRow) => Promise<TurnTerms>
   artifacts: ArtifactStore

@@ -124,8 +124,10 @@ export class SessionSandboxes {
     const live = this.live.get(id)
     live?.turn?.process.kill('SIGKILL')
     if (live?.started) this.warm.dropStarted(live.started)
-    // A session ended before its provision (cancelled while queued) still holds the warm sandbox it took.
+    // A session ended before its provision (cancelled while queued) still holds the warm sandbox it took, and its CLI.
     const warm = await this.warm.claim(id)
+    const started = this.warm.takeStarted(id)
+    if (started) this.warm.dropStarted(started)
     const handle = live?.handle ?? warm ?? (await this.deps.driver.recover(this.spec(id)).catch(() => null))
     if (handle) await this.deps.driver.destroy(handle).catch((err) => this.deps.log(`destroy failed: ${err}`, { session: id }))
     if (live) {

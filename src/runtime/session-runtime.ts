@@ -8,7 +8,7 @@ import type { SessionRow } from '../session-record/store'
 import { dropHandover, loggedOf, reclaim, StoredPrefix } from './handover'
 import { endedTurn, interrupt, turnDeadline, turnOpening, type TurnRun } from './turn-end'
 import { turnOutput, type TurnSummary } from './turn-output'
-import { failedOutcome, followTurn, startTurn, type RunningTurn } from './turn-runner'
+import { failedOutcome, followTurn, type RunningTurn } from './turn-runner'
 import { firstTurnPrompt, turnSpec } from './turn-spec'
 import { LiveSessions, type LogWriter } from './live'
 import { SessionSandboxes } from './sandboxes'
@@ -17,7 +17,7 @@ import type { RuntimeDeps } from './runtime-deps'
 import { ProjectSetup } from './project-setup'
 import { WarmSandboxes } from './warm-sandboxes'
 import { stopTurns } from './stop'
-import { StartedClis, type StartedCli } from './started-cli'
+import { launchTurn, StartedClis, warmCliDeps } from './started-cli'
 import type { TurnMeter } from './gateway-bindings'
 
 /** A machine action as `transition()` returns it. */
@@ -75,22 +75,19 @@ export class SessionRuntime {
         dropStarted: (started) => this.warm.dropStarted(started),
       },
     )
-    this.startedClis = deps.startedCliModel ? new StartedClis(deps.driver, deps.startedCliModel) : null
-    const clis = this.startedClis
+    this.startedClis = deps.startedCliModel
+      ? new StartedClis(deps.driver, deps.startedCliModel, (line) => deps.log(line), deps.startedCliAskMs)
+      : null
+    const busy = () => this.live.all().some(([, live]) => live.turn !== undefined)
     this.warm = new WarmSandboxes(
-      {
-        ...deps,
-        spec: (id) => this.sandboxes.plainSpec(id),
-        log: (line) => deps.log(line),
-        ...(clis ? { startCli: (handle: SandboxHandle) => clis.start(handle), dropCli: (started: StartedCli) => clis.drop(started) } : {}),
-      },
+      { ...deps, spec: (id) => this.sandboxes.plainSpec(id), log: (line) => deps.log(line), ...warmCliDeps(this.startedClis, busy) },
       deps.warmSandboxes ?? 0,
     )
   }
 
   /** The gateway asks for a started CLI's first message (held until a session takes its sandbox). */
-  firstMessage(key: string): Promise<string | null> | null {
-    return this.startedClis?.firstMessage(key) ?? null
+  firstMessage(key: string, signal: AbortSignal): Promise<string | null> | null {
+    return this.startedClis?.firstMessage(key, signal) ?? null
   }
 
   /** The id for a new session: one whose sandbox is booted ahead when a warm one waits. */
@@ -215,7 +212,11 @@ export class SessionRuntime {
     const started =
       turn === 1 && !row.forkedFromSession ? (this.startedClis?.take(this.live.of(id), row, this.deps.mcpServers(id).length) ?? null) : null
     // The key serves this turn only, the harness's catalog models only, within the org's plan.
-    const opening = turnOpening(this.deps.catalog, row, turn, handle, await this.deps.turnTerms(row))
+    const terms = await this.deps.turnTerms(row).catch((err) => {
+      if (started) this.startedClis!.drop(started)
+      throw err
+    })
+    const opening = turnOpening(this.deps.catalog, row, turn, handle, terms)
     const token = this.deps.gatewaySessions.open(opening, started ? { token: started.key, meter: noUse() } : undefined)
     const run: TurnRun = { turn, token, handle, oomBefore, startedAt: this.deps.now(), prompt: '' }
     const summary = { last: null as string | null }
@@ -244,17 +245,10 @@ export class SessionRuntime {
       const variables = sandboxVariables(env, handle, this.deps.driver.isolatesNetwork)
       const spec = { ...(await turnSpec(this.deps, row, turn, prompt, handle, token)), env: variables }
       const output = turnOutput(this.deps.store, (text) => this.log(id, turn, text), id, turn, summary, new StoredPrefix(null))
-      if (started) {
-        this.log(
-          id,
-          turn,
-          `${new Date(this.deps.now()).toISOString()} agentd: the turn runs on the CLI started ahead in its sandbox\n`,
-          'agentd',
-        )
-        this.follow(id, run, summary, followTurn(started.process, adapter, spec, output, this.turnOptions))
-        handed = true
-        this.startedClis!.deliver(started, prompt)
-      } else this.follow(id, run, summary, await startTurn(this.deps.driver, handle, adapter, spec, output, this.turnOptions))
+      handed = true
+      const said = (text: string) => this.log(id, turn, `${new Date(this.deps.now()).toISOString()} agentd: ${text}\n`, 'agentd')
+      const launch = { driver: this.deps.driver, clis: this.startedClis, said, options: this.turnOptions }
+      this.follow(id, run, summary, await launchTurn(launch, run, started, adapter, spec, output))
     } catch (err) {
       dropStarted()
       await this.finish(id, run, summary, Promise.reject(err))
@@ -355,6 +349,7 @@ export class SessionRuntime {
     } finally {
       close()
       this.deps.gatewaySessions.settle(run.token)
+      this.startedClis?.release(run.token)
     }
   }
 

@@ -1,7 +1,10 @@
 import { randomBytes } from 'node:crypto'
 import type { SandboxDriver, SandboxHandle, SandboxProcess } from '../../sandbox/driver'
 import { firstMessageLine, startedAhead } from '../harness/claude'
+import type { HarnessAdapter, TurnSpec } from '../harness/harness'
 import type { SessionRow } from '../session-record/store'
+import type { TurnRun } from './turn-end'
+import { followTurn, startTurn, type RunningTurn, type TurnCallbacks, type TurnOptions } from './turn-runner'
 
 /**
  * CLIs started ahead in warm sandboxes (issue 35): the CLI's own start is most of a trivial turn on
@@ -12,6 +15,9 @@ import type { SessionRow } from '../session-record/store'
  * Project environment or checkout, tool servers, skills, effort, fast mode, output schema or pinned
  * version); for any other it is killed and the turn starts its CLI as always.
  */
+
+/** How long the gateway holds a started CLI's ask before it answers 204 and the CLI asks again (AGENTD_TIME_SCALE scales it). */
+export const ASK_AGAIN_MS = 60_000
 
 export interface StartedCli {
   harness: 'harness_1'
@@ -41,6 +47,8 @@ export class StartedClis {
     private readonly driver: SandboxDriver,
     /** The model a started CLI runs (the harness's default): a session on another one starts its own. */
     readonly model: string,
+    private readonly log: (line: string) => void,
+    private readonly askAgainMs = ASK_AGAIN_MS,
   ) {}
 
   /** Starts Claude Code in `handle`, waiting at the gateway for a first message. */
@@ -50,10 +58,15 @@ export class StartedClis {
     this.keys.add(key)
     const process = this.driver.exec(handle, command.argv, { env: command.env })
     const started: StartedCli = { harness: 'harness_1', model: this.model, key, process, ended: false }
-    void process.exited.then(
-      () => (started.ended = true),
-      () => (started.ended = true),
-    )
+    const ended = (code: number | string) => {
+      started.ended = true
+      // Before a session took it: said once, as nothing else would (no curl in the sandbox, say).
+      if (this.keys.has(key)) {
+        this.forget(key)
+        this.log(`agentd: a CLI started ahead in warm sandbox ${handle.id} ended (${code}) before a session took it`)
+      }
+    }
+    void process.exited.then(ended, (err: Error) => ended(err.message))
     return started
   }
 
@@ -85,15 +98,37 @@ export class StartedClis {
     return null
   }
 
-  /** The gateway's side: the first message once a session gives it; null for a key no CLI waits under. */
-  firstMessage(key: string): Promise<string | null> | null {
+  /**
+   * The gateway's side: the first message once a session gives it; '' after `askAgainMs` without
+   * one (the CLI asks again: a relay ends a connection silent for minutes); null for a key no CLI
+   * waits under. A request that goes away stops waiting.
+   */
+  firstMessage(key: string, signal?: AbortSignal): Promise<string | null> | null {
     if (!this.keys.has(key) || this.waiting.has(key)) return null
     const given = this.given.get(key)
     if (given !== undefined) {
       this.forget(key)
       return Promise.resolve(given)
     }
-    return new Promise((resolve) => this.waiting.set(key, resolve))
+    return new Promise((resolve) => {
+      const stop = () => {
+        clearTimeout(timer)
+        if (this.waiting.get(key) === settle) this.waiting.delete(key)
+      }
+      const settle = (text: string | null) => {
+        stop()
+        resolve(text)
+      }
+      const timer = setTimeout(() => settle(''), this.askAgainMs)
+      timer.unref?.()
+      signal?.addEventListener('abort', () => settle(null), { once: true })
+      this.waiting.set(key, settle)
+    })
+  }
+
+  /** The turn of a started CLI ended: whatever is kept under its key goes. */
+  release(key: string): void {
+    this.forget(key)
   }
 
   /** Gives the started CLI its first turn's prompt (now, or as soon as it asks). */
@@ -119,4 +154,44 @@ export class StartedClis {
     this.waiting.delete(key)
     this.given.delete(key)
   }
+}
+
+/** What starting a turn's CLI uses: the driver, the started CLIs, the session's log, the turn's options. */
+export interface Launch {
+  driver: SandboxDriver
+  clis: StartedClis | null
+  /** A line of agentd's in the session's log. */
+  said: (text: string) => void
+  options: TurnOptions
+}
+
+/**
+ * The turn's CLI: the one started ahead in its sandbox, handed its message, when it still waits
+ * (its wait may have been cut short); else one started now (and a started one not used, ended).
+ */
+export async function launchTurn(
+  launch: Launch,
+  run: TurnRun,
+  started: StartedCli | null,
+  adapter: HarnessAdapter,
+  spec: TurnSpec,
+  output: TurnCallbacks,
+): Promise<RunningTurn> {
+  if (!started || started.ended || !launch.clis) {
+    if (started) launch.clis?.drop(started)
+    return startTurn(launch.driver, run.handle, adapter, spec, output, launch.options)
+  }
+  launch.said('the turn runs on the CLI started ahead in its sandbox')
+  const running = followTurn(started.process, adapter, spec, output, launch.options)
+  launch.clis.deliver(started, run.prompt)
+  return running
+}
+
+/** What the warm pool is given to start CLIs ahead (nothing without started CLIs), starting none while `busy`. */
+export function warmCliDeps(
+  clis: StartedClis | null,
+  busy: () => boolean,
+): { startCli?: (handle: SandboxHandle) => StartedCli; dropCli?: (started: StartedCli) => void; busy?: () => boolean } {
+  if (!clis) return {}
+  return { startCli: (handle) => clis.start(handle), dropCli: (started) => clis.drop(started), busy }
 }

@@ -17,7 +17,12 @@ export interface WarmDeps {
   startCli?: (handle: SandboxHandle) => StartedCli
   /** Ends a started CLI no session took. */
   dropCli?: (started: StartedCli) => void
+  /** A turn runs: a CLI's start (seconds of CPU on gVisor) waits until none does, not to slow it. */
+  busy?: () => boolean
 }
+
+/** How often a CLI waiting to be started ahead looks whether the host is still busy. */
+const CLI_START_POLL_MS = 250
 
 /** After a warm boot fails, none is tried again for this long (a broken runsc must not boot in a loop). */
 const RETRY_AFTER_FAILURE_MS = 30_000
@@ -42,6 +47,9 @@ export class WarmSandboxes {
   private readonly bootedIds = new Set<string>()
   /** The CLI started ahead in each warm sandbox that has one, by its id, until a session takes it. */
   private readonly started = new Map<string, StartedCli>()
+  /** Booted warm sandboxes whose CLI waits for the host to be idle to start. */
+  private readonly cliPending = new Map<string, SandboxHandle>()
+  private cliTimer: ReturnType<typeof setTimeout> | null = null
   private running = false
   private failedAt = Number.NEGATIVE_INFINITY
 
@@ -61,6 +69,7 @@ export class WarmSandboxes {
     const id = [...this.pool.keys()].find((p) => this.bootedIds.has(p)) ?? this.pool.keys().next().value
     if (id === undefined) return newId()
     this.bootedIds.delete(id)
+    this.cliPending.delete(id)
     this.taken.set(id, this.pool.get(id)!)
     this.pool.delete(id)
     this.refill()
@@ -106,6 +115,11 @@ export class WarmSandboxes {
     rmSync(sandboxDir(this.deps.dataDir, handle.id), { recursive: true, force: true })
   }
 
+  /** How many booted ones hold a CLI started ahead, waiting for its session. */
+  get startedClis(): number {
+    return this.started.size
+  }
+
   /** How many are booted and waiting for a session. */
   get booted(): number {
     return this.bootedIds.size
@@ -119,8 +133,11 @@ export class WarmSandboxes {
         .run(() => this.deps.driver.create(this.deps.spec(id)))
         .then((handle) => {
           if (this.pool.has(id)) this.bootedIds.add(id)
-          // Started once the sandbox is up, outside the start slot: the CLI loads while the sandbox waits.
-          if (this.deps.startCli && this.running) this.started.set(id, this.deps.startCli(handle))
+          // Started once the sandbox is up and no turn runs, outside the start slot: the CLI loads while the sandbox waits.
+          if (this.deps.startCli && this.running && this.pool.has(id)) {
+            this.cliPending.set(id, handle)
+            this.startClis()
+          }
           return handle
         })
         .catch((err: Error) => {
@@ -134,9 +151,34 @@ export class WarmSandboxes {
     }
   }
 
+  /** Starts the CLIs of booted warm sandboxes once no turn runs (looking again every CLI_START_POLL_MS). */
+  private startClis(): void {
+    if (this.cliTimer || this.cliPending.size === 0 || !this.running) return
+    if (this.deps.busy?.()) {
+      this.cliTimer = setTimeout(() => {
+        this.cliTimer = null
+        this.startClis()
+      }, CLI_START_POLL_MS)
+      this.cliTimer.unref?.()
+      return
+    }
+    for (const [id, handle] of this.cliPending) {
+      this.cliPending.delete(id)
+      if (!this.pool.has(id)) continue
+      try {
+        this.started.set(id, this.deps.startCli!(handle))
+      } catch (err) {
+        this.deps.log(`agentd: a CLI was not started ahead in a warm sandbox: ${(err as Error).message}`)
+      }
+    }
+  }
+
   /** Stops refilling and destroys every warm sandbox no session's provision has claimed. */
   async close(): Promise<void> {
     this.running = false
+    if (this.cliTimer) clearTimeout(this.cliTimer)
+    this.cliTimer = null
+    this.cliPending.clear()
     const unclaimed = [...this.pool.values(), ...this.taken.values()]
     this.pool.clear()
     this.taken.clear()

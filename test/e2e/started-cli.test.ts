@@ -14,7 +14,8 @@ for (const driver of ['gvisor', 'bwrap'] as const) {
   describe(`a CLI started ahead on ${driver}`, () => {
     let t: TestApp
     beforeAll(async () => {
-      t = await makeTestApp({ AGENTD_SANDBOX: driver, AGENTD_WARM_SANDBOXES: '1' })
+      // The gateway answers a started CLI's ask after 300 ms instead of a minute: each waits through asks again.
+      t = await makeTestApp({ AGENTD_SANDBOX: driver, AGENTD_WARM_SANDBOXES: '1', AGENTD_TIME_SCALE: '0.005' })
       t.plans.setPlan('acme', { maxConcurrent: 10 })
     })
     afterAll(() => t?.[Symbol.asyncDispose](), 120_000)
@@ -34,11 +35,9 @@ for (const driver of ['gvisor', 'bwrap'] as const) {
     const STARTED = 'the turn runs on the CLI started ahead in its sandbox'
 
     async function startWarm(body: Record<string, unknown>): Promise<string> {
-      await waitFor(
-        async () => t.warm.booted,
-        (booted) => booted === 1,
-        90_000,
-      )
+      // Booted, with its CLI started before the session exists (and past a few of its asks).
+      await waitFor(async () => t.warm.booted === 1 && t.warm.startedClis === 1, Boolean, 90_000)
+      await Bun.sleep(1000)
       const res = await call('POST', '/o/acme/p/_/sessions', body)
       expect(res.status).toBe(202)
       return (await json(res)).execution_id as string
