@@ -11,7 +11,7 @@ import { AuthService } from './identity/auth'
 import { loadCatalog, runnableVersions } from './catalog/catalog'
 import { ArtifactStore } from './runtime/artifacts'
 import { GatewaySessions } from './runtime/gateway-bindings'
-import { ASK_AGAIN_MS } from './runtime/started-cli'
+import { ASK_AGAIN_MS, startedCliOf } from './runtime/started-cli'
 import { HarnessInstaller } from './runtime/harness-install'
 import { StartSlots } from './runtime/start-slots'
 import { InFlightLimit } from './gateway/in-flight-limit'
@@ -229,8 +229,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     gatewaySessions,
     starts: new StartSlots(config.capacity.maxStarting),
     warmSandboxes: warmSandboxCount(config, driver.kind),
-    startedCliAskMs: ASK_AGAIN_MS * config.timeScale,
-    startedCliModel: config.warmCli ? (catalog.harnesses.find((h) => h.id === config.warmCli)?.default_model ?? null) : null,
+    startedCli: startedCliOf(config.warmCli, catalog, ASK_AGAIN_MS * config.timeScale),
     // A run on the caller's own provider account is not held to the plan's token and spend limits.
     turnTerms: async (row) =>
       row.accountId === null

@@ -22,10 +22,11 @@ export interface RuntimeDeps extends TurnSpecDeps, Pick<TurnEndDeps, 'publish'> 
   starts: StartSlots
   /** Sandboxes to keep booted ahead of the sessions that take them (AGENTD_WARM_SANDBOXES; none when absent). */
   warmSandboxes?: number
-  /** The model of the CLI started ahead in each warm sandbox (Claude Code; AGENTD_WARM_CLI), absent: none is. */
-  startedCliModel?: string | null
-  /** How long the gateway holds a started CLI's ask for its first message (ASK_AGAIN_MS, scaled in tests). */
-  startedCliAskMs?: number
+  /**
+   * The CLI started ahead in each warm sandbox (Claude Code; AGENTD_WARM_CLI): its model, and how
+   * long the gateway holds its ask for its first message (ASK_AGAIN_MS, scaled in tests). Absent: none is.
+   */
+  startedCli?: { model: string; askAgainMs: number } | null
   /** What the gateway holds a turn of this session to: the plan's limits mid-turn, or the caller's own provider account. */
   turnTerms: (row: SessionRow) => Promise<TurnTerms>
   artifacts: ArtifactStore

@@ -75,9 +75,8 @@ export class SessionRuntime {
         dropStarted: (started) => this.warm.dropStarted(started),
       },
     )
-    this.startedClis = deps.startedCliModel
-      ? new StartedClis(deps.driver, deps.startedCliModel, (line) => deps.log(line), deps.startedCliAskMs)
-      : null
+    const started = deps.startedCli
+    this.startedClis = started ? new StartedClis(deps.driver, started.model, (line) => deps.log(line), started.askAgainMs) : null
     const busy = () => this.live.all().some(([, live]) => live.turn !== undefined)
     this.warm = new WarmSandboxes(
       { ...deps, spec: (id) => this.sandboxes.plainSpec(id), log: (line) => deps.log(line), ...warmCliDeps(this.startedClis, busy) },

@@ -195,3 +195,13 @@ export function warmCliDeps(
   if (!clis) return {}
   return { startCli: (handle) => clis.start(handle), dropCli: (started) => clis.drop(started), busy }
 }
+
+/** The started CLI of AGENTD_WARM_CLI: its harness's default model; null when none is started. */
+export function startedCliOf(
+  warmCli: 'harness_1' | null,
+  catalog: { harnesses: { id: string; default_model: string }[] },
+  askAgainMs: number,
+): { model: string; askAgainMs: number } | null {
+  const model = warmCli ? catalog.harnesses.find((h) => h.id === warmCli)?.default_model : undefined
+  return model ? { model, askAgainMs } : null
+}
