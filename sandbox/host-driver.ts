@@ -13,9 +13,9 @@ import type {
   SandboxStats,
 } from './driver'
 import { defaultRunRoot } from './relay'
-import { runHelper, spawnGroup } from './spawn'
+import { spawnGroup } from './spawn'
 import { type Placement, spawnPlaced } from './spawn-in'
-import { volumeDiskUsage, VolumeRegistry, type SandboxVolume } from './volume'
+import { copyFolder, volumeDiskUsage, VolumeRegistry, type SandboxVolume } from './volume'
 
 export interface HostDriverOptions {
   /**
@@ -271,13 +271,6 @@ export abstract class HostDriver implements SandboxDriver {
     for (const name of await this.volumes.sweep(keep)) if (!removed.includes(name)) removed.push(name)
     return removed
   }
-}
-
-/** Copies a folder's content as it is (links stay links, modes and times kept), sharing blocks where the file system can. */
-async function copyFolder(from: string, to: string): Promise<void> {
-  mkdirSync(to, { recursive: true })
-  const copied = await runHelper(['cp', '-a', '--reflink=auto', '--', `${from}/.`, `${to}/`], 600_000)
-  if (copied.code !== 0) throw new Error(`could not copy ${from}: ${copied.stderr.trim().split('\n')[0] ?? `cp exited ${copied.code}`}`)
 }
 
 export function signalGroup(pid: number, signal: NodeJS.Signals): void {

@@ -207,6 +207,16 @@ export async function copyImage(source: string, dest: string): Promise<void> {
   renameSync(building, dest)
 }
 
+/**
+ * Copies a folder's content as it is into `to` (made if missing): links stay links and are never
+ * followed, modes and times are kept, blocks shared where the file system can.
+ */
+export async function copyFolder(from: string, to: string): Promise<void> {
+  mkdirSync(to, { recursive: true })
+  const copied = await runHelper(['cp', '-a', '--reflink=auto', '--', `${from}/.`, `${to}/`], 600_000)
+  if (copied.code !== 0) throw new Error(`could not copy ${from}: ${copied.stderr.trim().split('\n')[0] ?? `cp exited ${copied.code}`}`)
+}
+
 /** Disk use of a volume-backed sandbox: its image plus the driver's other state (checkpoints, bundle). */
 export function volumeDiskUsage(volume: SandboxVolume): number {
   const { stateDir } = volume.spec

@@ -1,8 +1,7 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { NotCopyable, type SandboxSpec } from '../driver'
-import { runHelper } from '../spawn'
-import type { SandboxVolume } from '../volume'
+import { copyFolder, type SandboxVolume } from '../volume'
 import type { Gsandbox, SavedSandbox } from './sandbox'
 
 /**
@@ -33,14 +32,8 @@ export async function copyParked(from: Gsandbox, spec: SandboxSpec, setup: CopyS
   for (const dir of [spec.hostWorkspace, spec.hostHome]) mkdirSync(dir, { recursive: true })
   if (from.status !== 'parked') return // stopped: files only, the copy boots afresh as its source would
   // The checkpoint, and the bundle's root it was taken over (its config is written anew at the restore).
-  for (const [what, dir] of [
-    ['checkpoint', from.image],
-    ['container bundle', from.bundle],
-  ] as const) {
-    const copied = await runHelper(['cp', '-a', '--reflink=auto', '--', dir, `${spec.stateDir}/`], 600_000)
-    if (copied.code !== 0)
-      throw new Error(`could not copy the ${what}: ${copied.stderr.trim().split('\n')[0] ?? `cp exited ${copied.code}`}`)
-  }
+  await copyFolder(from.image, join(spec.stateDir, basename(from.image)))
+  await copyFolder(from.bundle, join(spec.stateDir, basename(from.bundle)))
   // The processes restored listen where they did: the relay's port inside and the masked programs come along.
   const saved: SavedSandbox = { innerPort: from.innerPort, generation: 0, masked: from.masked }
   writeFileSync(join(spec.stateDir, 'sandbox.json'), JSON.stringify(saved))

@@ -154,7 +154,7 @@ export class ConnectionService {
   async forFork(sourceId: string, forkId: string, projectId: string | null): Promise<RunConnection[]> {
     const rows = this.sessionRows(sourceId)
     // A Project connector detached since (or whose owner is no longer an admin) is lent no longer.
-    const lent = new Set(projectId ? this.attachedRows(projectId).map((row) => row.id) : [])
+    const lent = this.lentIds(projectId)
     const servers: RunConnection[] = []
     for (const row of rows) {
       const token = row.sealedToken === null ? null : await this.openToken(`${sourceId}/${row.name}`, row.sealedToken)
@@ -259,7 +259,7 @@ export class ConnectionService {
    * takes new work from its starter only (ownAccountOnly).
    */
   carriesOwnTokens(sessionId: string, projectId: string | null): boolean {
-    const lent = new Set(projectId ? this.attachedRows(projectId).map((row) => row.id) : [])
+    const lent = this.lentIds(projectId)
     return this.sessionRows(sessionId).some((row) => !row.fromProject || row.connectionId === null || !lent.has(row.connectionId))
   }
 
@@ -324,6 +324,11 @@ export class ConnectionService {
       sealedToken: token === null ? null : await this.sealFor(sessionKey, row.name, token),
       connectionId: row.id,
     }
+  }
+
+  /** The connections a Project lends now (attached, their owner an admin), by id. */
+  private lentIds(projectId: string | null): Set<string> {
+    return new Set(projectId ? this.attachedRows(projectId).map((row) => row.id) : [])
   }
 
   /** A session's copies of its tool servers, in order. */

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, test } from 'bun:test'
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, lstatSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { BwrapDriver } from '../../sandbox/bwrap/driver'
 import { CGROUP_ROOT } from '../../sandbox/cgroup'
@@ -89,7 +89,12 @@ for (const [kind, make] of makers) {
 
     test('a copy of a parked sandbox has its files, none of its processes, and shares nothing with it after', async () => {
       const handle = await driver.create(spec())
-      expect(await sh(handle, 'echo from-source > notes.txt; mkdir -p sub; ln -s notes.txt sub/link').exited).toBe(0)
+      // A link at a host file the sandbox planted: copied as a link, never followed into the copy.
+      const hostFile = join(root.path, 'host-secret')
+      writeFileSync(hostFile, 'host only\n')
+      expect(
+        await sh(handle, `echo from-source > notes.txt; mkdir -p sub; ln -s notes.txt sub/link; ln -s ${hostFile} planted`).exited,
+      ).toBe(0)
       const counter = join(handle.hostWorkspace, 'count')
       sh(handle, 'i=0; while :; do i=$((i+1)); echo $i > count.new; mv count.new count; sleep 0.02; done')
       await waitFor('the counter to count', () => readNumber(counter) > 5)
@@ -104,6 +109,7 @@ for (const [kind, make] of makers) {
       expect(readNumber(join(copy.hostWorkspace, 'count'))).toBe(parked)
       const reads = sh(copy, 'cat notes.txt; readlink sub/link; echo from-copy > notes.txt; echo only-copy > copy.txt')
       expect(await text(reads.stdout)).toBe('from-source\nnotes.txt\n')
+      if (kind === 'process') expect(lstatSync(join(copy.hostWorkspace, 'planted')).isSymbolicLink()).toBe(true)
       expect(await reads.exited).toBe(0)
       expect(readFileSync(join(handle.hostWorkspace, 'notes.txt'), 'utf8')).toBe('from-source\n')
       expect(existsSync(join(handle.hostWorkspace, 'copy.txt'))).toBe(false)
