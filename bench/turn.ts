@@ -9,8 +9,10 @@
  *   cli start  running → the CLI's first event (process start and the CLI's own init)
  *   to model   first event → the gateway's first request line
  *   model+end  that request → completed (replies, tool calls, the CLI's exit, capture)
- * gVisor runs with a warm sandbox waiting (AGENTD_WARM_SANDBOXES=1, with Claude Code started ahead in
- * it: AGENTD_WARM_CLI) and without (cold), side by side; warm runs BENCH_TURN_WARM_GAP_MS (3000) apart.
+ * gVisor runs with a warm sandbox waiting (AGENTD_WARM_SANDBOXES=1, with the CLI of the harness last
+ * asked for started ahead in it, where it can be: AGENTD_WARM_CLI; each harness's first run, not
+ * counted, is the create that turns it to that harness) and without (cold), side by side; warm runs
+ * BENCH_TURN_WARM_GAP_MS (3000) apart.
  * Goals (issue 35, reported, never asserted), on gVisor warm: completed p50 under 1.0 s per harness
  * and ≤ 1.3 × process; create → first model request p50 under 300 ms.
  *

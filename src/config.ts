@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import { hostResources, type HostResources } from './host-resources'
 import { join, resolve } from 'node:path'
 import { hostname } from 'node:os'
+import type { Harness } from './domain/harness'
 
 export type SandboxKind = 'gvisor' | 'bwrap' | 'process'
 
@@ -72,10 +73,11 @@ export interface Config {
    */
   warmSandboxes: number | null
   /**
-   * AGENTD_WARM_CLI: the CLI started ahead in each warm sandbox, waiting for the first message of
-   * the session that takes it (`harness_1`, the default: Claude Code); `none`: none is.
+   * AGENTD_WARM_CLI: the harnesses whose CLI may be started ahead in a warm sandbox, waiting for the
+   * first message of the session that takes it (comma-separated; the default `harness_1,harness_3`:
+   * Claude Code and Gemini CLI, the ones that can be); `none`: none is. Empty: none.
    */
-  warmCli: 'harness_1' | null
+  warmCli: Harness[]
   /** AGENTD_METRICS_TOKEN: the bearer token /metrics wants; null: /metrics is off. */
   metricsToken: string | null
   /** AGENTD_LITESTREAM_URL: where Litestream replicates the database to (file:// or s3://); null: no replication. */
@@ -114,11 +116,21 @@ export function readConfigFile(configFile: string | null): Record<string, unknow
   return parsed as Record<string, unknown>
 }
 
-/** AGENTD_WARM_CLI: `harness_1` (the default) or `none`. */
-function warmCli(raw: string | undefined): 'harness_1' | null {
-  if (raw === undefined || raw === '' || raw === 'harness_1') return 'harness_1'
-  if (raw === 'none') return null
-  throw new ConfigError(`AGENTD_WARM_CLI must be harness_1 or none, got "${raw}"`)
+/** The harnesses a CLI can be started ahead for (harness/*.ts `startAhead`): Codex reads its prompt before it starts. */
+export const STARTABLE_CLIS: readonly Harness[] = ['harness_1', 'harness_3']
+
+/** AGENTD_WARM_CLI: harnesses, comma-separated (default STARTABLE_CLIS), or `none`. */
+function warmCli(raw: string | undefined): Harness[] {
+  if (raw === undefined || raw.trim() === '') return [...STARTABLE_CLIS]
+  if (raw.trim() === 'none') return []
+  const named = raw.split(',').map((part) => part.trim())
+  for (const harness of named)
+    if (!STARTABLE_CLIS.includes(harness as Harness))
+      throw new ConfigError(
+        `AGENTD_WARM_CLI names "${harness}": only ${STARTABLE_CLIS.join(' and ')} can be started ahead (or none)` +
+          (harness === 'harness_2' ? '; Codex reads its prompt before it starts, so starting it ahead saves nothing' : ''),
+      )
+  return [...new Set(named)] as Harness[]
 }
 
 /** How many sandboxes to keep warm: AGENTD_WARM_SANDBOXES, else one per eight the host runs on gVisor (none elsewhere). */

@@ -12,6 +12,8 @@ import {
   event,
   JsonLineParser,
   PROMPT_FILE,
+  startedAheadArgv,
+  startedAheadEnv,
   str,
   withPromptOnStdin,
   type Json,
@@ -20,6 +22,7 @@ import {
   mcpUrl,
   type HarnessAdapter,
   type HarnessEvent,
+  type StartAhead,
   type TokenUsage,
   type TurnCommand,
   type TurnOutcome,
@@ -29,7 +32,6 @@ import {
 /** The session's tool servers, for `--mcp-config` (home-relative). */
 const MCP_CONFIG = '.claude/agentd-mcp.json'
 import { isObject } from '../domain/values'
-import { FIRST_MESSAGE_PATH } from '../gateway/gateway'
 
 const AGENT = 'harness_1'
 export const CLAUDE_PACKAGE = '@anthropic-ai/claude-code'
@@ -41,40 +43,31 @@ export function claudeBinPath(modules = BUNDLED_MODULES): string {
   return join(modules, CLAUDE_PACKAGE, 'bin', 'claude.exe')
 }
 
+/**
+ * Claude Code started ahead of its session, in a warm sandbox (src/runtime/started-cli.ts): loaded,
+ * then waiting on its stdin (`--input-format stream-json`) for its first message, one stream-json
+ * user line. At that message's end of input it answers it and exits, as a first turn's CLI does.
+ */
+const startAhead: StartAhead = {
+  command(at, model, key) {
+    const cli = [claudeBinPath(), '-p', '--input-format', 'stream-json', '--output-format', 'stream-json', '--verbose']
+    cli.push('--dangerously-skip-permissions', '--model', model)
+    return {
+      argv: startedAheadArgv(cli),
+      files: {},
+      env: { ...cliEnvironment(at.home, at.gatewayUrl, key), ...startedAheadEnv(at.gatewayUrl, key) },
+    }
+  },
+  firstMessage: (prompt) => `${JSON.stringify({ type: 'user', message: { role: 'user', content: prompt } })}\n`,
+}
+
 export const claudeAdapter: HarnessAdapter = {
   id: AGENT,
   // Claude Code's personal skills (its init event lists each as a slash command).
   skillsDir: '.claude/skills',
   buildTurn,
   createParser: (spec) => new ClaudeStreamParser(spec?.prompt),
-}
-
-/**
- * Claude Code started ahead of its session, in a warm sandbox (src/runtime/started-cli.ts): loaded,
- * then waiting on its stdin (`--input-format stream-json`) for its first message, which curl asks
- * the gateway for with the key it was started with (held until a session takes the sandbox). At
- * that message's end of input it answers it and exits, as a first turn's CLI does.
- */
-export function startedAhead(at: { home: string; gatewayUrl: string }, model: string, key: string): TurnCommand {
-  const cli = [claudeBinPath(), '-p', '--input-format', 'stream-json', '--output-format', 'stream-json', '--verbose']
-  cli.push('--dangerously-skip-permissions', '--model', model)
-  // The key goes to curl on its stdin (printf is bash's own), never in an argv; 204 means ask again
-  // (the gateway answers so every minute: an idle relay ends a silent connection). Anything else
-  // ends the CLI's input, and the CLI with it. The CLI is the process itself (bash execs it).
-  const ask =
-    `f=$(mktemp) && while c=$(printf 'authorization: Bearer %s\\n' "$AGENTD_STARTED_KEY" | ` +
-    `curl -sS -o "$f" -w '%{http_code}' -H @- "$ANTHROPIC_BASE_URL${FIRST_MESSAGE_PATH}"); [ "$c" = 204 ]; do :; done; ` +
-    `[ "$c" = 200 ] && cat "$f"; rm -f "$f"`
-  return {
-    argv: ['/bin/bash', '-c', `exec "$@" < <(${ask})`, 'agentd-started', ...cli],
-    files: {},
-    env: { ...cliEnvironment(at.home, at.gatewayUrl, key), AGENTD_STARTED_KEY: key },
-  }
-}
-
-/** The first message a started CLI reads: one stream-json user line. */
-export function firstMessageLine(prompt: string): string {
-  return `${JSON.stringify({ type: 'user', message: { role: 'user', content: prompt } })}\n`
+  startAhead,
 }
 
 export function buildTurn(spec: TurnSpec): TurnCommand {

@@ -5,6 +5,7 @@ import { EFFORTS, type Harness } from '../domain/harness'
 import type { SessionEvent } from '../domain/session-event'
 import type { HarnessEvent, StreamParser, TokenUsage, TurnOutcome } from './harness'
 import { isObject } from '../domain/values'
+import { FIRST_MESSAGE_PATH } from '../gateway/gateway'
 
 export type Json = Record<string, unknown>
 
@@ -50,6 +51,33 @@ export function withPromptOnStdin(home: string, argv: string[]): string[] {
     posix.join(home, PROMPT_FILE),
     ...argv,
   ]
+}
+
+/**
+ * `cli` started ahead (see StartAhead): its stdin is what curl gets from the gateway's
+ * AGENTD_FIRST_MESSAGE_URL with the key in AGENTD_STARTED_KEY, given on curl's stdin (printf is
+ * bash's own), never in an argv. 204 means ask again (the gateway answers so every minute: an
+ * idle relay ends a silent connection); anything else ends the CLI's input, and the CLI with it.
+ * `prime` goes to the CLI's stdin at once, before the message (a CLI that gives up on a silent stdin
+ * needs it). The CLI is the process itself (bash execs it), so a stop or kill reaches it as any turn's.
+ */
+export function startedAheadArgv(cli: string[], prime = ''): string[] {
+  const ask =
+    `f=$(mktemp) && while c=$(printf 'authorization: Bearer %s\\n' "$AGENTD_STARTED_KEY" | ` +
+    `curl -sS -o "$f" -w '%{http_code}' -H @- "$AGENTD_FIRST_MESSAGE_URL"); [ "$c" = 204 ]; do :; done; ` +
+    `[ "$c" = 200 ] && cat "$f"; rm -f "$f"`
+  const feed = prime ? `printf '%s' ${shellQuote(prime)}; ${ask}` : ask
+  return ['/bin/bash', '-c', `exec "$@" < <(${feed})`, 'agentd-started', ...cli]
+}
+
+/** The variables curl of startedAheadArgv reads. */
+export function startedAheadEnv(gatewayUrl: string, key: string): Record<string, string> {
+  return { AGENTD_STARTED_KEY: key, AGENTD_FIRST_MESSAGE_URL: `${gatewayUrl}${FIRST_MESSAGE_PATH}` }
+}
+
+/** `text` as one single-quoted shell word. */
+function shellQuote(text: string): string {
+  return `'${text.replaceAll("'", `'\\''`)}'`
 }
 
 /** The version in a package's manifest under `modules`, or null when it is not installed there. */

@@ -13,6 +13,8 @@ import {
   packageVersion,
   JsonLineParser,
   PROMPT_FILE,
+  startedAheadArgv,
+  startedAheadEnv,
   str,
   usageEvent,
   withPromptOnStdin,
@@ -22,6 +24,7 @@ import {
   mcpUrl,
   type HarnessAdapter,
   type HarnessEvent,
+  type StartAhead,
   type TokenUsage,
   type TurnCommand,
   type TurnOutcome,
@@ -43,38 +46,69 @@ export function geminiEntryPath(modules = BUNDLED_MODULES): string {
   return join(modules, '@google', 'gemini-cli', 'bundle', 'gemini.js')
 }
 
+/**
+ * Gemini CLI started ahead of its session, in a warm sandbox (src/runtime/started-cli.ts): it loads
+ * and initialises (0.43 s from its message to its first model request on gVisor, against 1.93 s
+ * started with its turn: docs/decisions.md), then reads its stdin to the end as its prompt. It
+ * gives up on a stdin silent for 500 ms once it reads it (its readStdin), so a newline is given
+ * at once, ahead of the message: the prompt it sends starts with that newline (PRIMED).
+ */
+const PRIMED = '\n'
+const startAhead: StartAhead = {
+  command(at, model, key) {
+    const spec = { home: at.home, gatewayUrl: at.gatewayUrl, gatewayToken: key, model }
+    return {
+      argv: startedAheadArgv(cliArgv(spec), PRIMED),
+      env: { ...cliEnvironment(spec), ...startedAheadEnv(at.gatewayUrl, key) },
+      files: { '.gemini/settings.json': JSON.stringify(settings(spec), null, 2) },
+    }
+  },
+  firstMessage: (prompt) => prompt,
+}
+
 export const geminiAdapter: HarnessAdapter = {
   id: AGENT,
   // Gemini CLI's user skills folder (skills are on unless settings turn them off).
   skillsDir: '.gemini/skills',
   buildTurn,
   createParser: (spec) => new GeminiStreamParser(spec),
+  startAhead,
 }
 
 export function buildTurn(spec: TurnSpec): TurnCommand {
-  const node = cliNode()
-  const argv = [node.path, geminiEntryPath(spec.cliRoot), '--output-format', 'stream-json', '--yolo', '--skip-trust']
+  // No --prompt: with stdin not a terminal the CLI runs headless and takes stdin as the prompt
+  // (see withPromptOnStdin), so it is never in argv.
+  return {
+    argv: withPromptOnStdin(spec.home, cliArgv(spec)),
+    env: cliEnvironment(spec),
+    files: { '.gemini/settings.json': JSON.stringify(settings(spec), null, 2), [PROMPT_FILE]: spec.prompt },
+  }
+}
+
+type CliFacts = Pick<TurnSpec, 'home' | 'gatewayUrl' | 'gatewayToken' | 'model' | 'resumeId' | 'cliRoot'>
+
+function cliArgv(spec: CliFacts): string[] {
+  const argv = [cliNode().path, geminiEntryPath(spec.cliRoot), '--output-format', 'stream-json', '--yolo', '--skip-trust']
   // An explicit model also skips the model router's classifier call.
   argv.push('--model', spec.model)
   // Debug mode makes the shell tool report its exit code ("Exit Code: 1") in the stream; otherwise
   // a failing command that printed anything is indistinguishable from a successful one.
   argv.push('--debug')
   if (spec.resumeId) argv.push('--resume', spec.resumeId)
-  // No --prompt: with stdin not a terminal the CLI runs headless and takes stdin as the prompt
-  // (see withPromptOnStdin), so it is never in argv.
+  return argv
+}
+
+function cliEnvironment(spec: CliFacts): Record<string, string> {
+  const node = cliNode()
   return {
-    argv: withPromptOnStdin(spec.home, argv),
-    env: {
-      HOME: spec.home,
-      PATH: process.env.PATH ?? DEFAULT_PATH,
-      GOOGLE_GEMINI_BASE_URL: spec.gatewayUrl,
-      GEMINI_API_KEY: spec.gatewayToken,
-      // Skips the CLI re-launching itself with a bigger heap: about 0.8 s per turn.
-      GEMINI_CLI_NO_RELAUNCH: 'true',
-      // Read-only inside a sandbox: the bundle's compiled code, filled by agentd on the host (node-runtime.ts).
-      ...(node.compileCache ? { NODE_COMPILE_CACHE: node.compileCache } : {}),
-    },
-    files: { '.gemini/settings.json': JSON.stringify(settings(spec), null, 2), [PROMPT_FILE]: spec.prompt },
+    HOME: spec.home,
+    PATH: process.env.PATH ?? DEFAULT_PATH,
+    GOOGLE_GEMINI_BASE_URL: spec.gatewayUrl,
+    GEMINI_API_KEY: spec.gatewayToken,
+    // Skips the CLI re-launching itself with a bigger heap: about 0.8 s per turn.
+    GEMINI_CLI_NO_RELAUNCH: 'true',
+    // Read-only inside a sandbox: the bundle's compiled code, filled by agentd on the host (node-runtime.ts).
+    ...(node.compileCache ? { NODE_COMPILE_CACHE: node.compileCache } : {}),
   }
 }
 
@@ -82,7 +116,7 @@ export function buildTurn(spec: TurnSpec): TurnCommand {
  * settings.json, rewritten before every turn. The auth type must be forced: with only a base URL
  * the CLI picks the "gateway" type, which headless mode rejects. Updates and telemetry are off.
  */
-function settings(spec: TurnSpec): Json {
+function settings(spec: Pick<TurnSpec, 'model' | 'effort' | 'mcpServers' | 'gatewayUrl' | 'gatewayToken'>): Json {
   const level = nearestEffort(spec.effort, THINKING_LEVELS)?.toUpperCase()
   return {
     security: { auth: { selectedType: 'gemini-api-key' } },
@@ -123,10 +157,15 @@ class GeminiStreamParser extends JsonLineParser {
   private usage: TokenUsage | null = null
   private readonly version: string | null
 
-  constructor(spec?: TurnSpec) {
+  constructor(private readonly spec?: TurnSpec) {
     super()
     this.model = spec?.model ?? null
     this.version = packageVersion(spec?.cliRoot ?? BUNDLED_MODULES, GEMINI_PACKAGE)
+  }
+
+  /** The prompt as the stream echoes it, without the newline a CLI started ahead was primed with. */
+  private userText(content: string): string {
+    return this.spec && content === `${PRIMED}${this.spec.prompt}` ? this.spec.prompt : content
   }
 
   protected onEvent(raw: Json): HarnessEvent[] {
@@ -149,7 +188,7 @@ class GeminiStreamParser extends JsonLineParser {
         events.push(event(AGENT, 'init', { model: str(raw.model) }, timestamp))
         break
       case 'message':
-        events.push(event(AGENT, 'message', { role: 'user', content: str(raw.content) ?? '' }, timestamp))
+        events.push(event(AGENT, 'message', { role: 'user', content: this.userText(str(raw.content) ?? '') }, timestamp))
         break
       case 'tool_use':
         events.push(this.toolUse(raw, timestamp))

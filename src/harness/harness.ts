@@ -38,7 +38,7 @@ export interface TurnSpec {
 }
 
 /** Where the CLI reaches its tool server `name`: the gateway's egress proxy. */
-export const mcpUrl = (spec: TurnSpec, name: string): string => `${spec.gatewayUrl}/mcp/${encodeURIComponent(name)}`
+export const mcpUrl = (spec: Pick<TurnSpec, 'gatewayUrl'>, name: string): string => `${spec.gatewayUrl}/mcp/${encodeURIComponent(name)}`
 
 export interface TurnCommand {
   argv: string[]
@@ -93,4 +93,18 @@ export interface HarnessAdapter {
   buildTurn(spec: TurnSpec): TurnCommand
   /** A parser for one turn's stdout; `spec` is the turn's, when the parser needs it. */
   createParser(spec?: TurnSpec): StreamParser
+  /** How the CLI is started ahead of its session, where it can be (src/runtime/started-cli.ts). */
+  readonly startAhead?: StartAhead
+}
+
+/**
+ * A CLI started ahead in a warm sandbox: loaded, then waiting on its stdin for its first message,
+ * which it reads to its end, answers and exits, as a first turn's CLI does. Only CLIs that read
+ * their prompt after their own start can be: Codex reads stdin first thing, then starts.
+ */
+export interface StartAhead {
+  /** The CLI on the default settings, its stdin the message curl asks the gateway for under `key`. */
+  command(at: { home: string; gatewayUrl: string }, model: string, key: string): TurnCommand
+  /** What the CLI's stdin is given for the first turn's prompt. */
+  firstMessage(prompt: string): string
 }

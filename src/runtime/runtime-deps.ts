@@ -23,10 +23,10 @@ export interface RuntimeDeps extends TurnSpecDeps, Pick<TurnEndDeps, 'publish'> 
   /** Sandboxes to keep booted ahead of the sessions that take them (AGENTD_WARM_SANDBOXES; none when absent). */
   warmSandboxes?: number
   /**
-   * The CLI started ahead in each warm sandbox (Claude Code; AGENTD_WARM_CLI): its model, and how
-   * long the gateway holds its ask for its first message (ASK_AGAIN_MS, scaled in tests). Absent: none is.
+   * The CLIs that may be started ahead in a warm sandbox (AGENTD_WARM_CLI): each harness's model, and
+   * how long the gateway holds an ask for a first message (ASK_AGAIN_MS, scaled in tests). Absent: none is.
    */
-  startedCli?: { model: string; askAgainMs: number } | null
+  startedCli?: { models: Partial<Record<Harness, string>>; askAgainMs: number } | null
   /** What the gateway holds a turn of this session to: the plan's limits mid-turn, or the caller's own provider account. */
   turnTerms: (row: SessionRow) => Promise<TurnTerms>
   artifacts: ArtifactStore

@@ -76,7 +76,7 @@ export class SessionRuntime {
       },
     )
     const started = deps.startedCli
-    this.startedClis = started ? new StartedClis(deps.driver, started.model, (line) => deps.log(line), started.askAgainMs) : null
+    this.startedClis = started ? new StartedClis(deps.driver, started.models, (line) => deps.log(line), started.askAgainMs) : null
     const busy = () => this.live.all().some(([, live]) => live.turn !== undefined)
     this.warm = new WarmSandboxes(
       { ...deps, spec: (id) => this.sandboxes.plainSpec(id), log: (line) => deps.log(line), ...warmCliDeps(this.startedClis, busy) },
@@ -90,8 +90,8 @@ export class SessionRuntime {
   }
 
   /** The id for a new session: one whose sandbox is booted ahead when a warm one waits. */
-  newSessionId(): string {
-    return this.warm.sessionId()
+  newSessionId(harness?: Harness): string {
+    return this.warm.sessionId(harness)
   }
 
   /** A create stored no session under `id` (refused, or a replay): the warm sandbox it took, if any, is destroyed. */
@@ -227,6 +227,7 @@ export class SessionRuntime {
       const env = await this.project.of(row)
       this.deps.beforeTurn(row, handle, token)
       let prompt: string | undefined
+      let placedFiles = false
       // A fork's first turn goes on from its source's conversation and workspace: nothing is set up again.
       if (turn === 1 && !row.forkedFromSession) {
         // Skills and attachments, then the Project's setup: a failure ends the session before any model request.
@@ -238,6 +239,7 @@ export class SessionRuntime {
           return void this.inbox.apply(id, { type: 'sandbox.failed', error: first.error })
         }
         prompt = firstTurnPrompt(row, first.attachments)
+        placedFiles = first.attachments !== null
       } else prompt = this.deps.store.messageForTurn(id, turn)?.content
       if (prompt === undefined) throw new Error(`no prompt is stored for turn ${turn}`)
       run.prompt = prompt
@@ -246,7 +248,7 @@ export class SessionRuntime {
       const output = turnOutput(this.deps.store, (text) => this.log(id, turn, text), id, turn, summary, new StoredPrefix(null))
       handed = true
       const said = (text: string) => this.log(id, turn, `${new Date(this.deps.now()).toISOString()} agentd: ${text}\n`, 'agentd')
-      const launch = { driver: this.deps.driver, clis: this.startedClis, said, options: this.turnOptions }
+      const launch = { driver: this.deps.driver, clis: this.startedClis, said, options: this.turnOptions, placedFiles }
       this.follow(id, run, summary, await launchTurn(launch, run, started, adapter, spec, output))
     } catch (err) {
       dropStarted()

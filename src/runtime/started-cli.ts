@@ -1,26 +1,29 @@
 import { randomBytes } from 'node:crypto'
 import type { SandboxDriver, SandboxHandle, SandboxProcess } from '../../sandbox/driver'
-import { firstMessageLine, startedAhead } from '../harness/claude'
-import type { HarnessAdapter, TurnSpec } from '../harness/harness'
+import { writeInTree } from '../../sandbox/host-fs'
+import type { Harness } from '../domain/harness'
+import { ADAPTERS } from '../harness'
+import type { HarnessAdapter, StartAhead, TurnSpec } from '../harness/harness'
 import type { SessionRow } from '../session-record/store'
 import type { TurnRun } from './turn-end'
 import { followTurn, startTurn, type RunningTurn, type TurnCallbacks, type TurnOptions } from './turn-runner'
 
 /**
  * CLIs started ahead in warm sandboxes (issue 35): the CLI's own start is most of a trivial turn on
- * gVisor (0.9-1.6 s before its first model request, against 0.12-0.18 s for one started ahead and
- * fed its message: docs/decisions.md), so a warm sandbox also runs Claude Code, loaded and waiting
- * for its first message, which the gateway holds until a session takes the sandbox. Only a session
- * the started CLI fits uses it (its harness and model, nothing the CLI reads at its start: no
- * Project environment or checkout, tool servers, skills, effort, fast mode, output schema or pinned
- * version); for any other it is killed and the turn starts its CLI as always.
+ * gVisor (Claude Code 0.9-1.6 s before its first model request, against 0.12-0.18 s started ahead
+ * and fed its message; Gemini CLI 1.93 s against 0.43 s: docs/decisions.md), so a warm sandbox also
+ * runs the CLI of the harness last asked for (where it can be started ahead: `StartAhead`), loaded
+ * and waiting for its first message, which the gateway holds until a session takes the sandbox.
+ * Only a session the started CLI fits uses it (its harness and model, nothing the CLI reads at its
+ * start: no Project environment or checkout, attachments, tool servers, skills, effort, fast mode,
+ * output schema or pinned version); for any other it is killed and the turn starts its CLI as always.
  */
 
 /** How long the gateway holds a started CLI's ask before it answers 204 and the CLI asks again (AGENTD_TIME_SCALE scales it). */
 export const ASK_AGAIN_MS = 60_000
 
 export interface StartedCli {
-  harness: 'harness_1'
+  harness: Harness
   model: string
   /** The gateway key it was started with: its session's first turn is opened under it. */
   key: string
@@ -45,19 +48,26 @@ export class StartedClis {
 
   constructor(
     private readonly driver: SandboxDriver,
-    /** The model a started CLI runs (the harness's default): a session on another one starts its own. */
-    readonly model: string,
+    /**
+     * The harnesses whose CLI is started ahead, each with the model it runs (the harness's
+     * default): a session on another model starts its own.
+     */
+    readonly models: Partial<Record<Harness, string>>,
     private readonly log: (line: string) => void,
     private readonly askAgainMs = ASK_AGAIN_MS,
   ) {}
 
-  /** Starts Claude Code in `handle`, waiting at the gateway for a first message. */
-  start(handle: SandboxHandle): StartedCli {
+  /** Starts the CLI of `harness` in `handle`, waiting at the gateway for a first message; null when none is started for it. */
+  start(handle: SandboxHandle, harness: Harness): StartedCli | null {
+    const model = this.models[harness]
+    const ahead = startAheadOf(harness)
+    if (!model || !ahead) return null
     const key = `gw_started_${randomBytes(24).toString('base64url')}`
-    const command = startedAhead(handle, this.model, key)
+    const command = ahead.command(handle, model, key)
+    for (const [path, content] of Object.entries(command.files ?? {})) writeInTree(handle.hostHome, path, content)
     this.keys.add(key)
     const process = this.driver.exec(handle, command.argv, { env: command.env })
-    const started: StartedCli = { harness: 'harness_1', model: this.model, key, process, ended: false }
+    const started: StartedCli = { harness, model, key, process, ended: false }
     const ended = (code: number | string) => {
       started.ended = true
       // Before a session took it: said once, as nothing else would (no curl in the sandbox, say).
@@ -133,7 +143,7 @@ export class StartedClis {
 
   /** Gives the started CLI its first turn's prompt (now, or as soon as it asks). */
   deliver(started: StartedCli, prompt: string): void {
-    const text = firstMessageLine(prompt)
+    const text = startAheadOf(started.harness)!.firstMessage(prompt)
     const waiter = this.waiting.get(started.key)
     if (waiter) {
       this.forget(started.key)
@@ -156,6 +166,8 @@ export class StartedClis {
   }
 }
 
+const startAheadOf = (harness: Harness): StartAhead | undefined => ADAPTERS[harness]?.startAhead
+
 /** What starting a turn's CLI uses: the driver, the started CLIs, the session's log, the turn's options. */
 export interface Launch {
   driver: SandboxDriver
@@ -163,6 +175,11 @@ export interface Launch {
   /** A line of agentd's in the session's log. */
   said: (text: string) => void
   options: TurnOptions
+  /**
+   * Files were placed in the workspace for this turn (attachments) after a started CLI loaded: it
+   * is not used, as a CLI may read them as it starts (Gemini CLI looks for GEMINI.md below its folder).
+   */
+  placedFiles: boolean
 }
 
 /**
@@ -177,7 +194,7 @@ export async function launchTurn(
   spec: TurnSpec,
   output: TurnCallbacks,
 ): Promise<RunningTurn> {
-  if (!started || started.ended || !launch.clis) {
+  if (!started || started.ended || !launch.clis || launch.placedFiles) {
     if (started) launch.clis?.drop(started)
     return startTurn(launch.driver, run.handle, adapter, spec, output, launch.options)
   }
@@ -191,17 +208,27 @@ export async function launchTurn(
 export function warmCliDeps(
   clis: StartedClis | null,
   busy: () => boolean,
-): { startCli?: (handle: SandboxHandle) => StartedCli; dropCli?: (started: StartedCli) => void; busy?: () => boolean } {
-  if (!clis) return {}
-  return { startCli: (handle) => clis.start(handle), dropCli: (started) => clis.drop(started), busy }
+): {
+  startCli?: (handle: SandboxHandle, harness: Harness) => StartedCli | null
+  dropCli?: (started: StartedCli) => void
+  busy?: () => boolean
+  firstCli?: Harness
+} {
+  const first = clis ? (Object.keys(clis.models)[0] as Harness | undefined) : undefined
+  if (!clis || !first) return {}
+  return { startCli: (handle, harness) => clis.start(handle, harness), dropCli: (started) => clis.drop(started), busy, firstCli: first }
 }
 
-/** The started CLI of AGENTD_WARM_CLI: its harness's default model; null when none is started. */
+/** The CLIs of AGENTD_WARM_CLI, each with its harness's default model; null when none is started. */
 export function startedCliOf(
-  warmCli: 'harness_1' | null,
+  warmCli: readonly Harness[],
   catalog: { harnesses: { id: string; default_model: string }[] },
   askAgainMs: number,
-): { model: string; askAgainMs: number } | null {
-  const model = warmCli ? catalog.harnesses.find((h) => h.id === warmCli)?.default_model : undefined
-  return model ? { model, askAgainMs } : null
+): { models: Partial<Record<Harness, string>>; askAgainMs: number } | null {
+  const models: Partial<Record<Harness, string>> = {}
+  for (const harness of warmCli) {
+    const model = catalog.harnesses.find((h) => h.id === harness)?.default_model
+    if (model) models[harness] = model
+  }
+  return Object.keys(models).length > 0 ? { models, askAgainMs } : null
 }

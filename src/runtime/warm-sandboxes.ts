@@ -1,5 +1,6 @@
 import { rmSync } from 'node:fs'
 import type { SandboxDriver, SandboxHandle, SandboxSpec } from '../../sandbox/driver'
+import type { Harness } from '../domain/harness'
 import { newId } from '../domain/ids'
 import type { StartSlots } from './start-slots'
 import type { StartedCli } from './started-cli'
@@ -13,8 +14,10 @@ export interface WarmDeps {
   /** The plain sandbox of session `id`: no Project image, no egress proxy. */
   spec: (id: string) => SandboxSpec
   log: (line: string) => void
-  /** Starts a CLI ahead in a booted warm sandbox (started-cli.ts); absent: none is. */
-  startCli?: (handle: SandboxHandle) => StartedCli
+  /** Starts the CLI of `harness` ahead in a booted warm sandbox (started-cli.ts); null: none is for it; absent: none ever is. */
+  startCli?: (handle: SandboxHandle, harness: Harness) => StartedCli | null
+  /** The harness whose CLI is started ahead until a create asks for one. */
+  firstCli?: Harness
   /** Ends a started CLI no session took. */
   dropCli?: (started: StartedCli) => void
   /** A turn runs: a CLI's start (seconds of CPU on gVisor) waits until none does, not to slow it. */
@@ -52,11 +55,15 @@ export class WarmSandboxes {
   private cliTimer: ReturnType<typeof setTimeout> | null = null
   private running = false
   private failedAt = Number.NEGATIVE_INFINITY
+  /** The harness the last create asked for: a warm sandbox's CLI is started for it (none where it has no such CLI). */
+  private wanted: Harness | undefined
 
   constructor(
     private readonly deps: WarmDeps,
     readonly size: number,
-  ) {}
+  ) {
+    this.wanted = deps.firstCli
+  }
 
   /** Starts filling the pool (after the start-up sweep, which would remove what it made before). */
   start(): void {
@@ -64,9 +71,18 @@ export class WarmSandboxes {
     this.refill()
   }
 
-  /** The id for a new session: one whose sandbox is warm (a booted one first) when the pool has one. */
-  sessionId(): string {
-    const id = [...this.pool.keys()].find((p) => this.bootedIds.has(p)) ?? this.pool.keys().next().value
+  /**
+   * The id for a new session of `harness`: one whose sandbox is warm when the pool has one (a
+   * booted one with that harness's CLI started first, then a booted one). The next CLI started
+   * ahead is that harness's: a host's sessions mostly ask for the harness they asked for last.
+   */
+  sessionId(harness?: Harness): string {
+    if (harness) this.wanted = harness
+    const ids = [...this.pool.keys()]
+    const id =
+      (harness && ids.find((p) => this.started.get(p)?.harness === harness)) ||
+      ids.find((p) => this.bootedIds.has(p)) ||
+      this.pool.keys().next().value
     if (id === undefined) return newId()
     this.bootedIds.delete(id)
     this.cliPending.delete(id)
@@ -166,7 +182,8 @@ export class WarmSandboxes {
       this.cliPending.delete(id)
       if (!this.pool.has(id)) continue
       try {
-        this.started.set(id, this.deps.startCli!(handle))
+        const started = this.wanted ? this.deps.startCli!(handle, this.wanted) : null
+        if (started) this.started.set(id, started)
       } catch (err) {
         this.deps.log(`agentd: a CLI was not started ahead in a warm sandbox: ${(err as Error).message}`)
       }

@@ -116,7 +116,7 @@ export class SessionService {
     const skills = run.skills ? await this.deps.skills.fetch(run.skills, fetches) : []
     // Tokens are sealed for this session, under its id: made now, before anything is awaited again.
     // A warm sandbox waits under the id the runtime gives (a new one when none does).
-    const id = this.deps.runtime.newSessionId()
+    const id = this.deps.runtime.newSessionId(runSpec.harness)
     // A create that stores no session gives its id back: the warm sandbox it took is not left running.
     let stored = false
     try {

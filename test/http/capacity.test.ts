@@ -281,6 +281,20 @@ describe('AGENTD_MAX_SANDBOXES and AGENTD_MAX_STARTING', () => {
       'AGENTD_WARM_SANDBOXES must be a whole number of at least 0, got "-1"',
     )
   })
+
+  test('CLIs started ahead: Claude Code and Gemini CLI unless AGENTD_WARM_CLI names fewer or none; Codex refused with why', () => {
+    const cli = (value?: string) =>
+      loadConfig({ DATA_DIR: '/nonexistent', ...(value === undefined ? {} : { AGENTD_WARM_CLI: value }) }).warmCli
+    expect(cli()).toEqual(['harness_1', 'harness_3'])
+    expect(cli('')).toEqual(['harness_1', 'harness_3'])
+    expect(cli('harness_3')).toEqual(['harness_3'])
+    expect(cli(' harness_3 , harness_1,harness_3')).toEqual(['harness_3', 'harness_1'])
+    expect(cli('none')).toEqual([])
+    expect(() => cli('harness_2')).toThrow('Codex reads its prompt before it starts')
+    expect(() => cli('harness_1,claude')).toThrow(
+      'AGENTD_WARM_CLI names "claude": only harness_1 and harness_3 can be started ahead (or none)',
+    )
+  })
 })
 
 /**

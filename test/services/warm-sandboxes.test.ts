@@ -74,3 +74,62 @@ test("a refused create's sandbox is not left behind: the pool, refilled meanwhil
   expect(existsSync(sandboxDir(dataDir, next))).toBe(false)
   expect(logged).toEqual([])
 })
+
+test('the CLI started ahead is the harness the last create asked for; a create takes a sandbox holding its own harness first', async () => {
+  const asked: string[] = []
+  const dropped: string[] = []
+  const warm = new WarmSandboxes(
+    {
+      driver,
+      starts: new StartSlots(2),
+      dataDir,
+      spec: (id) => sandboxSpec(place, id),
+      log: (l) => logged.push(l),
+      firstCli: 'harness_1',
+      // A real process in the sandbox stands for the CLI; harness_2 has none (as Codex has no StartAhead).
+      startCli: (handle, harness) => {
+        asked.push(harness)
+        if (harness === 'harness_2') return null
+        return { harness, model: 'm', key: `k-${handle.id}`, process: driver.exec(handle, ['sleep', '60'], { env: {} }), ended: false }
+      },
+      dropCli: (started) => {
+        dropped.push(started.harness)
+        started.process.kill('SIGKILL')
+      },
+    },
+    2,
+  )
+  const startedClis = (n: number) =>
+    waitFor(
+      async () => warm.startedClis,
+      (c) => c === n,
+      10_000,
+    )
+  warm.start()
+  await booted(warm, 2)
+  await startedClis(2)
+  expect(asked).toEqual(['harness_1', 'harness_1'])
+  // A Gemini create takes one of them (no Gemini CLI waits yet); the refill starts Gemini's.
+  const first = warm.sessionId('harness_3')
+  expect(warm.takeStarted(first)?.harness).toBe('harness_1')
+  await startedClis(2)
+  expect(asked).toEqual(['harness_1', 'harness_1', 'harness_3'])
+  // The next Gemini create takes the sandbox holding Gemini's CLI, not the older Claude Code one.
+  const second = warm.sessionId('harness_3')
+  expect(warm.takeStarted(second)?.harness).toBe('harness_3')
+  await startedClis(2) // the older Claude Code one, and Gemini's again in the refill
+  // After a Codex create the refill starts no CLI (Codex has none to start ahead).
+  const third = warm.sessionId('harness_2')
+  await booted(warm, 2)
+  await Bun.sleep(300)
+  expect(asked).toEqual(['harness_1', 'harness_1', 'harness_3', 'harness_3', 'harness_2'])
+  expect(warm.takeStarted(third)?.harness).toBe('harness_1')
+  expect(warm.startedClis).toBe(1)
+  for (const id of [first, second, third]) {
+    const handle = await warm.claim(id)
+    if (handle) await driver.destroy(handle)
+  }
+  await warm.close()
+  expect(dropped).toEqual(['harness_3']) // close ends the one still waiting
+  expect(logged).toEqual([])
+})
