@@ -75,7 +75,7 @@ export interface Config {
   /**
    * AGENTD_WARM_CLI: the harnesses whose CLI may be started ahead in a warm sandbox, waiting for the
    * first message of the session that takes it (comma-separated; the default `harness_1,harness_3`:
-   * Claude Code and Gemini CLI, the ones that can be); `none`: none is. Empty: none.
+   * Claude Code and Gemini CLI, the ones that can be, also when unset or blank); `none`: none is.
    */
   warmCli: Harness[]
   /** AGENTD_METRICS_TOKEN: the bearer token /metrics wants; null: /metrics is off. */

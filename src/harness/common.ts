@@ -57,15 +57,17 @@ export function withPromptOnStdin(home: string, argv: string[]): string[] {
  * `cli` started ahead (see StartAhead): its stdin is what curl gets from the gateway's
  * AGENTD_FIRST_MESSAGE_URL with the key in AGENTD_STARTED_KEY, given on curl's stdin (printf is
  * bash's own), never in an argv. 204 means ask again (the gateway answers so every minute: an
- * idle relay ends a silent connection); anything else ends the CLI's input, and the CLI with it.
- * `prime` goes to the CLI's stdin at once, before the message (a CLI that gives up on a silent stdin
- * needs it). The CLI is the process itself (bash execs it), so a stop or kill reaches it as any turn's.
+ * idle relay ends a silent connection); a 200 read whole is the message. Anything else (a 404, a
+ * cut connection, a curl that failed) kills the CLI ($$: bash exec'd it), so it never answers a
+ * message it did not get whole. `prime` goes to the CLI's stdin at once, before the message (a CLI
+ * that gives up on a silent stdin needs it). The CLI is the process itself, so a stop or kill
+ * reaches it as any turn's.
  */
 export function startedAheadArgv(cli: string[], prime = ''): string[] {
   const ask =
     `f=$(mktemp) && while c=$(printf 'authorization: Bearer %s\\n' "$AGENTD_STARTED_KEY" | ` +
-    `curl -sS -o "$f" -w '%{http_code}' -H @- "$AGENTD_FIRST_MESSAGE_URL"); [ "$c" = 204 ]; do :; done; ` +
-    `[ "$c" = 200 ] && cat "$f"; rm -f "$f"`
+    `curl -sS -o "$f" -w '%{http_code}' -H @- "$AGENTD_FIRST_MESSAGE_URL"); e=$?; [ $e = 0 ] && [ "$c" = 204 ]; do :; done; ` +
+    `if [ $e = 0 ] && [ "$c" = 200 ]; then cat "$f"; rm -f "$f"; else rm -f "$f"; kill -KILL $$; fi`
   const feed = prime ? `printf '%s' ${shellQuote(prime)}; ${ask}` : ask
   return ['/bin/bash', '-c', `exec "$@" < <(${feed})`, 'agentd-started', ...cli]
 }

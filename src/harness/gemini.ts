@@ -51,7 +51,8 @@ export function geminiEntryPath(modules = BUNDLED_MODULES): string {
  * and initialises (0.43 s from its message to its first model request on gVisor, against 1.93 s
  * started with its turn: docs/decisions.md), then reads its stdin to the end as its prompt. It
  * gives up on a stdin silent for 500 ms once it reads it (its readStdin), so a newline is given
- * at once, ahead of the message: the prompt it sends starts with that newline (PRIMED).
+ * at once, ahead of the message: the prompt it sends starts with that newline (PRIMED), so a prompt
+ * that is a command (`/…`) runs on a CLI started with its turn.
  */
 const PRIMED = '\n'
 const startAhead: StartAhead = {
@@ -64,6 +65,9 @@ const startAhead: StartAhead = {
     }
   },
   firstMessage: (prompt) => prompt,
+  // A prompt starting with `/` is a command to the CLI (its isSlashCommand); after the newline it
+  // would be text to the model.
+  accepts: (prompt) => !prompt.startsWith('/'),
 }
 
 export const geminiAdapter: HarnessAdapter = {

@@ -107,4 +107,6 @@ export interface StartAhead {
   command(at: { home: string; gatewayUrl: string }, model: string, key: string): TurnCommand
   /** What the CLI's stdin is given for the first turn's prompt. */
   firstMessage(prompt: string): string
+  /** Whether the started CLI takes `prompt` as one started with its turn would; absent: always. */
+  accepts?(prompt: string): boolean
 }

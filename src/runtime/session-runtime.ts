@@ -76,7 +76,9 @@ export class SessionRuntime {
       },
     )
     const started = deps.startedCli
-    this.startedClis = started ? new StartedClis(deps.driver, started.models, (line) => deps.log(line), started.askAgainMs) : null
+    this.startedClis = started
+      ? new StartedClis(deps.driver, deps.adapters, started.models, (line) => deps.log(line), started.askAgainMs)
+      : null
     const busy = () => this.live.all().some(([, live]) => live.turn !== undefined)
     this.warm = new WarmSandboxes(
       { ...deps, spec: (id) => this.sandboxes.plainSpec(id), log: (line) => deps.log(line), ...warmCliDeps(this.startedClis, busy) },

@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto'
 import type { SandboxDriver, SandboxHandle, SandboxProcess } from '../../sandbox/driver'
 import { writeInTree } from '../../sandbox/host-fs'
 import type { Harness } from '../domain/harness'
-import { ADAPTERS } from '../harness'
 import type { HarnessAdapter, StartAhead, TurnSpec } from '../harness/harness'
 import type { SessionRow } from '../session-record/store'
 import type { TurnRun } from './turn-end'
@@ -48,6 +47,7 @@ export class StartedClis {
 
   constructor(
     private readonly driver: SandboxDriver,
+    private readonly adapters: Partial<Record<Harness, HarnessAdapter>>,
     /**
      * The harnesses whose CLI is started ahead, each with the model it runs (the harness's
      * default): a session on another model starts its own.
@@ -60,7 +60,7 @@ export class StartedClis {
   /** Starts the CLI of `harness` in `handle`, waiting at the gateway for a first message; null when none is started for it. */
   start(handle: SandboxHandle, harness: Harness): StartedCli | null {
     const model = this.models[harness]
-    const ahead = startAheadOf(harness)
+    const ahead = this.startAheadOf(harness)
     if (!model || !ahead) return null
     const key = `gw_started_${randomBytes(24).toString('base64url')}`
     const command = ahead.command(handle, model, key)
@@ -143,7 +143,7 @@ export class StartedClis {
 
   /** Gives the started CLI its first turn's prompt (now, or as soon as it asks). */
   deliver(started: StartedCli, prompt: string): void {
-    const text = startAheadOf(started.harness)!.firstMessage(prompt)
+    const text = this.startAheadOf(started.harness)!.firstMessage(prompt)
     const waiter = this.waiting.get(started.key)
     if (waiter) {
       this.forget(started.key)
@@ -159,14 +159,21 @@ export class StartedClis {
     started.process.kill('SIGKILL')
   }
 
+  /** Whether `started` takes `prompt` as a CLI started with its turn would (see StartAhead.accepts). */
+  accepts(started: StartedCli, prompt: string): boolean {
+    return this.startAheadOf(started.harness)?.accepts?.(prompt) ?? true
+  }
+
+  private startAheadOf(harness: Harness): StartAhead | undefined {
+    return this.adapters[harness]?.startAhead
+  }
+
   private forget(key: string): void {
     this.keys.delete(key)
     this.waiting.delete(key)
     this.given.delete(key)
   }
 }
-
-const startAheadOf = (harness: Harness): StartAhead | undefined => ADAPTERS[harness]?.startAhead
 
 /** What starting a turn's CLI uses: the driver, the started CLIs, the session's log, the turn's options. */
 export interface Launch {
@@ -194,7 +201,7 @@ export async function launchTurn(
   spec: TurnSpec,
   output: TurnCallbacks,
 ): Promise<RunningTurn> {
-  if (!started || started.ended || !launch.clis || launch.placedFiles) {
+  if (!started || started.ended || !launch.clis || launch.placedFiles || !launch.clis.accepts(started, run.prompt)) {
     if (started) launch.clis?.drop(started)
     return startTurn(launch.driver, run.handle, adapter, spec, output, launch.options)
   }

@@ -73,14 +73,15 @@ export class WarmSandboxes {
 
   /**
    * The id for a new session of `harness`: one whose sandbox is warm when the pool has one (a
-   * booted one with that harness's CLI started first, then a booted one). The next CLI started
-   * ahead is that harness's: a host's sessions mostly ask for the harness they asked for last.
+   * booted one with that harness's CLI started and still waiting first, then a booted one). The
+   * next CLI started ahead is that harness's: a host's sessions mostly ask for the harness they
+   * asked for last (a create refused afterwards counts too: it still says what callers ask for).
    */
   sessionId(harness?: Harness): string {
     if (harness) this.wanted = harness
     const ids = [...this.pool.keys()]
     const id =
-      (harness && ids.find((p) => this.started.get(p)?.harness === harness)) ||
+      (harness && ids.find((p) => this.started.get(p)?.harness === harness && !this.started.get(p)?.ended)) ||
       ids.find((p) => this.bootedIds.has(p)) ||
       this.pool.keys().next().value
     if (id === undefined) return newId()
@@ -133,7 +134,7 @@ export class WarmSandboxes {
 
   /** How many booted ones hold a CLI started ahead, waiting for its session. */
   get startedClis(): number {
-    return this.started.size
+    return [...this.started.values()].filter((started) => !started.ended).length
   }
 
   /** How many are booted and waiting for a session. */

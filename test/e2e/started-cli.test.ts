@@ -66,6 +66,16 @@ for (const driver of ['gvisor', 'bwrap'] as const) {
       expect((await json(await call('GET', path(id, '/result')))).result.text).toBe('Seen: Warm start | Go on')
     }, 180_000)
 
+    test('attack: from inside a session, the first-message address gives nothing for its own key or a made-up one', async () => {
+      const probe =
+        'for k in "$ANTHROPIC_API_KEY" gw_started_nope; do ' +
+        'curl -s -o /dev/null -w "%{http_code} " -H "authorization: Bearer $k" "$ANTHROPIC_BASE_URL/_agentd/first-message"; done'
+      const id = await startWarm({ agent: 'harness_1', prompt: script([{ bash: probe }, { answer: 'probed' }]) })
+      expect((await done(id, 1)).status).toBe('completed')
+      expect(await logs(id)).toContain(STARTED) // its own key is the started CLI's, served once already
+      expect(outputs(id, 1)).toContain('404 404')
+    }, 180_000)
+
     test('after a Gemini create the next CLI started is Gemini CLI, and a plain Gemini session runs its first turn on it', async () => {
       // This one finds Claude Code started, which it does not fit: it starts its own.
       const switched = await startWarm({ agent: 'harness_3', prompt: script([{ answer: 'switched' }]) })
@@ -87,22 +97,16 @@ for (const driver of ['gvisor', 'bwrap'] as const) {
       expect((await json(await call('GET', path(id, '/result')))).result.text).toBe('Seen: Warm start | Go on')
     }, 240_000)
 
-    test('attack: from inside a session, the first-message address gives nothing for its own key or a made-up one', async () => {
-      const probe =
-        'for k in "$ANTHROPIC_API_KEY" gw_started_nope; do ' +
-        'curl -s -o /dev/null -w "%{http_code} " -H "authorization: Bearer $k" "$ANTHROPIC_BASE_URL/_agentd/first-message"; done'
-      const id = await startWarm({ agent: 'harness_1', prompt: script([{ bash: probe }, { answer: 'probed' }]) })
-      expect((await done(id, 1)).status).toBe('completed')
-      expect(outputs(id, 1)).toContain('404 404')
-    }, 180_000)
-
-    test('a session it does not fit (an effort, attachments, another harness) has it ended and starts its own CLI', async () => {
+    test('a session it does not fit (a Gemini `/` prompt, another harness, an effort, attachments) has it ended and starts its own CLI', async () => {
       const document = {
         type: 'document',
         name: 'CLAUDE.md',
         source: { type: 'base64', media_type: 'text/plain', data: Buffer.from('Answer in French.\n').toString('base64') },
       }
       const bodies = [
+        // Gemini CLI waits (the test before asked for it): a prompt that is a `/` command, then Claude Code.
+        { agent: 'harness_3', prompt: '/notes for the model' },
+        { agent: 'harness_1', prompt: script([{ answer: 'switched back' }]) },
         { agent: 'harness_1', effort: 'high', prompt: script([{ answer: 'high done' }]) },
         { agent: 'harness_1', input: [{ type: 'text', text: script([{ answer: 'read' }]) }, document] },
         // Codex last: after its create no CLI is started ahead (Codex has none).
