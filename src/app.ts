@@ -37,6 +37,7 @@ import type { ApiKeyService } from './api-keys/service'
 import type { FileService } from './files/service'
 import type { AgentService } from './agents/service'
 import type { ConnectionService } from './connections/service'
+import type { ConnectorService } from './connections/connectors'
 import type { AuthService } from './identity/auth'
 import type { Catalog } from './catalog/catalog'
 import type { HarnessVersions } from './catalog/catalog'
@@ -74,6 +75,7 @@ export interface AppDeps {
   files: FileService
   agents: AgentService
   connections: ConnectionService
+  connectors: ConnectorService
   /** Project environments and secrets (contract section 10). */
   environments: EnvironmentService
   secrets: SecretService
@@ -249,7 +251,7 @@ export function createApp(deps: AppDeps) {
       .use(accountRoutes(deps.auth, deps.accounts))
       .use(fileRoutes(deps.auth, deps.files))
       .use(agentProfileRoutes(deps.auth, deps.agents))
-      .use(connectionRoutes(deps.auth, deps.connections))
+      .use(connectionRoutes(deps.auth, deps.connections, deps.connectors))
       .use(environmentRoutes(deps.auth, deps.environments, deps.secrets))
       .use(metricsRoutes(deps.metrics, deps.metricsToken))
       .use(regionRoutes(deps.region))

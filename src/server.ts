@@ -52,7 +52,7 @@ import { SessionLogReader } from './transcript/logs'
 import { AgentService } from './agents/service'
 import { SkillFetcher } from './skills/fetch'
 import { SkillService } from './skills/service'
-import { ConnectionService } from './connections/service'
+import { connectionServices } from './connections/connectors'
 import { proxyToolRequest } from './connections/proxy'
 import { publicGetter } from './egress/public-get'
 import { WebhookService } from './webhooks/service'
@@ -188,7 +188,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const artifacts = new ArtifactStore(db, config.dataDir, now, config.artifactsMaxBytes)
   const installer = new HarnessInstaller(join(config.dataDir, 'harnesses'))
   const plans = new PlanService({ db, catalog, defaultPlan: loadDefaultPlan(config.configFile), now })
-  const accounts = new AccountService({ db, sealer: accountsKey && new KeySealer(accountsKey), catalog, providers, now })
+  const sealer = accountsKey && new KeySealer(accountsKey)
+  const accounts = new AccountService({ db, sealer, catalog, providers, now })
   // A Project's environment and secrets (contract section 10): its sandboxes run in them.
   const environments = new EnvironmentService({ db, now })
   const secrets = new SecretService({ db, sealer: new KeySealer(accountsKey), now })
@@ -206,15 +207,10 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const agents = new AgentService({ db, catalog, versions: runnable, now })
   // Caller URLs (images, skills) are fetched under the webhook rules, each create's within its
   // budget (the signal); AGENTD_FETCH_CA_FILE adds a CA (tests only).
-  const get = publicGetter({ resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, ca: config.fetchCa })
+  const outbound = { resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, ca: config.fetchCa }
+  const get = publicGetter(outbound)
   const skills = new SkillService(db, new SkillFetcher({ githubApiUrl: config.githubApiUrl, githubToken: config.githubToken, get }))
-  const connections = new ConnectionService({
-    db,
-    sealer: accountsKey && new KeySealer(accountsKey),
-    resolve: options.resolveHost ?? resolveHost,
-    allowPrivate: config.webhookAllowPrivate,
-    now,
-  })
+  const { connections, connectors } = connectionServices({ ...outbound, db, sealer, catalog, publicUrl: config.publicUrl, now, log })
   // A run's repository (checkout, git through the gateway, pull requests) needs agentd's GitHub App.
   const github = config.githubApp ? new GithubApp(config.githubApiUrl, config.githubApp) : null
   const installations = new InstallationService(db, github, now)
@@ -341,6 +337,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     files,
     agents,
     connections,
+    connectors,
     environments,
     secrets,
     metrics,
@@ -375,6 +372,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     installations,
     environments,
     secrets,
+    connections,
     metrics,
     gateway,
     driver,

@@ -533,8 +533,42 @@ export interface paths {
         /** The caller's own tool servers in this org (never their tokens) */
         get: operations["connections.list"];
         put?: never;
-        /** Store a tool server (its token sealed at rest, never returned); runs name it by id or name */
+        /** Store a tool server (its token sealed at rest, never returned), or connect a built-in connector: `connecting`, with the address its owner signs in at (OAuth 2.1 with PKCE); runs name it by id or name */
         post: operations["connections.create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/o/{org}/connections/{connection}/sign-in": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Sign in to one of your built-in connectors again (after `reconnect`): the address to send its owner to */
+        post: operations["connections.signIn"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/o/{org}/connections/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The end of a sign-in: the `state` and `code` the authorization server sent back, from the user who started it; the connection is `ready` */
+        post: operations["connections.completeSignIn"];
         delete?: never;
         options?: never;
         head?: never;
@@ -996,12 +1030,32 @@ export interface components {
             url: string;
             /** @description null: user-level (every run of the caller may name it) */
             project_id: string | null;
+            /** @description A built-in connector's slug (the catalog's mcp_servers): signed in with OAuth */
+            connector: string | null;
             /** @enum {string} */
-            auth_mode: "bearer" | "none";
+            auth_mode: "bearer" | "none" | "oauth";
             /** @enum {string} */
             status: "ready" | "connecting" | "reconnect";
             /** Format: date-time */
             created_at: string;
+        };
+        ConnectionSignIn: {
+            /** @description Form conn_<id> */
+            id: string;
+            name: string;
+            url: string;
+            /** @description null: user-level (every run of the caller may name it) */
+            project_id: string | null;
+            /** @description A built-in connector's slug (the catalog's mcp_servers): signed in with OAuth */
+            connector: string | null;
+            /** @enum {string} */
+            auth_mode: "bearer" | "none" | "oauth";
+            /** @enum {string} */
+            status: "ready" | "connecting" | "reconnect";
+            /** Format: date-time */
+            created_at: string;
+            /** @description Where the owner signs in; the authorization server then sends the browser to agentd's callback */
+            authorization_url: string;
         };
         ProjectConnector: {
             /** @description Form conn_<id> */
@@ -1010,8 +1064,10 @@ export interface components {
             url: string;
             /** @description null: user-level (every run of the caller may name it) */
             project_id: string | null;
+            /** @description A built-in connector's slug (the catalog's mcp_servers): signed in with OAuth */
+            connector: string | null;
             /** @enum {string} */
-            auth_mode: "bearer" | "none";
+            auth_mode: "bearer" | "none" | "oauth";
             /** @enum {string} */
             status: "ready" | "connecting" | "reconnect";
             /** Format: date-time */
@@ -4386,10 +4442,12 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    /** @description Lower-case letters, digits, - and _; at most 63 */
-                    name: string;
-                    /** @description A streamable HTTP MCP endpoint on https whose host resolves to public addresses only */
-                    url: string;
+                    /** @description Lower-case letters, digits, - and _; at most 63. Required with url; a connector is named by its provider's name */
+                    name?: string;
+                    /** @description A streamable HTTP MCP endpoint on https whose host resolves to public addresses only (or connector) */
+                    url?: string;
+                    /** @description A built-in connector's slug (discovery's mcp_servers with oauth: true), instead of url: signed in with OAuth */
+                    connector?: string;
                     auth?: {
                         /** @constant */
                         mode: "bearer";
@@ -4406,6 +4464,168 @@ export interface operations {
         responses: {
             /** @description Response for status 201 */
             201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConnectionSignIn"] | components["schemas"]["Connection"];
+                };
+            };
+            /** @description Response for status 400 */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 401 */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 403 */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 404 */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 413 */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 422 */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "connections.signIn": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org: string;
+                connection: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Response for status 200 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConnectionSignIn"];
+                };
+            };
+            /** @description Response for status 400 */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 401 */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 403 */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 404 */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 413 */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Response for status 422 */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "connections.completeSignIn": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The `state` the authorization server sent back */
+                    state: string;
+                    /** @description The `code` it sent back */
+                    code: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Response for status 200 */
+            200: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -6,7 +6,9 @@ import {
   connectionModels,
   Connection,
   ConnectionParams,
+  ConnectionSignIn,
   CreateConnectionBody,
+  SignInCallbackBody,
   ProjectConnector,
   ProjectConnectorParams,
   ProjectParams,
@@ -14,11 +16,12 @@ import {
 import { modelRef } from '../domain/schema-util'
 import { OrgParams } from '../domain/api-schemas'
 import type { ConnectionService } from './service'
+import type { ConnectorService } from './connectors'
 
 const tags = ['connections']
 
 /** A user's own tool servers (spec 4.1 connections). Signed-in callers only: a key run may not send connections. */
-export const connectionRoutes = (auth: AuthService, connections: ConnectionService) =>
+export const connectionRoutes = (auth: AuthService, connections: ConnectionService, connectors: ConnectorService) =>
   new Elysia({ name: 'agentd/connections' })
     .use(errorModel)
     .use(connectionModels)
@@ -31,21 +34,55 @@ export const connectionRoutes = (auth: AuthService, connections: ConnectionServi
     .post(
       '/o/:org/connections',
       async ({ access, principal, body, set }) => {
-        const created = await connections.create(principal, access, body)
+        const { connector } = body
+        const created =
+          connector === undefined
+            ? await connections.create(principal, access, body)
+            : await connectors.create(principal, access, { ...body, connector })
         set.status = 201
         return created
       },
       {
         params: OrgParams,
         body: CreateConnectionBody,
-        response: { 201: 'Connection', ...errorResponses(400, 401, 403, 404, 413, 422) },
+        response: {
+          201: t.Union([modelRef('ConnectionSignIn', ConnectionSignIn), modelRef('Connection', Connection)]),
+          ...errorResponses(400, 401, 403, 404, 413, 422),
+        },
         detail: {
           operationId: 'connections.create',
           tags,
-          summary: 'Store a tool server (its token sealed at rest, never returned); runs name it by id or name',
+          summary:
+            'Store a tool server (its token sealed at rest, never returned), or connect a built-in connector: `connecting`, with the ' +
+            'address its owner signs in at (OAuth 2.1 with PKCE); runs name it by id or name',
         },
       },
     )
+    .post(
+      '/o/:org/connections/:connection/sign-in',
+      ({ access, principal, params }) => connectors.signInAgain(principal, access, params.connection),
+      {
+        params: ConnectionParams,
+        response: { 200: 'ConnectionSignIn', ...errorResponses(400, 401, 403, 404, 413, 422) },
+        detail: {
+          operationId: 'connections.signIn',
+          tags,
+          summary: 'Sign in to one of your built-in connectors again (after `reconnect`): the address to send its owner to',
+        },
+      },
+    )
+    .post('/o/:org/connections/callback', ({ access, principal, body }) => connectors.complete(principal, access, body.state, body.code), {
+      params: OrgParams,
+      body: SignInCallbackBody,
+      response: { 200: 'Connection', ...errorResponses(400, 401, 403, 404, 413, 422) },
+      detail: {
+        operationId: 'connections.completeSignIn',
+        tags,
+        summary:
+          'The end of a sign-in: the `state` and `code` the authorization server sent back, from the user who started it; ' +
+          'the connection is `ready`',
+      },
+    })
     .delete(
       '/o/:org/connections/:connection',
       ({ access, principal, params, set }) => {

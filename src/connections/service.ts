@@ -10,6 +10,8 @@ import type { OrgAccess, Principal } from '../identity/service'
 import { hostOf, isPublicAddress, type ResolveHost } from '../egress/address-policy'
 import { CONNECTION_NAME, type CreateConnectionBody } from './model'
 import { authToken, slugOf } from './inline'
+import type { ConnectorSignIn } from './oauth'
+import { connectionView } from './view'
 
 export interface ConnectionServiceDeps {
   db: Db
@@ -19,6 +21,8 @@ export interface ConnectionServiceDeps {
   /** AGENTD_WEBHOOK_ALLOW_PRIVATE (tests only): http and inside addresses are allowed too. */
   allowPrivate: boolean
   now: () => number
+  /** The access tokens of built-in connectors (signed in with OAuth); null: there are none. */
+  signIn?: ConnectorSignIn | null
 }
 
 /** A create's `connections` entry (spec 4.1): an id or name of the caller's, or an inline server. */
@@ -57,6 +61,7 @@ export class ConnectionService {
 
   async create(principal: Principal, access: OrgAccess, body: CreateConnectionBody) {
     if (!principal.userId) throw badRequest('connections belong to a signed-in user')
+    if (body.url === undefined || body.name === undefined) throw badRequest('a tool server needs a name and a url (or a connector)')
     const project = body.project === undefined ? null : findProject(this.deps.db, access.orgId, body.project)
     if (body.project !== undefined && !project) throw notFound('Project not found')
     const problem = await this.urlProblem(body.url)
@@ -70,16 +75,16 @@ export class ConnectionService {
       userId: principal.userId,
       projectId: project?.id ?? null,
       name: body.name,
-      url: body.url,
+      url: body.url as string,
       sealedToken: token === null ? null : await this.deps.sealer!.seal(id, token),
       createdAt: this.deps.now(),
     }
     this.deps.db.insert(connections).values(row).run()
-    return this.view({ ...row, status: 'ready' })
+    return connectionView({ ...row, status: 'ready' })
   }
 
   list(principal: Principal, access: OrgAccess) {
-    return { data: this.own(principal, access.orgId).map((row) => this.view(row)) }
+    return { data: this.own(principal, access.orgId).map((row) => connectionView(row)) }
   }
 
   remove(principal: Principal, access: OrgAccess, id: string): void {
@@ -199,7 +204,7 @@ export class ConnectionService {
   projectConnectors(orgId: string, projectRef: string) {
     const project = this.projectOf(orgId, projectRef)
     return {
-      data: this.attachedRows(project.id).map((row) => ({ ...this.view(row), attached_at: new Date(row.attachedAt).toISOString() })),
+      data: this.attachedRows(project.id).map((row) => ({ ...connectionView(row), attached_at: new Date(row.attachedAt).toISOString() })),
     }
   }
 
@@ -282,12 +287,14 @@ export class ConnectionService {
       .where(and(eq(sessionConnections.sessionId, sessionId), eq(sessionConnections.name, name)))
       .get()
     if (!row) return null
+    if (row.connectionId !== null && this.isConnector(row.connectionId))
+      return { url: row.url, token: (await this.deps.signIn?.accessToken(row.connectionId)) ?? null }
     const token = row.sealedToken === null ? null : await this.openToken(`${sessionId}/${name}`, row.sealedToken).catch(() => null)
     return { url: row.url, token }
   }
 
   /** Why `raw` cannot be a tool server URL, or null: https, every address it resolves to public. */
-  private async urlProblem(raw: string): Promise<string | null> {
+  async urlProblem(raw: string): Promise<string | null> {
     let url: URL
     try {
       url = new URL(raw)
@@ -315,8 +322,16 @@ export class ConnectionService {
       .all()
   }
 
-  /** A stored connection as a session's copy: its token opened and sealed again for the session. */
-  private async runCopy(row: Pick<Row, 'id' | 'name' | 'url' | 'sealedToken'>, sessionKey: string): Promise<RunConnection> {
+  /**
+   * A stored connection as a session's copy: its token opened and sealed again for the session. A
+   * built-in connector's copy holds no token: the egress proxy asks for its current one each time
+   * (refreshed as it expires); one whose token cannot be had now is not ready.
+   */
+  private async runCopy(row: Pick<Row, 'id' | 'name' | 'url' | 'sealedToken' | 'connector'>, sessionKey: string): Promise<RunConnection> {
+    if (row.connector) {
+      if (!(await this.deps.signIn?.accessToken(row.id))) throw notReady(`"${row.name}" (its sign-in must be renewed)`)
+      return { name: row.name, url: row.url, sealedToken: null, connectionId: row.id }
+    }
     const token = row.sealedToken === null ? null : await this.openToken(row.id, row.sealedToken)
     return {
       name: row.name,
@@ -324,6 +339,10 @@ export class ConnectionService {
       sealedToken: token === null ? null : await this.sealFor(sessionKey, row.name, token),
       connectionId: row.id,
     }
+  }
+
+  private isConnector(id: string): boolean {
+    return !!this.deps.db.select({ connector: connections.connector }).from(connections).where(eq(connections.id, id)).get()?.connector
   }
 
   /** The connections a Project lends now (attached, their owner an admin), by id. */
@@ -373,17 +392,5 @@ export class ConnectionService {
   private async openToken(id: string, sealed: string): Promise<string> {
     if (!this.deps.sealer) throw noSealer()
     return this.deps.sealer.open(id, sealed)
-  }
-
-  private view(row: Pick<Row, 'id' | 'name' | 'url' | 'projectId' | 'sealedToken' | 'status' | 'createdAt'>) {
-    return {
-      id: row.id,
-      name: row.name,
-      url: row.url,
-      project_id: row.projectId,
-      auth_mode: row.sealedToken === null ? ('none' as const) : ('bearer' as const),
-      status: row.status,
-      created_at: new Date(row.createdAt).toISOString(),
-    }
   }
 }

@@ -79,7 +79,8 @@ test('saved agents, Projects, provider accounts, connections, files and usage ar
     ],
     Project: ['id', 'name', 'repository', 'github_installation', 'created_at'],
     ProviderAccount: ['id', 'provider', 'name', 'key_hint', 'created_at'],
-    Connection: ['id', 'name', 'url', 'project_id', 'auth_mode', 'status', 'created_at'],
+    Connection: ['id', 'name', 'url', 'project_id', 'connector', 'auth_mode', 'status', 'created_at'],
+    ConnectionSignIn: ['id', 'name', 'url', 'project_id', 'connector', 'auth_mode', 'status', 'created_at', 'authorization_url'],
     UploadedFile: ['id', 'name', 'mime', 'size', 'expired_at'],
     Usage: ['plan', 'usage', 'limits'],
   }
@@ -101,8 +102,9 @@ test('saved agents, Projects, provider accounts, connections, files and usage ar
     ],
     Connection: [
       ['GET /o/{org}/connections 200', 'list'],
-      ['POST /o/{org}/connections 201', 'one'],
+      ['POST /o/{org}/connections/callback 200', 'one'],
     ],
+    ConnectionSignIn: [['POST /o/{org}/connections/{connection}/sign-in 200', 'one']],
     UploadedFile: [['POST /o/{org}/files 201', 'one']],
     Usage: [['GET /o/{org}/usage 200', 'one']],
   }
@@ -123,6 +125,9 @@ test('saved agents, Projects, provider accounts, connections, files and usage ar
     // An inlined model keeps its `$id`: no operation holds a copy of this one.
     expect(JSON.stringify(doc.paths)).not.toContain(`"$id":"#/components/schemas/${name}"`)
   }
+  // A create answers a stored tool server, or a connector with the address its owner signs in at.
+  const created = doc.paths['/o/{org}/connections'].post.responses['201'].content['application/json'].schema
+  expect(created).toEqual({ anyOf: [{ $ref: '#/components/schemas/ConnectionSignIn' }, { $ref: '#/components/schemas/Connection' }] })
 })
 
 test('a saved agent reads back the same created, got and listed, through the routes that refer to SavedAgent', async () => {

@@ -22,8 +22,19 @@ export const connections = sqliteTable(
     sealedToken: text('sealed_token'),
     status: text('status', { enum: CONNECTION_STATUSES }).notNull().default('ready'),
     createdAt: createdAt(),
+    /** A built-in connector's slug (the catalog's `mcp_servers`): signed in with OAuth, not given a token. */
+    connector: text('connector'),
+    /**
+     * A connector's OAuth state, sealed as one JSON value: its registered client, its tokens, the
+     * authorization server found, and the PKCE verifier of a sign-in under way.
+     */
+    sealedOauth: text('sealed_oauth'),
+    /** The `state` of the sign-in under way: its callback finds the connection by it, once. */
+    oauthState: text('oauth_state'),
+    /** When the access token expires (ms): it is refreshed before. */
+    tokenExpiresAt: integer('token_expires_at'),
   },
-  (table) => [index('connections_owner_idx').on(table.orgId, table.userId)],
+  (table) => [index('connections_owner_idx').on(table.orgId, table.userId), uniqueIndex('connections_oauth_state').on(table.oauthState)],
 )
 
 /**

@@ -1,0 +1,180 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { makeTestApp, type TestApp } from '../helpers/app'
+import { req, script, waitFor } from '../helpers/http'
+import { startMcpServer, type TestMcpServer } from '../helpers/mcp-server'
+import { startOauthServer, type OauthServer } from '../helpers/oauth-server'
+
+/**
+ * Built-in connectors signed in with OAuth (issue 37, item 2), through the HTTP API of a real agentd
+ * on bwrap: a real authorization server (`oidc-provider`: dynamic client registration, PKCE,
+ * rotated refresh tokens, resource indicators, JWT access tokens of 30 s, so every use refreshes)
+ * in front of an MCP SDK tool server that takes only its tokens. A connection goes connecting →
+ * ready → reconnect → ready; runs are refused while it is not ready; a key run of a Project calls
+ * the tool with the owner's token, which never enters the sandbox.
+ */
+let t: TestApp
+let oauth: OauthServer
+let mcp: TestMcpServer
+let configDir: string
+
+beforeAll(async () => {
+  oauth = await startOauthServer({ accessTokenTtl: 30 })
+  mcp = startMcpServer({ issuer: oauth.issuer, verify: (token, resource) => oauth.verify(token, resource) })
+  configDir = mkdtempSync(join(tmpdir(), 'agentd-connectors-'))
+  const config = join(configDir, 'agentd.json')
+  const tickets = {
+    name: 'tickets',
+    slug: 'tickets',
+    title: 'Tickets',
+    description: 'The team’s tickets',
+    category: 'project-management',
+    tags: [],
+    verified: true,
+    official: true,
+    author: 'agentd tests',
+    remotes: [{ type: 'streamable-http', url: mcp.url }],
+    documentationUrl: 'https://example.com/tickets',
+    oauth: true,
+  }
+  writeFileSync(
+    config,
+    JSON.stringify({ accounts: { encryption_key: randomBytes(32).toString('base64') }, catalog: { mcp_servers: [tickets] } }),
+  )
+  // Both servers listen on 127.0.0.1: AGENTD_WEBHOOK_ALLOW_PRIVATE lets agentd reach them (tests only).
+  t = await makeTestApp({ AGENTD_SANDBOX: 'bwrap', AGENTD_CONFIG: config, AGENTD_WEBHOOK_ALLOW_PRIVATE: '1' })
+})
+afterAll(async () => {
+  await t?.[Symbol.asyncDispose]()
+  mcp?.stop()
+  await oauth?.stop()
+  rmSync(configDir, { recursive: true, force: true })
+})
+
+async function call(method: string, path: string, body?: unknown, token = t.admin.token) {
+  const res = await t.app.handle(req(method, path, { token, body }))
+  const text = await res.text()
+  return { status: res.status, body: text ? JSON.parse(text) : null }
+}
+const statusOf = async (id: string) =>
+  (await call('GET', '/o/acme/connections')).body.data.find((c: { id: string }) => c.id === id)?.status as string
+const callbackOf = (redirect: URL) => ({ state: redirect.searchParams.get('state'), code: redirect.searchParams.get('code') })
+const lookupRun = (id: string) => script([{ mcp: { server: 'tickets', tool: 'lookup', input: { id } } }, { answer: 'looked' }])
+
+describe('a built-in connector signed in with OAuth', () => {
+  let connection: string
+
+  test('connect: connecting, with the address to sign in at (the client registered dynamically); a run naming it is refused', async () => {
+    const created = await call('POST', '/o/acme/connections', { connector: 'tickets' })
+    expect(created.status).toBe(201)
+    expect(created.body).toMatchObject({ name: 'tickets', connector: 'tickets', auth_mode: 'oauth', status: 'connecting', url: mcp.url })
+    connection = created.body.id
+    const address = new URL(created.body.authorization_url)
+    expect(address.origin).toBe(oauth.issuer)
+    expect(address.searchParams.get('code_challenge_method')).toBe('S256')
+    expect(address.searchParams.get('resource')).toBe(mcp.url)
+    expect(oauth.requests).toContain('POST /reg')
+    const run = await call('POST', '/o/acme/p/_/sessions', { harness: 'harness_2', input: 'hi', connections: ['tickets'] })
+    expect(run).toMatchObject({ status: 422, body: { code: 'CONNECTION_NOT_READY' } })
+    // Bad bodies: a connector with a url, an unknown connector.
+    expect((await call('POST', '/o/acme/connections', { connector: 'tickets', url: mcp.url })).status).toBe(400)
+    expect(await call('POST', '/o/acme/connections', { connector: 'nope' })).toMatchObject({
+      status: 422,
+      body: { code: 'CONNECTOR_UNKNOWN' },
+    })
+  })
+
+  test('attacks on the callback: a wrong state, another user’s callback; then the owner’s makes it ready, once', async () => {
+    const redirect = await oauth.signIn(
+      (await call('POST', `/o/acme/connections/${connection}/sign-in`)).body.authorization_url,
+      'ada@example.com',
+    )
+    expect(`${redirect.origin}${redirect.pathname}`).toBe(`${t.config.publicUrl}/console/connections/callback`)
+    const back = callbackOf(redirect)
+    const wrongState = await call('POST', '/o/acme/connections/callback', { ...back, state: 'made-up' })
+    expect(wrongState).toMatchObject({ status: 400, body: { code: 'OAUTH_STATE_UNKNOWN' } })
+    // Another member of the org brings the code back: refused, nothing changes, the owner can still finish.
+    expect((await call('POST', '/o/acme/connections/callback', back, t.member.token)).status).toBe(403)
+    expect(await statusOf(connection)).toBe('connecting')
+    const done = await call('POST', '/o/acme/connections/callback', back)
+    expect(done).toMatchObject({ status: 200, body: { id: connection, status: 'ready', auth_mode: 'oauth' } })
+    // The same callback again finds nothing: its state was spent.
+    expect(await call('POST', '/o/acme/connections/callback', back)).toMatchObject({ status: 400, body: { code: 'OAUTH_STATE_UNKNOWN' } })
+    expect(await statusOf(connection)).toBe('ready')
+    expect(JSON.stringify((await call('GET', '/o/acme/connections')).body)).not.toContain(back.code!)
+  })
+
+  test('attack: a code replayed into a new sign-in is refused by the authorization server, and nothing is stored', async () => {
+    const first = callbackOf(
+      await oauth.signIn((await call('POST', `/o/acme/connections/${connection}/sign-in`)).body.authorization_url, 'ada@example.com'),
+    )
+    expect((await call('POST', '/o/acme/connections/callback', first)).status).toBe(200)
+    const second = callbackOf(
+      await oauth.signIn((await call('POST', `/o/acme/connections/${connection}/sign-in`)).body.authorization_url, 'eve@example.com'),
+    )
+    const replayed = await call('POST', '/o/acme/connections/callback', { state: second.state, code: first.code })
+    expect(replayed).toMatchObject({ status: 422, body: { code: 'CONNECTOR_SIGN_IN_FAILED' } })
+    // Still Ada's tokens: a run's tool call is made as Ada.
+    const run = await call('POST', '/o/acme/p/_/sessions', { harness: 'harness_2', input: lookupRun('R-1'), connections: ['tickets'] })
+    expect(run.status).toBe(202)
+    const view = await finished(run.body.execution_id)
+    expect({ status: view.status, error: view.error }).toEqual({ status: 'completed', error: null })
+    expect(mcp.subjects.at(-1)).toBe('ada@example.com')
+  })
+
+  test('a key run of a Project calls the connector’s tool with its owner’s fresh token, which never enters the sandbox', async () => {
+    expect((await call('PUT', `/o/acme/projects/web/connections/${connection}`)).status).toBe(200)
+    const key = await call('POST', '/o/acme/api-keys', { name: 'ticket-runs' })
+    const before = mcp.lookups.length
+    const grantsBefore = oauth.grantTypes.length
+    const run = await call('POST', '/o/acme/p/web/sessions', { agent: 'harness_1', prompt: lookupRun('K-7') }, key.body.secret)
+    expect(run.status).toBe(202)
+    const id = run.body.execution_id as string
+    const view = await finished(id, '/o/acme/p/web/sessions')
+    expect({ status: view.status, error: view.error }).toEqual({ status: 'completed', error: null })
+    expect(mcp.lookups.slice(before)).toEqual(['K-7'])
+    expect(mcp.subjects.at(-1)).toBe('ada@example.com')
+    // Its 30 s access tokens are refreshed before each use (within a minute of expiry): at the create and at the calls.
+    const refreshes = oauth.grantTypes.slice(grantsBefore)
+    expect(refreshes.length).toBeGreaterThanOrEqual(2)
+    expect(new Set(refreshes)).toEqual(new Set(['refresh_token']))
+    const tokens = mcp.authorizations.filter((a) => a.startsWith('Bearer ')).map((a) => a.slice(7))
+    const seen = JSON.stringify([t.store.allEvents(id), t.store.transcriptLines(id)])
+    for (const token of tokens) expect(seen).not.toContain(token)
+    // Uses at once (a CLI's requests to the server overlap) each get a working token: one refresh at
+    // a time, never two with the same (rotated) refresh token, whose reuse would end the grant.
+    const targets = await Promise.all(Array.from({ length: 6 }, () => t.connections.target(id, 'tickets')))
+    for (const target of targets) expect(await oauth.verify(target!.token!, mcp.url)).toBe('ada@example.com')
+    expect(await statusOf(connection)).toBe('ready')
+  })
+
+  test('a refresh that fails makes it reconnect (runs refused) until its owner signs in again: ready', async () => {
+    await oauth.revokeAll()
+    const refused = await call('POST', '/o/acme/p/_/sessions', { harness: 'harness_2', input: 'hi', connections: ['tickets'] })
+    expect(refused).toMatchObject({ status: 422, body: { code: 'CONNECTION_NOT_READY' } })
+    expect(await statusOf(connection)).toBe('reconnect')
+    // The Project's runs too.
+    expect((await call('POST', '/o/acme/p/web/sessions', { harness: 'harness_2', input: 'hi' })).body.code).toBe('CONNECTION_NOT_READY')
+    const again = await call('POST', `/o/acme/connections/${connection}/sign-in`)
+    expect(again.body.status).toBe('reconnect') // until the callback
+    expect(
+      (await call('POST', '/o/acme/connections/callback', callbackOf(await oauth.signIn(again.body.authorization_url, 'ada@example.com'))))
+        .body.status,
+    ).toBe('ready')
+    const run = await call('POST', '/o/acme/p/_/sessions', { harness: 'harness_2', input: lookupRun('R-2'), connections: ['tickets'] })
+    expect(run.status).toBe(202)
+    expect((await finished(run.body.execution_id)).status).toBe('completed')
+    expect(mcp.lookups.at(-1)).toBe('R-2')
+  })
+})
+
+async function finished(id: string, path = '/o/acme/p/_/sessions') {
+  return waitFor(
+    async () => (await call('GET', `${path}/${id}`)).body,
+    (s) => !['queued', 'allocating', 'running'].includes(s.status),
+    60_000,
+  )
+}
