@@ -1,6 +1,7 @@
 import { render } from 'preact'
 import { useErrorBoundary, useState } from 'preact/hooks'
 import { Link } from './components'
+import { ConnectionCallback, Connections } from './pages/connections'
 import { Keys } from './pages/keys'
 import { NewSession } from './pages/new-session'
 import { ProjectPage } from './pages/project'
@@ -33,6 +34,8 @@ function Route({ who, path }: { who: SignedIn; path: string }) {
   if (path === '/projects') return <Projects who={who} />
   if (path === '/new') return <NewSession who={who} />
   if (path === '/keys') return <Keys who={who} />
+  if (path === '/connections') return <Connections who={who} />
+  if (path === '/connections/callback') return <ConnectionCallback who={who} />
   return <Sessions who={who} />
 }
 
@@ -60,6 +63,7 @@ function Console() {
               {nav('/', 'Sessions', '/sessions')}
               {nav('/new', 'New session')}
               {nav('/projects', 'Projects', '/projects/')}
+              {nav('/connections', 'Connections', '/connections/')}
               {nav('/keys', 'API keys')}
             </ul>
           </nav>

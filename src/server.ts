@@ -137,16 +137,12 @@ export async function startServices(config: Config, options: ServerOptions = {})
     firstMessage: (key, signal) => runtime.firstMessage(key, signal),
     // The egress proxy: a session's CLI reaches its own tool servers, and only those, through here.
     mcp: async (session, name, req) => {
-      const target = await connections.target(session.sessionId, name)
-      if (!target) return null
+      // The slot first: a sandbox cannot pile up requests waiting on a connector's token refresh.
       const onDone = mcpInFlight.take(session.sessionId)
       if (!onDone) return Response.json({ error: `at most ${mcpInFlight.max} tool server requests at once` }, { status: 429 })
-      return proxyToolRequest(req, target, {
-        resolve: options.resolveHost ?? resolveHost,
-        allowPrivate: config.webhookAllowPrivate,
-        ca: config.fetchCa,
-        onDone,
-      })
+      const target = await connections.target(session.sessionId, name).catch((err: Error) => (onDone(), Promise.reject(err)))
+      if (!target) onDone()
+      return target && proxyToolRequest(req, target, { ...outbound, onDone })
     },
     // git from the sandbox: to the session's own repository only, with the code host's credential.
     git: (session, target, req) => {

@@ -79,7 +79,7 @@ export class ConnectorService {
     }
     this.deps.db.insert(connections).values(row).run()
     try {
-      const authorizationUrl = await signIn.begin({ id: row.id, url: row.url, sealedOauth: null })
+      const authorizationUrl = await signIn.begin(row.id)
       return { ...connectionView(row), authorization_url: authorizationUrl }
     } catch (err) {
       // Nothing is kept of a sign-in that could not start.
@@ -97,7 +97,7 @@ export class ConnectorService {
       .get()
     if (!row) throw notFound('Connection not found')
     if (!row.connector) throw unprocessable('this connection is not a built-in connector: it has no sign-in', 'CONNECTOR_UNKNOWN')
-    return { ...connectionView(row), authorization_url: await this.signIn().begin(row) }
+    return { ...connectionView(row), authorization_url: await this.signIn().begin(row.id) }
   }
 
   /** The callback of a sign-in (its `state` and `code`), sent by the user who started it. */

@@ -33,6 +33,8 @@ const HEADERS_TIMEOUT_MS = 30_000
 export interface ProxyTarget {
   url: string
   token: string | null
+  /** Why the server cannot be called now (a built-in connector whose sign-in must be renewed): answered 503. */
+  refusal?: string
 }
 
 export interface ProxyOptions {
@@ -62,6 +64,7 @@ export function proxyToolRequest(req: Request, target: ProxyTarget, options: Pro
     done()
     return Response.json({ error: `the tool server cannot be reached: ${why}` }, { status })
   }
+  if (target.refusal) return Promise.resolve(refuse(target.refusal, 503))
   const url = new URL(target.url)
   const secure = url.protocol === 'https:'
   const host = hostOf(url)

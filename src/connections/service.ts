@@ -12,6 +12,7 @@ import { CONNECTION_NAME, type CreateConnectionBody } from './model'
 import { authToken, slugOf } from './inline'
 import type { ConnectorSignIn } from './oauth'
 import { connectionView } from './view'
+import type { ProxyTarget } from './proxy'
 
 export interface ConnectionServiceDeps {
   db: Db
@@ -280,15 +281,18 @@ export class ConnectionService {
   }
 
   /** Where the egress proxy sends a session's request to its server `name`, and the token it adds. */
-  async target(sessionId: string, name: string): Promise<{ url: string; token: string | null } | null> {
+  async target(sessionId: string, name: string): Promise<ProxyTarget | null> {
     const row = this.deps.db
       .select()
       .from(sessionConnections)
       .where(and(eq(sessionConnections.sessionId, sessionId), eq(sessionConnections.name, name)))
       .get()
     if (!row) return null
-    if (row.connectionId !== null && this.isConnector(row.connectionId))
-      return { url: row.url, token: (await this.deps.signIn?.accessToken(row.connectionId)) ?? null }
+    // A connector's current token (rule 5 keeps the server, not an expiring token); none, as the CLI is told, once it needs a sign-in.
+    if (row.connectionId !== null && this.isConnector(row.connectionId)) {
+      const token = (await this.deps.signIn?.accessToken(row.connectionId)) ?? null
+      return { url: row.url, token, ...(token ? {} : { refusal: `${name} is a connector whose owner must sign in to it again` }) }
+    }
     const token = row.sealedToken === null ? null : await this.openToken(`${sessionId}/${name}`, row.sealedToken).catch(() => null)
     return { url: row.url, token }
   }
@@ -329,7 +333,7 @@ export class ConnectionService {
    */
   private async runCopy(row: Pick<Row, 'id' | 'name' | 'url' | 'sealedToken' | 'connector'>, sessionKey: string): Promise<RunConnection> {
     if (row.connector) {
-      if (!(await this.deps.signIn?.accessToken(row.id))) throw notReady(`"${row.name}" (its sign-in must be renewed)`)
+      if (!(await this.deps.signIn?.accessToken(row.id))) throw notReady(`"${row.name}" (it has no working token now)`)
       return { name: row.name, url: row.url, sealedToken: null, connectionId: row.id }
     }
     const token = row.sealedToken === null ? null : await this.openToken(row.id, row.sealedToken)

@@ -44,9 +44,9 @@ export async function makeTestApp(env: Record<string, string> = {}, options: Ser
   let listening: { stop(): unknown } | null = null
   return {
     ...services,
-    /** Starts a real listening server on a free port, for streams; stopped with the app. */
-    listen(): string {
-      const app = services.app.listen({ hostname: '127.0.0.1', port: 0 })
+    /** Starts a real listening server on `port` (a free one by default), for streams; stopped with the app. */
+    listen(port = 0): string {
+      const app = services.app.listen({ hostname: '127.0.0.1', port })
       listening = app.server!
       return `http://127.0.0.1:${app.server!.port}`
     },

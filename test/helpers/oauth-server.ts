@@ -18,6 +18,8 @@ export interface OauthServer {
   verify(token: string, resource: string): Promise<string | null>
   /** Ends every grant it gave: their refresh tokens no longer work. */
   revokeAll(): Promise<void>
+  /** While true, its token endpoint answers 503 (a server down for a while), refusing nothing for good. */
+  unavailable: boolean
   stop(): Promise<void>
 }
 
@@ -62,12 +64,24 @@ export async function startOauthServer(options: { accessTokenTtl: number }): Pro
     grantTypes.push(String(ctx.oidc.params?.grant_type)),
   )
   const callback = provider.callback()
+  const control = { unavailable: false }
   server.on('request', (req, res) => {
-    requests.push(`${req.method} ${new URL(req.url ?? '/', issuer).pathname}`)
+    const path = new URL(req.url ?? '/', issuer).pathname
+    requests.push(`${req.method} ${path}`)
+    if (control.unavailable && path === '/token') {
+      res.writeHead(503, { 'content-type': 'application/json' })
+      return res.end(JSON.stringify({ error: 'temporarily_unavailable', error_description: 'down for maintenance' }))
+    }
     callback(req, res)
   })
   const jwks = createRemoteJWKSet(new URL(`${issuer}/jwks`))
   return {
+    get unavailable() {
+      return control.unavailable
+    },
+    set unavailable(value: boolean) {
+      control.unavailable = value
+    },
     issuer,
     requests,
     grantTypes,
