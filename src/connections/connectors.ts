@@ -148,7 +148,11 @@ export function connectionServices(setup: ConnectionSetup): { connections: Conne
         log: setup.log,
       })
     : null
-  const connections = new ConnectionService({ ...setup, signIn })
+  const builtinNames = setup.catalog.mcp_servers.flatMap((server) => {
+    const connector = typeof server.slug === 'string' ? catalogConnector(setup.catalog.mcp_servers, server.slug) : null
+    return connector ? [connector.name] : []
+  })
+  const connections = new ConnectionService({ ...setup, signIn, builtinNames })
   const connectors = new ConnectorService({
     db: setup.db,
     catalog: setup.catalog.mcp_servers,

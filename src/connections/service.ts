@@ -1,17 +1,18 @@
 import { and, asc, eq, or } from 'drizzle-orm'
 import { randomBytes } from 'node:crypto'
-import { isIP } from 'node:net'
 import type { Db } from '../db/client'
 import { connections, memberships, projectConnections, sessionConnections } from '../db/schema'
 import { ApiError, badRequest, conflict, forbidden, notFound, unprocessable } from '../domain/errors'
 import type { KeySealer } from '../accounts/seal'
 import { findProject } from '../identity/projects'
 import type { OrgAccess, Principal } from '../identity/service'
-import { hostOf, isPublicAddress, type ResolveHost } from '../egress/address-policy'
+import type { ResolveHost } from '../egress/address-policy'
 import { CONNECTION_NAME, type CreateConnectionBody } from './model'
 import { authToken, slugOf } from './inline'
 import type { ConnectorSignIn } from './oauth'
 import { connectionView } from './view'
+import { toolServerUrlProblem } from './url-rule'
+import { accountsNamed, ambiguousName } from './names'
 import type { ProxyTarget } from './proxy'
 
 export interface ConnectionServiceDeps {
@@ -24,6 +25,8 @@ export interface ConnectionServiceDeps {
   now: () => number
   /** The access tokens of built-in connectors (signed in with OAuth); null: there are none. */
   signIn?: ConnectorSignIn | null
+  /** The provider names of the catalog's built-in connectors: no inline server may take one (rule 3). */
+  builtinNames?: string[]
 }
 
 /** A create's `connections` entry (spec 4.1): an id or name of the caller's, or an inline server. */
@@ -116,15 +119,18 @@ export class ConnectionService {
     for (const [i, entry] of entries.entries()) {
       let run: RunConnection
       if (typeof entry === 'string') {
-        const matches = own.filter((row) => row.id === entry || row.name === entry)
-        if (matches.length > 1) {
-          throw unprocessable(
-            `connections[${i}]: "${entry}" names ${matches.length} of your connections (${matches.map((m) => m.id).join(', ')}); ` +
-              'send one id instead',
-            'CONNECTION_AMBIGUOUS',
-          )
-        }
+        // Rule 2: a tool server's name, a built-in connector's provider name, or an account's provider (no tool server).
+        const matches = [
+          ...own.filter((row) => row.id === entry || row.name === entry),
+          ...accountsNamed(this.deps.db, principal, orgId, entry),
+        ]
+        if (matches.length > 1) throw ambiguousName(i, entry, matches)
         const row = matches[0]
+        if (row && 'provider' in row)
+          throw unprocessable(
+            `connections[${i}]: "${entry}" names your ${entry} account, which is no tool server (accounts go in account_id)`,
+            'CONNECTION_NOT_READY',
+          )
         if (!row || row.status !== 'ready') throw notReady(`connections[${i}] "${entry}"`)
         run = await this.runCopy(row, sessionKey)
       } else {
@@ -135,6 +141,11 @@ export class ConnectionService {
         const name = entry.name ?? slugOf(entry.url)
         if (!NAME.test(name)) throw badRequest(`connections[${i}]: name must be lower-case letters, digits, - and _ (at most 63)`)
         // Spec 4.1 rule 3: an inline server may not share a name with one of the caller's named servers.
+        if (this.deps.builtinNames?.includes(name))
+          throw unprocessable(
+            `connections[${i}]: "${name}" is a built-in connector's name; give the inline server another`,
+            'CONNECTION_AMBIGUOUS',
+          )
         const named = own.filter((row) => row.name === name)
         if (named.length > 0)
           throw unprocessable(
@@ -297,23 +308,9 @@ export class ConnectionService {
     return { url: row.url, token }
   }
 
-  /** Why `raw` cannot be a tool server URL, or null: https, every address it resolves to public. */
-  async urlProblem(raw: string): Promise<string | null> {
-    let url: URL
-    try {
-      url = new URL(raw)
-    } catch {
-      return `${JSON.stringify(raw)} is not a URL`
-    }
-    if (url.protocol !== 'https:' && !(this.deps.allowPrivate && url.protocol === 'http:')) return `${url.origin} is not an https URL`
-    if (url.username || url.password) return 'the URL may not carry a user or password (use auth)'
-    if (this.deps.allowPrivate) return null
-    const host = hostOf(url)
-    if (isIP(host)) return isPublicAddress(host) ? null : `${host} is not a public address`
-    const addresses = await this.deps.resolve(host).catch(() => [] as string[])
-    if (addresses.length === 0) return `${host} does not resolve`
-    const inside = addresses.find((a) => !isPublicAddress(a))
-    return inside ? `${host} resolves to a non-public address (${inside})` : null
+  /** Why `raw` cannot be a tool server URL, or null (url-rule.ts). */
+  urlProblem(raw: string): Promise<string | null> {
+    return toolServerUrlProblem(raw, this.deps)
   }
 
   private own(principal: Principal, orgId: string): Row[] {

@@ -211,3 +211,47 @@ async function finished(id: string, path = '/o/acme/p/_/sessions') {
     60_000,
   )
 }
+
+describe('names (spec 4.1 rules 2 and 3)', () => {
+  test('a name may be an account’s provider: with a tool server of that name it is ambiguous, alone it gives no tool server', async () => {
+    const account = await call('POST', '/o/acme/accounts', { provider: 'anthropic', name: 'mine', api_key: 'sk-ant-test-0123456789' })
+    expect(account.status).toBe(201)
+    const server = await call('POST', '/o/acme/connections', { name: 'anthropic', url: mcp.url })
+    expect(server.status).toBe(201)
+    const both = await call('POST', '/o/acme/p/_/sessions', { harness: 'harness_2', input: 'hi', connections: ['anthropic'] })
+    expect(both).toMatchObject({ status: 422, body: { code: 'CONNECTION_AMBIGUOUS' } })
+    expect(both.body.error).toContain(account.body.id)
+    expect(both.body.error).toContain(server.body.id)
+    // By id, the tool server is named alone.
+    const byId = await call('POST', '/o/acme/p/_/sessions', {
+      harness: 'harness_2',
+      input: script([{ answer: 'ok' }]),
+      connections: [server.body.id],
+    })
+    expect(byId.status).toBe(202)
+    await finished(byId.body.execution_id)
+    expect((await call('DELETE', `/o/acme/connections/${server.body.id}`)).status).toBe(204)
+    const account_only = await call('POST', '/o/acme/p/_/sessions', { harness: 'harness_2', input: 'hi', connections: ['anthropic'] })
+    expect(account_only).toMatchObject({ status: 422, body: { code: 'CONNECTION_NOT_READY' } })
+    expect(account_only.body.error).toContain('names your anthropic account')
+    // Another member has no such account: the name is simply unknown to them.
+    const member = await call(
+      'POST',
+      '/o/acme/p/_/sessions',
+      { harness: 'harness_2', input: 'hi', connections: ['anthropic'] },
+      t.member.token,
+    )
+    expect(member.body.error).toContain('is unknown')
+  })
+
+  test('an inline server may not take a built-in connector’s name, connected or not', async () => {
+    const inline = await call(
+      'POST',
+      '/o/acme/p/_/sessions',
+      { harness: 'harness_2', input: 'hi', connections: [{ url: mcp.url, name: 'tickets' }] },
+      t.member.token,
+    )
+    expect(inline).toMatchObject({ status: 422, body: { code: 'CONNECTION_AMBIGUOUS' } })
+    expect(inline.body.error).toContain('built-in connector')
+  })
+})
