@@ -51,6 +51,8 @@ export interface Config {
   fileQuotaBytes: number
   /** The code host's REST API that skill URLs are read through (AGENTD_GITHUB_API_URL). */
   githubApiUrl: string
+  /** AGENTD_LINEAR_API_URL: Linear's GraphQL endpoint, for tracker issues a run names (a stand-in in tests). */
+  linearApiUrl: string
   /** AGENTD_GITHUB_TOKEN: a token for that API (rate limits, private skill repositories); null: anonymous. */
   githubToken: string | null
   /**
@@ -278,6 +280,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     unusedFileMs: 7 * 24 * 3600 * 1000 * timeScale,
     fileQuotaBytes: positiveNumber('AGENTD_FILE_QUOTA_MB', env.AGENTD_FILE_QUOTA_MB, 1024) * 1024 * 1024,
     githubApiUrl: env.AGENTD_GITHUB_API_URL || 'https://api.github.com',
+    linearApiUrl: env.AGENTD_LINEAR_API_URL || 'https://api.linear.app/graphql',
     githubToken: env.AGENTD_GITHUB_TOKEN || null,
     githubApp: githubApp(env.AGENTD_GITHUB_APP_ID, env.AGENTD_GITHUB_APP_KEY_FILE),
     githubGitUrl: (env.AGENTD_GITHUB_GIT_URL || 'https://github.com').replace(/\/+$/, ''),

@@ -206,7 +206,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const outbound = { resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, ca: config.fetchCa }
   const get = publicGetter(outbound)
   const skills = new SkillService(db, new SkillFetcher({ githubApiUrl: config.githubApiUrl, githubToken: config.githubToken, get }))
-  const { connections, connectors } = connectionServices({ ...outbound, db, sealer, catalog, publicUrl: config.publicUrl, now, log })
+  const { connections, connectors, trackers } = connectionServices({ ...outbound, db, sealer, catalog, ...config, now, log })
   // A run's repository (checkout, git through the gateway, pull requests) needs agentd's GitHub App.
   const github = config.githubApp ? new GithubApp(config.githubApiUrl, config.githubApp) : null
   const installations = new InstallationService(db, github, now)
@@ -297,6 +297,7 @@ export async function startServices(config: Config, options: ServerOptions = {})
     ...(repositories ? { repositories } : {}),
     skills,
     connections,
+    trackers,
     idempotencyMs: config.idempotencyMs,
     now,
     log,

@@ -252,6 +252,7 @@ const FACES: Record<string, string[]> = {
   'src/repositories': ['installations.ts', 'run-access.ts'],
   'src/runtime': ['session-runtime.ts', 'artifacts.ts', 'harness-install.ts'],
   'src/sessions': ['create-rules.ts'],
+  'src/connections': ['tracker.ts'],
 }
 const isFace = (feature: string, path: string) => {
   const name = path.slice(feature.length + 1)

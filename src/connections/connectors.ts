@@ -8,6 +8,7 @@ import type { OrgAccess, Principal } from '../identity/service'
 import { CONNECTION_NAME, type CreateConnectionBody } from './model'
 import { ConnectorSignIn } from './oauth'
 import { ConnectionService } from './service'
+import { TrackerIssues } from './tracker'
 import type { KeySealer } from '../accounts/seal'
 import type { ResolveHost } from '../egress/address-policy'
 import { publicFetch } from '../egress/public-fetch'
@@ -129,6 +130,8 @@ export interface ConnectionSetup {
   catalog: { mcp_servers: readonly Record<string, unknown>[] }
   /** agentd's public address: sign-ins come back to its console there. */
   publicUrl: string
+  /** Linear's GraphQL endpoint (tracker issues). */
+  linearApiUrl: string
   now: () => number
   log: (line: string) => void
 }
@@ -137,7 +140,11 @@ export interface ConnectionSetup {
 export const SIGN_IN_CALLBACK_PATH = '/console/connections/callback'
 
 /** The connections feature: stored tool servers, and built-in connectors signed in with OAuth. */
-export function connectionServices(setup: ConnectionSetup): { connections: ConnectionService; connectors: ConnectorService } {
+export function connectionServices(setup: ConnectionSetup): {
+  connections: ConnectionService
+  connectors: ConnectorService
+  trackers: TrackerIssues
+} {
   const signIn = setup.sealer
     ? new ConnectorSignIn({
         db: setup.db,
@@ -160,5 +167,6 @@ export function connectionServices(setup: ConnectionSetup): { connections: Conne
     urlProblem: (url) => connections.urlProblem(url),
     now: setup.now,
   })
-  return { connections, connectors }
+  const trackers = new TrackerIssues({ db: setup.db, signIn, apiUrl: setup.linearApiUrl })
+  return { connections, connectors, trackers }
 }

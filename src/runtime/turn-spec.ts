@@ -45,12 +45,18 @@ export async function turnSpec(
 }
 
 /**
- * The first turn's prompt: a saved agent's instructions, then the caller's text, then the lines
- * naming the attachments (already in the workspace), each part apart by a blank line.
+ * The first turn's prompt: a saved agent's instructions, then the caller's text, then the tracker
+ * issues its resources named (marked as untrusted), then the lines naming the attachments (already
+ * in the workspace), each part apart by a blank line.
  */
 export function firstTurnPrompt(row: SessionRow, attachments: string | null): string {
   const instructions = row.snapshot?.instructions
-  const parts = [typeof instructions === 'string' && instructions.trim() !== '' ? instructions : null, row.prompt, attachments]
+  const parts = [
+    typeof instructions === 'string' && instructions.trim() !== '' ? instructions : null,
+    row.prompt,
+    row.resourceText,
+    attachments,
+  ]
   return parts.filter((part) => part !== null).join('\n\n')
 }
 

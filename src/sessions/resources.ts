@@ -1,5 +1,6 @@
 import { badRequest, unprocessable } from '../domain/errors'
 import type { ProjectRow } from '../identity/projects'
+import type { IssueResource } from '../connections/tracker'
 
 /** The code host whose repository URLs `resources` takes (spec 4.1), and the issue tracker's. */
 const CODE_HOST = 'github.com'
@@ -61,14 +62,14 @@ export type ResourceRepository = Extract<Resource, { kind: 'repository' }> & { c
  * `resources` of a create (spec 4.1): every URL one of the forms (else 422 RESOURCE_UNSUPPORTED),
  * at most one repository (400), on a Project run only the Project's own. A repository is reached
  * through an installation of the org's GitHub App (`codeHost`; without one it is 422
- * RESOURCE_NOT_ACCESSIBLE) and returned with its entry's `connection`; an issue needs a tracker
- * connection, which this server has not yet (422).
+ * RESOURCE_NOT_ACCESSIBLE) and returned with its entry's `connection`; the issues are returned to
+ * be read through the caller's tracker connection (connections/tracker.ts).
  */
 export function checkResources(
   resources: { url: string; connection?: string }[],
   project: ProjectRow | null,
   codeHost: boolean,
-): ResourceRepository | null {
+): { repository: ResourceRepository | null; issues: IssueResource[] } {
   const parsed = resources.map((r, i) => {
     const resource = parseResource(r.url)
     if (!resource) {
@@ -94,14 +95,12 @@ export function checkResources(
       }
       if (!codeHost)
         throw unprocessable(`resources[${i}]: no code-host app installation of yours covers ${full}`, 'RESOURCE_NOT_ACCESSIBLE')
-      continue
     }
-    throw unprocessable(
-      `resources[${i}]: you have no tracker connection that reads ${resource.workspace}/${resource.issue}`,
-      'RESOURCE_NOT_ACCESSIBLE',
-    )
   }
-  return repositories[0] ?? null
+  const issues = parsed.flatMap((r, index) =>
+    r.kind === 'issue' ? [{ index, workspace: r.workspace, issue: r.issue, connection: resources[index]!.connection ?? null }] : [],
+  )
+  return { repository: repositories[0] ?? null, issues }
 }
 
 /**

@@ -4,6 +4,7 @@ import { ownAccountOnly } from '../accounts/owner'
 import type { AccountService } from '../accounts/service'
 import type { Catalog, HarnessVersions } from '../catalog/catalog'
 import type { ConnectionService } from '../connections/service'
+import type { TrackerIssues } from '../connections/tracker'
 import type { Db } from '../db/client'
 import { ApiError, notFound } from '../domain/errors'
 import { newId } from '../domain/ids'
@@ -47,6 +48,8 @@ export interface SessionServiceDeps {
   agents: SavedAgentProfiles
   skills: SkillService
   connections: ConnectionService
+  /** Reads the tracker issues a run's `resources` name, for its first turn's prompt. */
+  trackers: Pick<TrackerIssues, 'read'>
   /** Shape B image blocks' URLs, fetched under the webhook rules (egress/public-get.ts) in the create's fetch budget. */
   fetches: InputDeps['fetches']
   /** A run's repository is checked with the code host at create; absent without a GitHub App. */
@@ -106,7 +109,8 @@ export class SessionService {
     if (earlier) return this.deps.queries.view(this.store.get(earlier)!)
     // Shape B's files are fetched and decoded here, before anything is stored.
     const { body: request, attachments, fetches } = await readCreate(principal, access.orgId, body, this.deps)
-    const named = request.resources ? checkResources(request.resources, project, this.deps.repositories !== undefined) : null
+    const resources = request.resources ? checkResources(request.resources, project, this.deps.repositories !== undefined) : null
+    const named = resources?.repository ?? null
     const profile = request.agent_id === undefined ? null : this.deps.agents.forRun(access.orgId, request.agent_id)
     const run = profile ? withProfile(request, profile) : request
     const runSpec = runSpecOf(run, this.deps.catalog, this.deps.versions, projectless)
@@ -122,6 +126,9 @@ export class SessionService {
     try {
       // The Project's connectors, then the caller's own (a key run names none, but gets its Project's).
       const servers = await this.deps.connections.forProjectRun(principal, access.orgId, project?.id ?? null, id, run.connections)
+      // Tracker issues the run names, read now through the caller's connection (422 when they cannot be).
+      const issues = resources?.issues ?? []
+      const resourceText = issues.length > 0 ? await this.deps.trackers.read(principal, access.orgId, issues) : null
       if (runSpec.pinned) await this.resolvePin(runSpec)
       const installation = await checkRunRepository(
         this.deps.repositories,
@@ -159,6 +166,7 @@ export class SessionService {
       })
       if (profile) Object.assign(row, profileFields(request, profile, runSpec))
       if (skills.length > 0) row.effectiveConfig = { ...row.effectiveConfig, skills: SkillService.pins(skills) }
+      if (resourceText !== null) row.resourceText = resourceText
       this.store.insert(
         row,
         sessionMachine.getPersistedSnapshot(snapshot),

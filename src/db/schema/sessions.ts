@@ -29,6 +29,8 @@ export const sessions = sqliteTable(
     machineState: text('machine_state'),
     sandboxGeneration: integer('sandbox_generation').notNull().default(0),
     prompt: text('prompt').notNull(),
+    /** Tracker issues the run's `resources` named, read at create, for the first turn's prompt. */
+    resourceText: text('resource_text'),
     title: text('title').notNull(),
     repoOwner: text('repo_owner'),
     repoName: text('repo_name'),
