@@ -118,6 +118,16 @@ export function readConfigFile(configFile: string | null): Record<string, unknow
   return parsed as Record<string, unknown>
 }
 
+/** AGENTD_LINEAR_API_URL: https, or http to this machine (as Linear's SDK allows). */
+function linearApiUrl(raw: string | undefined): string {
+  const value = raw || 'https://api.linear.app/graphql'
+  const url = URL.parse(value)
+  const local = url !== null && ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname)
+  if (url?.protocol !== 'https:' && !(url?.protocol === 'http:' && local))
+    throw new ConfigError(`AGENTD_LINEAR_API_URL must be an https URL (http only to this machine), got "${value}"`)
+  return value
+}
+
 /** The harnesses a CLI can be started ahead for (harness/*.ts `startAhead`): Codex reads its prompt before it starts. */
 export const STARTABLE_CLIS: readonly Harness[] = ['harness_1', 'harness_3']
 
@@ -280,7 +290,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     unusedFileMs: 7 * 24 * 3600 * 1000 * timeScale,
     fileQuotaBytes: positiveNumber('AGENTD_FILE_QUOTA_MB', env.AGENTD_FILE_QUOTA_MB, 1024) * 1024 * 1024,
     githubApiUrl: env.AGENTD_GITHUB_API_URL || 'https://api.github.com',
-    linearApiUrl: env.AGENTD_LINEAR_API_URL || 'https://api.linear.app/graphql',
+    linearApiUrl: linearApiUrl(env.AGENTD_LINEAR_API_URL),
     githubToken: env.AGENTD_GITHUB_TOKEN || null,
     githubApp: githubApp(env.AGENTD_GITHUB_APP_ID, env.AGENTD_GITHUB_APP_KEY_FILE),
     githubGitUrl: (env.AGENTD_GITHUB_GIT_URL || 'https://github.com').replace(/\/+$/, ''),

@@ -206,7 +206,8 @@ export async function startServices(config: Config, options: ServerOptions = {})
   const outbound = { resolve: options.resolveHost ?? resolveHost, allowPrivate: config.webhookAllowPrivate, ca: config.fetchCa }
   const get = publicGetter(outbound)
   const skills = new SkillService(db, new SkillFetcher({ githubApiUrl: config.githubApiUrl, githubToken: config.githubToken, get }))
-  const { connections, connectors, trackers } = connectionServices({ ...outbound, db, sealer, catalog, ...config, now, log })
+  const { publicUrl, linearApiUrl } = config
+  const { connections, connectors, trackers } = connectionServices({ ...outbound, db, sealer, catalog, publicUrl, linearApiUrl, now, log })
   // A run's repository (checkout, git through the gateway, pull requests) needs agentd's GitHub App.
   const github = config.githubApp ? new GithubApp(config.githubApiUrl, config.githubApp) : null
   const installations = new InstallationService(db, github, now)

@@ -5,7 +5,7 @@ import { unprocessable } from '../domain/errors'
 import type { Principal } from '../identity/service'
 
 /** The caller's provider accounts whose provider is `name`: spec 4.1 rule 2 lets a run name an account by its provider. */
-export function accountsNamed(db: Db, principal: Principal, orgId: string, name: string): { id: string; provider: string }[] {
+export function accountsNamed(db: Db, principal: Principal, orgId: string, name: string): { id: string; account: true }[] {
   if (!principal.userId) return []
   return db
     .select({ id: providerAccounts.id, provider: providerAccounts.provider })
@@ -13,6 +13,7 @@ export function accountsNamed(db: Db, principal: Principal, orgId: string, name:
     .where(and(eq(providerAccounts.orgId, orgId), eq(providerAccounts.userId, principal.userId)))
     .all()
     .filter((account) => account.provider === name)
+    .map((account) => ({ id: account.id, account: true as const }))
 }
 
 /** Rule 2's 422 for a name that matches more than one of the caller's rows, listing their ids. */

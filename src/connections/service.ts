@@ -126,7 +126,7 @@ export class ConnectionService {
         ]
         if (matches.length > 1) throw ambiguousName(i, entry, matches)
         const row = matches[0]
-        if (row && 'provider' in row)
+        if (row && 'account' in row)
           throw unprocessable(
             `connections[${i}]: "${entry}" names your ${entry} account, which is no tool server (accounts go in account_id)`,
             'CONNECTION_NOT_READY',

@@ -1,6 +1,6 @@
 import { badRequest, unprocessable } from '../domain/errors'
 import type { ProjectRow } from '../identity/projects'
-import type { IssueResource } from '../connections/tracker'
+import { MAX_ISSUES, type IssueResource } from '../connections/tracker'
 
 /** The code host whose repository URLs `resources` takes (spec 4.1), and the issue tracker's. */
 const CODE_HOST = 'github.com'
@@ -43,9 +43,10 @@ export function parseResource(raw: string): Resource | null {
       return { kind: 'repository', owner, repo: name, branch: null, pull: Number(rest[0]) }
     return null
   }
+  // Linear's copied links end in a slug of the title (`/issue/ENG-12/fix-the-login`): it names nothing.
   if (
     url.hostname === TRACKER &&
-    parts.length === 3 &&
+    (parts.length === 3 || (parts.length === 4 && SEGMENT.test(parts[3]!))) &&
     parts[1] === 'issue' &&
     SEGMENT.test(parts[0]!) &&
     /^[A-Za-z][A-Za-z0-9]*-[0-9]+$/.test(parts[2]!)
@@ -97,6 +98,8 @@ export function checkResources(
         throw unprocessable(`resources[${i}]: no code-host app installation of yours covers ${full}`, 'RESOURCE_NOT_ACCESSIBLE')
     }
   }
+  const named = new Set(parsed.flatMap((r) => (r.kind === 'issue' ? [r.issue.toUpperCase()] : [])))
+  if (named.size > MAX_ISSUES) throw badRequest(`resources: at most ${MAX_ISSUES} tracker issues per run`)
   const issues = parsed.flatMap((r, index) =>
     r.kind === 'issue' ? [{ index, workspace: r.workspace, issue: r.issue, connection: resources[index]!.connection ?? null }] : [],
   )

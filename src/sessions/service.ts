@@ -118,6 +118,9 @@ export class SessionService {
     this.deps.plans.assertAllows(access.orgId, runSpec.model, (run.account_id ?? null) !== null)
     // Fetched now (in what the images left of the budget), each code-host source pinned to its commit: the run never reads the URLs again.
     const skills = run.skills ? await this.deps.skills.fetch(run.skills, fetches) : []
+    // Tracker issues the run names, read now through the caller's connection (422 when they cannot be).
+    const issues = resources?.issues ?? []
+    const resourceText = issues.length > 0 ? await this.deps.trackers.read(principal, access.orgId, project?.id ?? null, issues) : null
     // Tokens are sealed for this session, under its id: made now, before anything is awaited again.
     // A warm sandbox waits under the id the runtime gives (a new one when none does).
     const id = this.deps.runtime.newSessionId(runSpec.harness)
@@ -126,9 +129,6 @@ export class SessionService {
     try {
       // The Project's connectors, then the caller's own (a key run names none, but gets its Project's).
       const servers = await this.deps.connections.forProjectRun(principal, access.orgId, project?.id ?? null, id, run.connections)
-      // Tracker issues the run names, read now through the caller's connection (422 when they cannot be).
-      const issues = resources?.issues ?? []
-      const resourceText = issues.length > 0 ? await this.deps.trackers.read(principal, access.orgId, issues) : null
       if (runSpec.pinned) await this.resolvePin(runSpec)
       const installation = await checkRunRepository(
         this.deps.repositories,

@@ -27,6 +27,17 @@ function cacheFiles(): Map<string, string> {
   return files
 }
 
+/**
+ * Nothing of the cache as it was is changed, and nothing the agent planted is there. Entries the
+ * host's own CLIs add meanwhile (other test files run Gemini CLI on the process driver, pinned
+ * versions included, whose V8 writes its code for their bundles) are the host's, not the agent's.
+ */
+function expectUnharmed(before: Map<string, string>): void {
+  const now = cacheFiles()
+  expect([...before].filter(([path, bytes]) => now.get(path) !== bytes).map(([path]) => path)).toEqual([])
+  expect([...now.keys()].filter((path) => path.startsWith('planted'))).toEqual([])
+}
+
 beforeAll(async () => {
   await fillNodeCompileCache(geminiEntryPath(), () => {})
 })
@@ -60,7 +71,7 @@ for (const kind of ISOLATING) {
       ].join('; ')
       const view = await runSession(t, [{ bash: attack }, { answer: 'tried' }])
       expect(view.status).toBe('completed')
-      expect(cacheFiles()).toEqual(before)
+      expectUnharmed(before)
 
       const call = caller(t)
       const created = await call('POST', '/o/acme/p/_/sessions', {
@@ -70,7 +81,7 @@ for (const kind of ISOLATING) {
       expect(created.status).toBe(202)
       const second = await turnEnded(t, created.body.execution_id, 1, 90_000)
       expect(second.status).toBe('completed')
-      expect(cacheFiles()).toEqual(before)
+      expectUnharmed(before)
     }, 180_000)
   })
 }
