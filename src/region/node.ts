@@ -27,6 +27,15 @@ export async function openNode(config: Config, now: () => number, log: (line: st
         'AGENTD_NODE_URL (where the other nodes reach it) and AGENTD_CLUSTER_TOKEN',
     )
   }
+  // Measured: Litestream keeps its own files beside the database (`.agentd.db-litestream/`), which a
+  // LiteFS mount refuses (mkdir: operation not permitted), so it would fail every second and back up
+  // nothing, on the primary and the replicas alike.
+  if (mount && config.litestreamUrl) {
+    throw new ConfigError(
+      `AGENTD_LITESTREAM_URL cannot replicate a database in a LiteFS mount (${mount.dir}): Litestream keeps its own files beside ` +
+        'the database, which LiteFS refuses. Back a region up from LiteFS itself (`litefs export` on the primary), or unset it',
+    )
+  }
   const replica = mount !== null && !mount.isPrimary()
   if (replica && !(await waitForSchema(config.dbPath, SCHEMA_WAIT_MS))) {
     throw new Error(`this replica's database has not received the primary's schema after ${SCHEMA_WAIT_MS / 1000} s: is the primary up?`)

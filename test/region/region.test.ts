@@ -3,7 +3,7 @@ import { Database } from 'bun:sqlite'
 import { join } from 'node:path'
 import { script, waitFor } from '../helpers/http'
 import { openSse } from '../helpers/sse'
-import { type Region, regionSkip, useRegion } from './litefs-region'
+import { type Region, regionSkip, startRegion, useRegion } from './litefs-region'
 
 /**
  * A region (contract section 12) as the README's walk-through runs it: three nodes on this machine,
@@ -186,4 +186,18 @@ describe.skipIf(skip !== null)('a region of three nodes on LiteFS', () => {
     expect(refused.body.code).toBe('PRIMARY_UNAVAILABLE')
     expect(refused.body.error).toContain(region.nodes[0]!.url)
   })
+})
+
+describe.skipIf(skip !== null)('Litestream and LiteFS', () => {
+  test('AGENTD_LITESTREAM_URL on a node whose database is in a LiteFS mount stops the start with why (Litestream cannot work there)', async () => {
+    const started = await startRegion(1, { AGENTD_SANDBOX: 'bwrap', AGENTD_LITESTREAM_URL: 'file:///tmp/agentd-never-replicated' }).then(
+      async (region) => {
+        await region[Symbol.asyncDispose]()
+        return 'started'
+      },
+      (err: Error) => err.message,
+    )
+    expect(started).toContain('AGENTD_LITESTREAM_URL cannot replicate a database in a LiteFS mount')
+    expect(started).toContain('litefs export')
+  }, 60_000)
 })
