@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { launchChromium } from '../helpers/chromium'
 import { makeTestApp, type TestApp } from '../helpers/app'
-import { startMcpServer, type TestMcpServer } from '../helpers/mcp-server'
-import { startOauthServer, type OauthServer } from '../helpers/oauth-server'
+import type { TestMcpServer } from '../helpers/mcp-server'
+import { connectorEntry, startOauthServer, startProtectedMcp, type OauthServer } from '../helpers/oauth-server'
 
 /**
  * The console connects a built-in connector end to end in headless Chromium: the Connect button
@@ -23,20 +23,15 @@ let configDir: string
 let chromium: Awaited<ReturnType<typeof launchChromium>>
 beforeAll(async () => {
   oauth = await startOauthServer({ accessTokenTtl: 300 })
-  mcp = startMcpServer({ issuer: oauth.issuer, verify: (token, resource) => oauth.verify(token, resource) })
+  mcp = startProtectedMcp(oauth)
   configDir = mkdtempSync(join(tmpdir(), 'agentd-console-connectors-'))
   const config = join(configDir, 'agentd.json')
-  const tickets = {
-    name: 'tickets',
-    slug: 'tickets',
-    title: 'Tickets',
-    description: 'The team’s tickets',
-    remotes: [{ type: 'streamable-http', url: mcp.url }],
-    oauth: true,
-  }
   writeFileSync(
     config,
-    JSON.stringify({ accounts: { encryption_key: randomBytes(32).toString('base64') }, catalog: { mcp_servers: [tickets] } }),
+    JSON.stringify({
+      accounts: { encryption_key: randomBytes(32).toString('base64') },
+      catalog: { mcp_servers: [connectorEntry('tickets', 'Tickets', mcp.url)] },
+    }),
   )
   // The console's address must be known before the start: the sign-in comes back to it.
   const probe = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: () => new Response() })

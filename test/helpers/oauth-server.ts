@@ -2,6 +2,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { createRemoteJWKSet, jwtVerify } from 'jose'
 import Provider from 'oidc-provider'
+import { startMcpServer, type TestMcpServer } from './mcp-server'
 
 export interface OauthServer {
   issuer: string
@@ -133,5 +134,28 @@ export async function startOauthServer(options: { accessTokenTtl: number }): Pro
       for (const id of grants) await (await provider.Grant.find(id))?.destroy()
     },
     stop: () => new Promise<void>((done) => server.close(() => done())),
+  }
+}
+
+/** A tool server behind `oauth` (it takes only that server's tokens for itself): test/helpers/mcp-server.ts. */
+export function startProtectedMcp(oauth: OauthServer): TestMcpServer {
+  return startMcpServer({ issuer: oauth.issuer, verify: (token, resource) => oauth.verify(token, resource) })
+}
+
+/** A catalog `mcp_servers` entry (spec 2.11) for a built-in connector at `url`, signed in with OAuth. */
+export function connectorEntry(slug: string, title: string, url: string): Record<string, unknown> {
+  return {
+    name: slug,
+    slug,
+    title,
+    description: `The team’s ${title.toLowerCase()}`,
+    category: 'project-management',
+    tags: [],
+    verified: true,
+    official: true,
+    author: 'agentd tests',
+    remotes: [{ type: 'streamable-http', url }],
+    documentationUrl: `https://example.com/${slug}`,
+    oauth: true,
   }
 }

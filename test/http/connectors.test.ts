@@ -6,8 +6,8 @@ import { join } from 'node:path'
 import { loadConfig } from '../../src/config'
 import { makeTestApp, type TestApp } from '../helpers/app'
 import { req, script, waitFor } from '../helpers/http'
-import { startMcpServer, type TestMcpServer } from '../helpers/mcp-server'
-import { startOauthServer, type OauthServer } from '../helpers/oauth-server'
+import type { TestMcpServer } from '../helpers/mcp-server'
+import { connectorEntry, startOauthServer, startProtectedMcp, type OauthServer } from '../helpers/oauth-server'
 import { startLinearStandIn, type LinearStandIn } from '../helpers/linear-standin'
 
 /**
@@ -28,9 +28,9 @@ let configDir: string
 
 beforeAll(async () => {
   oauth = await startOauthServer({ accessTokenTtl: 2 })
-  mcp = startMcpServer({ issuer: oauth.issuer, verify: (token, resource) => oauth.verify(token, resource) })
+  mcp = startProtectedMcp(oauth)
   // Linear: its tool server (where its sign-in starts) and its GraphQL API, which takes the same tokens.
-  linearMcp = startMcpServer({ issuer: oauth.issuer, verify: (token, resource) => oauth.verify(token, resource) })
+  linearMcp = startProtectedMcp(oauth)
   linear = startLinearStandIn(
     [
       {
@@ -50,29 +50,12 @@ beforeAll(async () => {
   )
   configDir = mkdtempSync(join(tmpdir(), 'agentd-connectors-'))
   const config = join(configDir, 'agentd.json')
-  const tickets = {
-    name: 'tickets',
-    slug: 'tickets',
-    title: 'Tickets',
-    description: 'The team’s tickets',
-    category: 'project-management',
-    tags: [],
-    verified: true,
-    official: true,
-    author: 'agentd tests',
-    remotes: [{ type: 'streamable-http', url: mcp.url }],
-    documentationUrl: 'https://example.com/tickets',
-    oauth: true,
-  }
   writeFileSync(
     config,
     JSON.stringify({
       accounts: { encryption_key: randomBytes(32).toString('base64') },
       catalog: {
-        mcp_servers: [
-          tickets,
-          { ...tickets, name: 'linear', slug: 'linear', title: 'Linear', remotes: [{ type: 'streamable-http', url: linearMcp.url }] },
-        ],
+        mcp_servers: [connectorEntry('tickets', 'Tickets', mcp.url), connectorEntry('linear', 'Linear', linearMcp.url)],
       },
     }),
   )
