@@ -4,6 +4,7 @@ import { createDriver, type SandboxDriver } from '../sandbox'
 import { createApp, type AppDeps } from './app'
 import { type Config, warmSandboxCount } from './config'
 import { openNode } from './region/node'
+import { CATCH_UP_MS } from './region/forward'
 import { startGateway } from './gateway/gateway'
 import { ADAPTERS } from './harness'
 import { ApiKeyService } from './api-keys/service'
@@ -174,7 +175,9 @@ export async function startServices(config: Config, options: ServerOptions = {})
     ...(options.resolveHost ? { resolve: options.resolveHost } : {}),
   })
   const apiKeys = new ApiKeyService(database.db, webhooks, now, !replica)
-  const auth = new AuthService(identity, config.oidc ? new OidcVerifier(config.oidc.issuer, config.oidc.audience) : null, apiKeys)
+  const oidc = config.oidc ? new OidcVerifier(config.oidc.issuer, config.oidc.audience) : null
+  // On a replica, a credential made on the primary a moment ago is waited for, not refused.
+  const auth = new AuthService(identity, oidc, apiKeys, replica ? () => region.catchUp(CATCH_UP_MS) : null)
   // Sessions: the store and the read side, the runtime that carries out the machine's actions, the
   // actor that feeds the machine (the runtime reports back to it), and the service callers talk to.
   const db = database.db

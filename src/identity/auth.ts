@@ -9,6 +9,11 @@ export class AuthService {
     private readonly identity: IdentityService,
     private readonly oidc: OidcVerifier | null,
     private readonly apiKeys: { authenticate(secret: string): Principal | null } | null = null,
+    /**
+     * A replica of a region: waits until it has what the primary has now; true when it may have
+     * more than before. A key or token made on the primary a moment ago is then found here too.
+     */
+    private readonly catchUp: (() => Promise<boolean>) | null = null,
   ) {}
 
   async authenticate(authorization: string | undefined): Promise<Principal> {
@@ -17,13 +22,13 @@ export class AuthService {
     const match = /^Bearer[ \t]+([A-Za-z0-9\-._~+/]+=*)[ \t]*$/i.exec(authorization ?? '')
     if (!match) throw authFailed('A bearer token is required')
     const token = match[1]!
-    if (token.startsWith(API_KEY_PREFIX)) {
-      const key = this.apiKeys?.authenticate(token)
-      if (key) return key
-      throw authFailed('The API key is unknown, revoked or expired')
-    }
-    const user = this.identity.userByToken(token)
-    if (user) return user
+    const isKey = token.startsWith(API_KEY_PREFIX)
+    const stored = () => (isKey ? (this.apiKeys?.authenticate(token) ?? null) : this.identity.userByToken(token))
+    let found = stored()
+    // Unknown here, perhaps only not yet: a replica asks once whether the primary has more.
+    if (!found && this.catchUp && (await this.catchUp())) found = stored()
+    if (found) return found
+    if (isKey) throw authFailed('The API key is unknown, revoked or expired')
     // Three dot-separated parts: an identity-provider JWT.
     if (this.oidc && token.split('.').length === 3) {
       const claims = await this.oidc.verify(token)

@@ -30,7 +30,7 @@ const HOP_BY_HOP = [
 ]
 
 /** How long a forwarded write's answer waits for the replica to have the primary's transaction. */
-const CATCH_UP_MS = 5000
+export const CATCH_UP_MS = 5000
 /** How long a replica waits for the primary's answer to a forwarded write. */
 const FORWARD_TIMEOUT_MS = 300_000
 

@@ -32,6 +32,8 @@ export class RegionService {
   private readonly token: Buffer | null
   /** When this process first found itself primary: the primary's row is the latest such. */
   private primarySince: number | null = null
+  /** The catch-up with the primary under way (catchUp), shared. */
+  private catching: Promise<boolean> | null = null
 
   constructor(private readonly deps: RegionDeps) {
     this.token = deps.node.clusterToken ? Buffer.from(deps.node.clusterToken) : null
@@ -61,6 +63,24 @@ export class RegionService {
 
   txid(): Promise<number> {
     return this.deps.mount?.txid() ?? Promise.resolve(0)
+  }
+
+  /**
+   * A replica: waits (at most `ms`) until it has every transaction the primary has now, asked at
+   * the primary's /healthz; true once it has. False on the primary, or when the primary cannot be
+   * asked. Concurrent asks share one.
+   */
+  catchUp(ms: number): Promise<boolean> {
+    const primary = this.primaryUrl()
+    if (this.role() !== 'replica' || !primary) return Promise.resolve(false)
+    this.catching ??= fetch(`${primary}/healthz`, { signal: AbortSignal.timeout(2000) })
+      .then(async (answer) => Number(((await answer.json()) as { txid?: unknown }).txid))
+      .then((txid) => txid > 0 && this.caughtUp(txid, ms))
+      .catch(() => false)
+      .finally(() => {
+        this.catching = null
+      })
+    return this.catching
   }
 
   /** Waits until this node's database has transaction `txid` (at once without LiteFS); false after `ms`. */
