@@ -3,6 +3,7 @@ import { NoSandboxError } from '../sandbox'
 import { ConfigError, loadConfig } from './config'
 import { startServices } from './server'
 import { litestreamBinary, startReplication } from './db/litestream'
+import { LiteFsMount } from './region/litefs'
 import type { LogFields } from './domain/log'
 
 /**
@@ -20,8 +21,9 @@ process.umask(0o077)
 
 try {
   const config = loadConfig()
-  // A missing Litestream binary stops the start, before anything is served.
-  if (config.litestreamUrl) litestreamBinary()
+  // A missing Litestream binary stops the start, before anything is served (in a LiteFS mount the
+  // node refuses Litestream itself, saying why: src/region/node.ts).
+  if (config.litestreamUrl && !LiteFsMount.of(config.dbPath)) litestreamBinary()
   const services = await startServices(config, { log, requestLog: (entry) => logger.info(entry, 'request') })
   const server = services.app.listen({ hostname: config.host, port: config.port })
   log(`listening on http://${config.host}:${server.server?.port ?? config.port} (data in ${config.dataDir})`)

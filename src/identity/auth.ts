@@ -1,5 +1,6 @@
 import { ApiError, authFailed, notFound } from '../domain/errors'
 import { API_KEY_PREFIX, type ApiKeyScope } from '../domain/api-keys'
+import { USER_TOKEN_PREFIX } from '../domain/ids'
 import type { IdentityService, OrgAccess, Principal } from './service'
 import type { OidcVerifier } from './oidc'
 
@@ -10,10 +11,10 @@ export class AuthService {
     private readonly oidc: OidcVerifier | null,
     private readonly apiKeys: { authenticate(secret: string): Principal | null } | null = null,
     /**
-     * A replica of a region: waits until it has what the primary has now; true when it may have
-     * more than before. A key or token made on the primary a moment ago is then found here too.
+     * A replica of a region: waits until it has what the primary has now (or gives up), so a key or
+     * token made on the primary a moment ago is found here too.
      */
-    private readonly catchUp: (() => Promise<boolean>) | null = null,
+    private readonly catchUp: (() => Promise<void>) | null = null,
   ) {}
 
   async authenticate(authorization: string | undefined): Promise<Principal> {
@@ -25,8 +26,12 @@ export class AuthService {
     const isKey = token.startsWith(API_KEY_PREFIX)
     const stored = () => (isKey ? (this.apiKeys?.authenticate(token) ?? null) : this.identity.userByToken(token))
     let found = stored()
-    // Unknown here, perhaps only not yet: a replica asks once whether the primary has more.
-    if (!found && this.catchUp && (await this.catchUp())) found = stored()
+    // A stored kind of credential unknown here, perhaps only not yet: a replica catches up once and
+    // looks again. Identity-provider JWTs are never stored, so they never wait for it.
+    if (!found && this.catchUp && (isKey || token.startsWith(USER_TOKEN_PREFIX))) {
+      await this.catchUp()
+      found = stored()
+    }
     if (found) return found
     if (isKey) throw authFailed('The API key is unknown, revoked or expired')
     // Three dot-separated parts: an identity-provider JWT.

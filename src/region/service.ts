@@ -28,12 +28,17 @@ export interface RegionDeps {
  * position of its database, and the region's nodes as the primary records them. A node alone
  * (no LiteFS) is the primary and has no other node.
  */
+/** After the primary could not be asked, a replica does not ask again for this long. */
+const ASK_AGAIN_AFTER_FAILURE_MS = 1000
+
 export class RegionService {
   private readonly token: Buffer | null
   /** When this process first found itself primary: the primary's row is the latest such. */
   private primarySince: number | null = null
-  /** The catch-up with the primary under way (catchUp), shared. */
-  private catching: Promise<boolean> | null = null
+  /** The catch-up ask out to the primary (catchUp), and the one queued behind it. */
+  private asking: Promise<void> | null = null
+  private nextAsk: Promise<void> | null = null
+  private askFailedAt = Number.NEGATIVE_INFINITY
 
   constructor(private readonly deps: RegionDeps) {
     this.token = deps.node.clusterToken ? Buffer.from(deps.node.clusterToken) : null
@@ -66,21 +71,37 @@ export class RegionService {
   }
 
   /**
-   * A replica: waits (at most `ms`) until it has every transaction the primary has now, asked at
-   * the primary's /healthz; true once it has. False on the primary, or when the primary cannot be
-   * asked. Concurrent asks share one.
+   * A replica: waits (2 s for the primary's answer, then at most `ms`) until it has every
+   * transaction the primary had when asked at its /healthz. An ask answers only callers that came
+   * before it was sent: one that comes while an ask is out waits for the next (at most one is
+   * queued). After an ask that failed (the primary down), none is made for a second. Nothing on
+   * the primary, or alone.
    */
-  catchUp(ms: number): Promise<boolean> {
+  catchUp(ms: number): Promise<void> {
     const primary = this.primaryUrl()
-    if (this.role() !== 'replica' || !primary) return Promise.resolve(false)
-    this.catching ??= fetch(`${primary}/healthz`, { signal: AbortSignal.timeout(2000) })
-      .then(async (answer) => Number(((await answer.json()) as { txid?: unknown }).txid))
-      .then((txid) => txid > 0 && this.caughtUp(txid, ms))
-      .catch(() => false)
-      .finally(() => {
-        this.catching = null
+    if (this.role() !== 'replica' || !primary || primary === this.ownUrl || Date.now() - this.askFailedAt < ASK_AGAIN_AFTER_FAILURE_MS)
+      return Promise.resolve()
+    if (!this.asking) {
+      this.asking = this.askPrimary(primary, ms).finally(() => {
+        this.asking = null
       })
-    return this.catching
+      return this.asking
+    }
+    this.nextAsk ??= this.asking.then(() => {
+      this.nextAsk = null
+      return this.catchUp(ms)
+    })
+    return this.nextAsk
+  }
+
+  private async askPrimary(primary: string, ms: number): Promise<void> {
+    try {
+      const answer = await fetch(`${primary}/healthz`, { signal: AbortSignal.timeout(2000) })
+      const txid = Number(((await answer.json()) as { txid?: unknown }).txid)
+      if (txid > 0) await this.caughtUp(txid, ms)
+    } catch {
+      this.askFailedAt = Date.now()
+    }
   }
 
   /** Waits until this node's database has transaction `txid` (at once without LiteFS); false after `ms`. */
