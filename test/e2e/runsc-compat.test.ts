@@ -34,14 +34,23 @@ test("Debian's runsc, named by AGENTD_RUNSC: the log and /metrics say so; a sess
     })
     expect(created.status).toBe(202)
     const id = created.body.execution_id as string
-    const view = () => call('GET', `/o/acme/p/_/sessions/${id}`).then((r) => r.body)
-    await poll('the first turn to end', async () => (await view()).status === 'completed', { timeoutMs: 90_000 })
+    let seen = ''
+    const view = () =>
+      call('GET', `/o/acme/p/_/sessions/${id}`).then((r) => {
+        seen = `${r.body.status} ${r.body.error ?? ''}`
+        return r.body
+      })
+    // Seen once under the whole suite's load: the first turn not over in 90 s (5.8 s alone); the
+    // session's state and the server's last lines say where it stood.
+    const last = () => `${seen}; server log: ${server.log().slice(-3000)}`
+    await poll('the first turn to end', async () => (await view()).status === 'completed', { timeoutMs: 90_000, last })
     const follow = await call('POST', `/o/acme/p/_/sessions/${id}/messages`, {
       content: script([{ bash: 'cat note.txt' }, { answer: 'read' }]),
     })
     expect([200, 202]).toContain(follow.status)
     await poll('the second turn to end', async () => (await view()).turns_count === 2 && (await view()).status === 'completed', {
       timeoutMs: 90_000,
+      last,
     })
     const calls = (await call('GET', `/o/acme/p/_/sessions/${id}/tool-calls`)).body
     expect(JSON.stringify(calls)).toContain('kept')
