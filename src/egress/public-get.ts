@@ -46,6 +46,40 @@ export function publicGetter(rules: Pick<PublicGetOptions, 'resolve' | 'allowPri
 }
 
 export function publicGet(raw: string, options: PublicGetOptions): Promise<Fetched> {
+  // A status other than 200 is refused as its headers come: its body is not read.
+  const refuse = (status: number, host: string) => (status === 200 ? null : `${host} answered ${status}`)
+  return publicExchange(raw, { method: 'GET', headers: {}, body: null }, { ...options, refuse }).then(({ headers, bytes }) => ({
+    bytes,
+    contentType: headers['content-type']?.split(';', 1)[0]?.trim().toLowerCase() || null,
+  }))
+}
+
+/** One request of publicExchange. */
+export interface ExchangeRequest {
+  method: string
+  headers: Record<string, string>
+  body: Buffer | null
+}
+
+/** Its answer: the status, the headers, the whole body. */
+export interface ExchangeAnswer {
+  status: number
+  headers: http.IncomingHttpHeaders
+  bytes: Uint8Array
+}
+
+/**
+ * One request under the outbound rules (above): the URL and every address checked, no redirect
+ * followed, the answer's body read whole up to `maxBytes`, within `timeoutMs` and the `signal`.
+ * `refuse` may turn a status down as its headers come (its words become the refusal). Every way
+ * it fails is a FetchRefused (FetchTooLarge past `maxBytes`) saying why. publicGet and publicFetch
+ * (public-fetch.ts) are this, for a caller's URLs and for servers someone else names.
+ */
+export function publicExchange(
+  raw: string,
+  init: ExchangeRequest,
+  options: PublicGetOptions & { refuse?: (status: number, host: string) => string | null },
+): Promise<ExchangeAnswer> {
   let url: URL
   try {
     url = new URL(raw)
@@ -59,7 +93,7 @@ export function publicGet(raw: string, options: PublicGetOptions): Promise<Fetch
   if (isIP(host) && !isPublicAddress(host) && !options.allowPrivate)
     return Promise.reject(new FetchRefused(`${host} is not a public address`))
   if (options.signal?.aborted) return Promise.reject(new FetchRefused(`${url.host} was not asked: the time for fetches ran out`))
-  return new Promise<Fetched>((resolve, reject) => {
+  return new Promise<ExchangeAnswer>((resolve, reject) => {
     let settled = false
     const settle = () => {
       settled = true
@@ -76,13 +110,14 @@ export function publicGet(raw: string, options: PublicGetOptions): Promise<Fetch
     const aborted = () => fail(`${url.host} had not answered when the time for fetches ran out`)
     options.signal?.addEventListener('abort', aborted, { once: true })
     const lookup = checkedLookup(options)
-    const request = (secure ? https : http).get(
+    const request = (secure ? https : http).request(
       {
         protocol: url.protocol,
         host,
         port: url.port || (secure ? 443 : 80),
         path: `${url.pathname}${url.search}`,
-        headers: { 'user-agent': 'agentd' },
+        method: init.method,
+        headers: { 'user-agent': 'agentd', ...init.headers, ...(init.body ? { 'content-length': String(init.body.byteLength) } : {}) },
         ...(secure && !isIP(host) ? { servername: host } : {}),
         ...(options.ca ? { ca: [...tls.rootCertificates, options.ca] } : {}),
         lookup,
@@ -91,7 +126,8 @@ export function publicGet(raw: string, options: PublicGetOptions): Promise<Fetch
         const status = res.statusCode ?? 0
         if (status >= 300 && status < 400)
           return fail(`${url.host} answered with a redirect (to ${res.headers.location ?? 'nowhere'}), which is not followed`)
-        if (status !== 200) return fail(`${url.host} answered ${status}`)
+        const refusal = options.refuse?.(status, url.host)
+        if (refusal) return fail(refusal)
         const declared = Number(res.headers['content-length'] ?? NaN)
         if (declared > options.maxBytes) return fail(`${url.href} is larger than ${options.maxBytes} bytes`, true)
         const chunks: Buffer[] = []
@@ -104,12 +140,12 @@ export function publicGet(raw: string, options: PublicGetOptions): Promise<Fetch
         res.on('end', () => {
           if (settled) return
           settle()
-          const contentType = res.headers['content-type']?.split(';', 1)[0]?.trim().toLowerCase() || null
-          resolve({ bytes: new Uint8Array(Buffer.concat(chunks, total)), contentType })
+          resolve({ status, headers: res.headers, bytes: new Uint8Array(Buffer.concat(chunks, total)) })
         })
         res.on('error', (err) => fail(err.message))
       },
     )
     request.on('error', (err) => fail(`${url.host} could not be reached: ${err.message}`))
+    request.end(init.body ?? undefined)
   })
 }
