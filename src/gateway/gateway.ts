@@ -193,7 +193,8 @@ async function firstMessage(req: Request, opts: GatewayOptions): Promise<Respons
   const text = key ? await opts.firstMessage?.(key, req.signal) : null
   if (text === null || text === undefined) return new Response('no started CLI waits under this key\n', { status: 404 })
   if (text === '') return new Response(null, { status: 204 })
-  return new Response(text, { headers: { 'content-type': 'application/x-ndjson' } })
+  // The CLI's own input: a stream-json line for Claude Code, the prompt's text for Gemini CLI.
+  return new Response(text, { headers: { 'content-type': 'text/plain; charset=utf-8' } })
 }
 
 /** `answer`, with `done` called once its body was read to its end or given up (at once without a body). */
